@@ -1,0 +1,30 @@
+# The README's two set-up commands: `make audit` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+OUT ?= softrank-report
+PANEL ?= default
+PYTEST_ARGS ?=
+
+.PHONY: install audit test quick clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml Makefile
+	$(PYTHON) -m venv $(VENV)
+	# torch is pinned: an unpinned torch pulls a multi-GB CUDA build.
+	$(PY) -m pip install --quiet "torch==2.13.0"
+	$(PY) -m pip install --quiet -e ".[models,dev]"
+	touch $@
+
+audit: install
+	$(VENV)/bin/softrank audit --panel $(PANEL) --out $(OUT)
+
+quick: install
+	$(VENV)/bin/softrank audit --panel quick --out $(OUT)
+
+test: install
+	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) $(OUT) .pytest_cache

@@ -1,0 +1,22 @@
+"""softrank: certified brackets for the approximation rank of softmax attention.
+
+``r_eps(A)`` is the least rank of any matrix within max-row-l1 error ``eps`` of an attention
+matrix ``A``. softrank computes brackets ``lower <= r_eps(A) <= upper`` whose ends are backed
+by explicit certificates re-verified by an independent checker (``softrank.checker``).
+See SPEC.md sections 2-6.
+"""
+
+from .errors import SoftrankError
+from .operators import Operator, softmax_rows
+
+__version__ = "0.1.0"
+
+__all__ = ["Operator", "SoftrankError", "softmax_rows", "bracket", "__version__"]
+
+
+def __getattr__(name):  # lazy: keep `import softrank` light
+    if name == "bracket":
+        from .certifiers.bracket import bracket
+
+        return bracket
+    raise AttributeError(name)

@@ -1,0 +1,257 @@
+"""``bracket(A, eps)``: the best sound pair ``lower <= r_eps(A) <= upper`` (SPEC 2, 4-6).
+
+For each tolerance the lower candidates (trivial, Frobenius tail, key groups, LP decoder)
+and the upper candidates (truncated SVD, key support, l1 refit, hybrid) are generated, and
+the strongest of each side that the checker accepts -- float64 with rounding bounds *and*
+the interval cross-check -- is reported together with the certificate that backs it. A
+candidate the checker rejects is dropped and the next one tried; no number reaches a
+:class:`Bracket` without its certificate having passed.
+
+Work shared across tolerances: one SVD of ``A``, the truncation errors of every rank, the
+per-rank l1-refit and LP-decoder solves, the singular values of every row subset.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+import numpy as np
+import scipy.linalg
+
+from ..checker import CheckReport, check, check_float64
+from ..errors import InvalidArgumentError
+from ..operators import Operator
+from . import lower as lo_
+from . import upper as up_
+
+__all__ = ["Bracket", "bracket", "validate_eps"]
+
+
+@dataclass
+class Bracket:
+    """A certified bracket at one tolerance.
+
+    Attributes
+    ----------
+    eps : float
+        Tolerance (max-row-l1 error, dimensionless: rows of ``A`` have l1 norm 1).
+    lower, upper : int
+        ``lower <= r_eps(A) <= upper``; both backed by checked certificates.
+    lower_certificate, upper_witness :
+        The certificates (see :mod:`softrank.checker.certificates`).
+    lower_method, upper_method : str
+        Which certificate family / construction won.
+    verdict : str
+        ``resolved`` (lower == upper), ``open`` (lower < upper), ``unsound`` (lower > upper:
+        a bug), ``error`` (no certified end could be produced).
+    seconds : float
+        Wall time spent on this tolerance (shared work is charged to the first one).
+    checks : dict
+        The checker's reports for the two reported certificates.
+    candidates : dict
+        Rank reached by each method tried (``lower:*`` and ``upper:*``), checked or not,
+        and the methods whose certificates the checker rejected.
+    """
+
+    eps: float
+    lower: int
+    upper: int
+    lower_certificate: object = None
+    upper_witness: object = None
+    lower_method: str = ""
+    upper_method: str = ""
+    verdict: str = "open"
+    seconds: float = 0.0
+    checks: dict = field(default_factory=dict)
+    candidates: dict = field(default_factory=dict)
+
+    @property
+    def resolved(self) -> bool:
+        return self.verdict == "resolved"
+
+    def to_dict(self) -> dict:
+        return {
+            "eps": self.eps,
+            "lower": self.lower,
+            "upper": self.upper,
+            "lower_method": self.lower_method,
+            "upper_method": self.upper_method,
+            "verdict": self.verdict,
+            "seconds": round(self.seconds, 4),
+            "checks": {k: v.summary() for k, v in self.checks.items()},
+            "candidates": self.candidates,
+        }
+
+
+def validate_eps(eps) -> list[float]:
+    """Tolerances as a list of floats in ``[0, 1)``; raises InvalidArgumentError naming ``eps``."""
+    vals = [eps] if np.isscalar(eps) else list(eps)
+    if not vals:
+        raise InvalidArgumentError("eps: expected at least one tolerance, got none")
+    out = []
+    for e in vals:
+        try:
+            f = float(e)
+        except (TypeError, ValueError) as exc:
+            raise InvalidArgumentError(f"eps: expected a number, got {e!r}") from exc
+        if not np.isfinite(f) or f < 0 or f >= 1:
+            raise InvalidArgumentError(
+                f"eps: expected a finite tolerance with 0 <= eps < 1 (r_eps = 0 for eps >= 1 "
+                f"on a row-stochastic A), got {e!r}"
+            )
+        out.append(f)
+    return out
+
+
+class _Workspace:
+    """Per-operator state shared by all tolerances."""
+
+    def __init__(self, A: np.ndarray):
+        self.A = A
+        m, N = A.shape
+        self.p = min(m, N)
+        self.svd = np.linalg.svd(A, full_matrices=False)
+        self.tsvd = up_.TruncatedSVD(A, self.svd)
+        self.refit = up_.L1Refit(A, self.svd[2])
+        self.hybrid = up_.Hybrid(A)
+        self.rows = lo_.row_order(A)
+        self.sv_cache: dict = {}
+        _, _, kpiv = scipy.linalg.qr(A, mode="economic", pivoting=True)
+        singles = [np.array([j]) for j in kpiv]
+        self.decoders = [lo_.LPDecoder(A, singles, "singletons")]
+        for w in (2, 4):
+            if w < N:
+                groups = [np.arange(a, min(a + w, N)) for a in range(0, N, w)]
+                AG = np.stack([A[:, g].sum(axis=1) for g in groups], axis=1)
+                _, _, gpiv = scipy.linalg.qr(AG, mode="economic", pivoting=True)
+                self.decoders.append(
+                    lo_.LPDecoder(A, [groups[i] for i in gpiv], f"blocks(w={w})")
+                )
+
+
+def _first_passing(A, cands, interval, rejected):
+    """The first candidate (in the given order) that the full checker accepts."""
+    for cert in cands:
+        if not check_float64(A, cert).ok:
+            rejected.append(cert.method)
+            continue
+        rep = check(A, cert, interval=interval)
+        if rep.ok:
+            return cert, rep
+        rejected.append(cert.method + (" (arithmetics disagree)" if rep.disagree else ""))
+    return None, None
+
+
+def _bracket_one(ws: _Workspace, eps: float, interval: bool) -> Bracket:
+    A = ws.A
+    cand_ranks: dict = {}
+    rejected: list[str] = []
+
+    # ---- lower side
+    lowers = []
+    for c in (lo_.trivial(A, eps), lo_.frobenius(A, eps, ws.rows, ws.sv_cache),
+              lo_.key_groups(A, eps)):
+        if c is not None:
+            lowers.append(c)
+            cand_ranks[f"lower:{c.method.split('(')[0].split('/')[0]}"] = max(
+                c.rank, cand_ranks.get(f"lower:{c.method.split('(')[0].split('/')[0]}", 0))
+    best_unchecked = max((c.rank for c in lowers), default=0)
+    for dec in ws.decoders:
+        c = dec.best(eps, max(best_unchecked, 1) + 1, ws.p)
+        if c is not None:
+            lowers.append(c)
+            cand_ranks[f"lower:lp-decoder/{dec.name}"] = c.rank
+            best_unchecked = max(best_unchecked, c.rank)
+    lowers.sort(key=lambda c: -c.rank)
+    lcert, lrep = _first_passing(A, lowers, interval, rejected)
+
+    # ---- upper side
+    lower_val = lcert.rank if lcert is not None else 0
+    uppers = []
+    k = ws.tsvd.least_rank(eps)
+    if k is not None:
+        uppers.append(ws.tsvd.witness(eps, k))
+        cand_ranks["upper:truncated-svd"] = k
+    ks = up_.key_support(A, eps)
+    if ks is not None:
+        uppers.append(ks)
+        cand_ranks["upper:key-support"] = ks.rank
+    best = min((w.rank for w in uppers), default=ws.p + 1)
+    if best > max(lower_val, 1):
+        kr = ws.refit.least_rank(eps, max(lower_val, 1), min(best, ws.p) - 1)
+        if kr is not None:
+            uppers.append(ws.refit.witness(eps, kr))
+            cand_ranks["upper:l1-refit"] = kr
+            best = kr
+    if best > max(lower_val, 1):
+        hy = ws.hybrid.least_rank(eps, max(lower_val, 1), min(best, ws.p + 1) - 1)
+        if hy is not None:
+            uppers.append(hy[1])
+            cand_ranks["upper:hybrid"] = hy[0]
+    uppers.sort(key=lambda w: w.rank)  # stable: ties keep the order above
+    uwit, urep = _first_passing(A, uppers, interval, rejected)
+
+    if rejected:
+        cand_ranks["rejected_by_checker"] = rejected
+    br = Bracket(eps=eps, lower=lcert.rank if lcert else 0, upper=uwit.rank if uwit else -1,
+                 lower_certificate=lcert, upper_witness=uwit,
+                 lower_method=lcert.method if lcert else "",
+                 upper_method=uwit.method if uwit else "", candidates=cand_ranks)
+    if lrep is not None:
+        br.checks["lower"] = lrep
+    if urep is not None:
+        br.checks["upper"] = urep
+    if lcert is None or uwit is None:
+        br.verdict = "error"
+    elif lcert.rank > uwit.rank:
+        br.verdict = "unsound"
+    elif lcert.rank == uwit.rank:
+        br.verdict = "resolved"
+    else:
+        br.verdict = "open"
+    return br
+
+
+def bracket(A, eps, *, interval: bool = True) -> Bracket | list[Bracket]:
+    """Certified brackets ``lower <= r_eps(A) <= upper`` (SPEC 2, 4, 5).
+
+    Parameters
+    ----------
+    A : (m, N) array_like or Operator
+        Row-stochastic attention matrix (validated as an :class:`~softrank.Operator`).
+    eps : float or sequence of float
+        Tolerances in ``[0, 1)`` (max-row-l1 error).
+    interval : bool
+        Run the interval cross-check on every reported certificate (default True).
+
+    Returns
+    -------
+    Bracket or list of Bracket
+        One per tolerance (a list when ``eps`` is a sequence), in the order given.
+
+    Raises
+    ------
+    InvalidOperatorError
+        If ``A`` is not a valid attention matrix.
+    InvalidArgumentError
+        If a tolerance is outside ``[0, 1)``.
+    """
+    op = A if isinstance(A, Operator) else Operator(A=A)
+    eps_list = validate_eps(eps)
+    ws = _Workspace(op.A)
+    out = []
+    # largest tolerance first: its small ranks give cheap bisection ranges for the rest
+    for e in sorted(set(eps_list), reverse=True):
+        t0 = time.perf_counter()
+        try:
+            br = _bracket_one(ws, e, interval)
+        except Exception as exc:  # a crash is an error verdict, never a bound
+            br = Bracket(eps=e, lower=0, upper=-1, verdict="error",
+                         candidates={"error": f"{type(exc).__name__}: {exc}"})
+        br.seconds = time.perf_counter() - t0
+        out.append(br)
+    by_eps = {b.eps: b for b in out}
+    res = [by_eps[e] for e in eps_list]
+    return res if not np.isscalar(eps) else res[0]

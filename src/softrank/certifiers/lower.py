@@ -1,0 +1,225 @@
+"""Lower certificates: proofs that every ``B`` with ``||A - B||_inf <= eps`` has rank ``>= k``
+(SPEC 5).
+
+Each function returns candidate certificates from :mod:`softrank.checker.certificates`;
+none of them is a bound until the checker accepts it. The searches:
+
+* :func:`trivial` -- ``||A||_inf > eps`` gives 1;
+* :func:`frobenius` -- the Frobenius tail on the whole matrix and on nested row subsets
+  (rows in the order of a column-pivoted QR of ``A^T``: the most linearly independent first);
+* :func:`key_groups` -- the decoded inverse with Varah's bound: disjoint key groups
+  (singletons; contiguous blocks of several widths and offsets, for local heads), each with a
+  witness query, chosen greedily so that every witness keeps a diagonal-dominance margin
+  above ``eps``;
+* :class:`LPDecoder` -- for ``R`` the indicators of the first ``k`` groups of an ordering,
+  the decoder ``L`` minimising ``||L||_inf`` subject to ``L A R = I`` (one basis-pursuit LP
+  per row of ``L``, HiGHS). The least achievable ``||L||_inf`` is non-decreasing in ``k``
+  (each added group adds a constraint to every existing row), so a bisection over ``k`` is
+  exact; results are cached per ``k`` and shared by all tolerances.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.linalg
+
+from ..checker import (
+    DecodedInverseCertificate,
+    FrobeniusCertificate,
+    KeyGroupCertificate,
+    TrivialCertificate,
+)
+from ._lp import BasisPursuit
+
+__all__ = ["trivial", "frobenius", "row_order", "key_groups", "group_families", "LPDecoder"]
+
+#: Relative slack demanded in the certifiers' own (unchecked) arithmetic so that the
+#: checker's rounding bounds rarely reject a candidate at the edge.
+SLACK = 1e-9
+
+
+def trivial(A: np.ndarray, eps: float) -> TrivialCertificate | None:
+    """``r_eps >= 1`` when ``eps < ||A||_inf`` (= 1 for a stochastic ``A``)."""
+    return TrivialCertificate(eps) if np.abs(A).sum(axis=1).max() > eps * (1 + SLACK) else None
+
+
+def row_order(A: np.ndarray) -> np.ndarray:
+    """Rows of ``A`` ordered by a column-pivoted QR of ``A^T`` (most independent first)."""
+    _, _, piv = scipy.linalg.qr(A.T, mode="economic", pivoting=True)
+    return np.asarray(piv, dtype=np.int64)
+
+
+def _subset_sizes(m: int) -> list[int]:
+    sizes = {m}
+    s = 2
+    while s < m:
+        sizes.add(s)
+        s = int(np.ceil(s * 1.25)) if s >= 8 else s + 1
+    return sorted(sizes)
+
+
+def frobenius(A: np.ndarray, eps: float, order: np.ndarray, sv_cache: dict) -> FrobeniusCertificate | None:
+    """Best Frobenius-tail certificate over the whole matrix and prefixes of ``order``.
+
+    For rows ``I`` with singular values ``s``: the largest ``r`` with
+    ``sum_{j>r} s_j^2 > |I| eps^2`` gives ``r_eps >= r + 1``. ``sv_cache`` maps a subset size
+    to its singular values (shared across tolerances).
+    """
+    m = A.shape[0]
+    best = None
+    for size in _subset_sizes(m):
+        s = sv_cache.get(size)
+        if s is None:
+            rows = order[:size] if size < m else np.arange(m)
+            s = np.linalg.svd(A[rows], compute_uv=False)
+            sv_cache[size] = s
+        sq = s * s
+        tail = np.concatenate([np.cumsum(sq[::-1])[::-1], [0.0]])  # tail[r] = sum_{j>=r} sq_j (0-based)
+        need = size * eps * eps * (1 + SLACK) + 1e-12
+        ok = np.nonzero(tail > need)[0]
+        if not ok.size:
+            continue
+        r = int(ok.max())  # sum_{j>r} s_j^2 (1-based) = tail[r] (0-based)
+        if best is None or r + 1 > best.rank:
+            rows = order[:size] if size < m else np.arange(m)
+            best = FrobeniusCertificate(eps, np.sort(rows), r, f"frobenius(rows={size})")
+    return best
+
+
+def group_families(N: int) -> list[tuple[str, list[np.ndarray]]]:
+    """Candidate partitions of the keys: singletons, then contiguous blocks of widths
+    2, 3, 4, 6, 8, 12, 16 at offsets 0 and half a block."""
+    fams = [("singletons", [np.array([j]) for j in range(N)])]
+    for w in (2, 3, 4, 6, 8, 12, 16):
+        if w >= N:
+            break
+        for off in sorted({0, w // 2}):
+            edges = list(range(off, N, w))
+            if edges[0] != 0:
+                edges = [0] + edges
+            edges.append(N)
+            groups = [np.arange(a, b) for a, b in zip(edges[:-1], edges[1:]) if b > a]
+            fams.append((f"blocks(w={w},off={off})", groups))
+    return fams
+
+
+def _greedy_groups(A: np.ndarray, eps: float, groups: list[np.ndarray], per_group: int = 4):
+    """Greedy selection of (group, witness query) pairs keeping every margin ``> eps``."""
+    m = A.shape[0]
+    G = np.stack([A[:, g].sum(axis=1) for g in groups], axis=1)  # (m, n_groups) masses
+    thr = eps * (1 + SLACK) + 1e-12
+    cands = []
+    top = np.argsort(-G, axis=0, kind="stable")[:per_group]  # best queries per group
+    for gi in range(G.shape[1]):
+        for q in top[:, gi]:
+            if G[q, gi] > thr:
+                cands.append((G[q, gi], gi, int(q)))
+    cands.sort(key=lambda t: (-t[0], t[1], t[2]))
+    chosen_mass = np.zeros(m)  # mass of each query on the chosen groups
+    wq: list[int] = []
+    wg: list[int] = []
+    own: list[float] = []
+    used_q = np.zeros(m, dtype=bool)
+    used_g = np.zeros(G.shape[1], dtype=bool)
+    for val, gi, q in cands:
+        if used_q[q] or used_g[gi]:
+            continue
+        if val - chosen_mass[q] <= thr:
+            continue
+        if wq:
+            qa = np.array(wq)
+            margins = 2 * np.array(own) - chosen_mass[qa] - G[qa, gi]
+            if margins.min() <= thr:
+                continue
+        wq.append(q)
+        wg.append(gi)
+        own.append(val)
+        used_q[q] = True
+        used_g[gi] = True
+        chosen_mass += G[:, gi]
+    return wq, wg
+
+
+def key_groups(A: np.ndarray, eps: float) -> KeyGroupCertificate | None:
+    """Best key-group (Varah) certificate over :func:`group_families`."""
+    best = None
+    for name, groups in group_families(A.shape[1]):
+        wq, wg = _greedy_groups(A, eps, groups)
+        if wq and (best is None or len(wq) > best.rank):
+            best = KeyGroupCertificate(eps, np.array(wq), tuple(groups[g] for g in wg),
+                                       f"key-groups/{name}")
+    return best
+
+
+class LPDecoder:
+    """Decoded inverse with an LP decoder for nested key-group indicators ``R`` (SPEC 5).
+
+    Parameters
+    ----------
+    A : (m, N) float64 ndarray
+    groups : list of disjoint key-index arrays, in priority order (``R`` uses the first k)
+    name : label recorded in the certificate's ``method``
+    """
+
+    def __init__(self, A: np.ndarray, groups: list[np.ndarray], name: str):
+        self.A = A
+        self.groups = groups
+        self.name = name
+        self.AG = np.stack([A[:, g].sum(axis=1) for g in groups], axis=1)  # (m, n_groups)
+        self._cache: dict[int, tuple[float, np.ndarray | None]] = {}
+
+    def _solve(self, k: int, bound: float):
+        """``(max_a ||l_a||_1, L)`` for the first ``k`` groups; stops once a row's norm
+        exceeds ``bound`` (then ``L`` is None). ``inf`` if an LP is not optimal."""
+        hit = self._cache.get(k)
+        if hit is not None and (hit[1] is not None or hit[0] > bound):
+            return hit
+        G = self.AG[:, :k].T  # (k, m): constraints (A R)^T l = e_a
+        bp = BasisPursuit(G)
+        rows = []
+        worst = 0.0
+        for a in range(k):
+            e = np.zeros(k)
+            e[a] = 1.0
+            x = bp.solve(e)
+            if x is None:
+                self._cache[k] = (np.inf, None)
+                return self._cache[k]
+            nrm = np.abs(x).sum()
+            worst = max(worst, nrm)
+            rows.append(x)
+            if worst > bound:
+                self._cache[k] = (worst, None)
+                return self._cache[k]
+        L = np.array(rows)
+        self._cache[k] = (worst, L)
+        return self._cache[k]
+
+    def certificate(self, k: int, eps: float) -> DecodedInverseCertificate | None:
+        bound = (1.0 - 1e-7) / eps if eps > 0 else np.inf
+        nrm, L = self._solve(k, bound)
+        if L is None or not nrm * eps < 1.0 - 1e-7:
+            return None
+        R = np.zeros((self.A.shape[1], k))
+        for a, g in enumerate(self.groups[:k]):
+            R[g, a] = 1.0
+        return DecodedInverseCertificate(eps, L, R, f"lp-decoder/{self.name}")
+
+    def best(self, eps: float, lo: int, hi: int) -> DecodedInverseCertificate | None:
+        """Largest ``k`` in ``[lo, hi]`` with a certificate, by bisection."""
+        hi = min(hi, len(self.groups), self.A.shape[0])
+        if hi < lo:
+            return None
+        cert_lo = self.certificate(lo, eps)
+        if cert_lo is None:
+            return None
+        best = cert_lo
+        a, b = lo, hi  # invariant: a feasible
+        while a < b:
+            mid = (a + b + 1) // 2
+            c = self.certificate(mid, eps)
+            if c is not None:
+                a, best = mid, c
+            else:
+                b = mid - 1
+        return best

@@ -1,0 +1,220 @@
+"""Upper witnesses: explicit low-rank matrices within ``eps`` of ``A`` (SPEC 4).
+
+Every function here returns candidate :class:`~softrank.checker.UpperWitness` objects
+(``U (m, k)``, ``W (k, N)``) and never a bare number: a rank is reported only after the
+checker has proved ``||A - U W||_inf <= eps``. Each construction searches the least rank it
+reaches for every tolerance, sharing work across tolerances:
+
+* :class:`TruncatedSVD` -- the error of every truncation, in one pass (errors of all ranks
+  from rank-one updates);
+* :class:`L1Refit` -- right basis ``V_k^T`` (top right singular vectors) and each row of
+  ``U`` by an l1 regression (HiGHS LP, warm-started across rows). The subspaces are nested,
+  so the best max-row error is non-increasing in ``k`` and a bisection is exact; per-rank
+  results are cached and shared by all tolerances;
+* :func:`key_support` -- greedy key cover, ``B = A`` restricted to a key set ``S`` with
+  ``sum_{j in S} A_ij >= 1 - eps`` on every row;
+* :class:`Hybrid` -- the heaviest key columns exactly (attention sinks) plus an l1 refit of
+  the remaining columns; rank adds.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..checker import UpperWitness
+from ._lp import L1Regression
+
+__all__ = ["TruncatedSVD", "L1Refit", "key_support", "Hybrid", "SAFETY"]
+
+#: Relative slack kept below ``eps`` when selecting a candidate, so that the checker's
+#: rounding bound (about ``N u`` relative) does not reject a witness that is right at ``eps``.
+SAFETY = 1e-9
+
+
+def _target(eps: float) -> float:
+    return eps * (1.0 - SAFETY) - 1e-15
+
+
+class TruncatedSVD:
+    """Truncated-SVD witnesses ``U = U_k S_k``, ``W = V_k^T`` for all ``k`` at once.
+
+    Parameters
+    ----------
+    A : (m, N) float64 ndarray
+    svd : tuple ``(U, s, Vt)`` from ``numpy.linalg.svd(A, full_matrices=False)``
+    """
+
+    method = "truncated-svd"
+
+    def __init__(self, A: np.ndarray, svd):
+        self.A = A
+        self.U, self.s, self.Vt = svd
+        p = self.s.size
+        errs = np.empty(p + 1)
+        R = A.copy()
+        errs[0] = np.abs(R).sum(axis=1).max()
+        for k in range(p):
+            R -= np.outer(self.U[:, k] * self.s[k], self.Vt[k])
+            errs[k + 1] = np.abs(R).sum(axis=1).max()
+        #: errors[k] = max row l1 error of the rank-k truncation (float64, unchecked)
+        self.errors = errs
+
+    def least_rank(self, eps: float) -> int | None:
+        ok = np.nonzero(self.errors[1:] <= _target(eps))[0]
+        return int(ok[0]) + 1 if ok.size else None
+
+    def witness(self, eps: float, k: int) -> UpperWitness:
+        return UpperWitness(eps, self.U[:, :k] * self.s[:k], self.Vt[:k], self.method)
+
+
+class L1Refit:
+    """l1 refit on the nested bases ``V_k^T`` (SPEC 4, construction 2).
+
+    ``row_errors(k)`` solves ``min_u ||a_i - u V_k^T||_1`` for every row (stopping early once
+    a row exceeds a threshold); results are cached per ``k`` so that all tolerances share
+    them. A row whose LP is not optimal makes the rank unavailable (never feasible).
+    """
+
+    method = "l1-refit"
+
+    def __init__(self, A: np.ndarray, Vt: np.ndarray, method: str | None = None):
+        self.A = A
+        self.Vt = Vt
+        if method:
+            self.method = method
+        self._cache: dict[int, dict] = {}
+        self._order = np.arange(A.shape[0])
+
+    def _state(self, k: int) -> dict:
+        st = self._cache.get(k)
+        if st is None:
+            st = {"U": np.full((self.A.shape[0], k), np.nan), "err": np.full(self.A.shape[0], np.nan),
+                  "solver": None, "failed": False}
+            self._cache[k] = st
+        return st
+
+    def feasible(self, k: int, eps: float) -> bool:
+        """True when every row's l1 optimum at rank ``k`` is ``<= eps`` (with slack)."""
+        tgt = _target(eps)
+        if k == 0:
+            return bool(self.A.sum(axis=1).max() <= tgt)
+        st = self._state(k)
+        if st["failed"]:
+            return False
+        done = ~np.isnan(st["err"])
+        if done.any() and np.nanmax(st["err"]) > tgt:
+            return False
+        W = self.Vt[:k]
+        for i in self._order:
+            if done[i]:
+                continue
+            if st["solver"] is None:
+                st["solver"] = L1Regression(W)
+            u = st["solver"].solve(self.A[i])
+            if u is None:
+                st["failed"] = True
+                return False
+            e = np.abs(self.A[i] - u @ W).sum()
+            st["U"][i] = u
+            st["err"][i] = e
+            if e > tgt:
+                # check the hardest rows first at the next rank too
+                self._order = np.concatenate([[i], self._order[self._order != i]])
+                return False
+        st["solver"] = None  # all rows done: free the LP
+        return True
+
+    def least_rank(self, eps: float, lo: int, hi: int) -> int | None:
+        """Least ``k`` in ``[lo, hi]`` that is feasible, by bisection (monotone in ``k``)."""
+        lo = max(lo, 1)
+        if hi < lo or not self.feasible(hi, eps):
+            return None
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.feasible(mid, eps):
+                hi = mid
+            else:
+                lo = mid + 1
+        return hi
+
+    def witness(self, eps: float, k: int) -> UpperWitness:
+        st = self._cache[k]
+        return UpperWitness(eps, st["U"].copy(), self.Vt[:k], self.method)
+
+
+def key_support(A: np.ndarray, eps: float) -> UpperWitness | None:
+    """Greedy key cover (SPEC 4, construction 4).
+
+    Adds, one at a time, the key that covers most of the rows' remaining deficit
+    ``max(0, (1 - eps) - mass_S(i))`` until every row has mass ``>= 1 - eps`` on ``S``;
+    ``B = A[:, S] E_S`` has rank ``<= |S|`` and error ``1 - mass_S(i)`` on row ``i``.
+    """
+    m, N = A.shape
+    need_total = 1.0 - _target(eps)
+    mass = np.zeros(m)
+    chosen: list[int] = []
+    free = np.ones(N, dtype=bool)
+    while True:
+        deficit = np.maximum(need_total - mass, 0.0)
+        if not (deficit > 0).any():
+            break
+        gain = np.minimum(A, deficit[:, None]).sum(axis=0)
+        gain[~free] = -1.0
+        j = int(gain.argmax())
+        if gain[j] <= 0:
+            return None
+        chosen.append(j)
+        free[j] = False
+        mass += A[:, j]
+        if len(chosen) >= min(m, N):
+            break
+    S = np.array(sorted(chosen), dtype=np.int64)
+    W = np.zeros((S.size, N))
+    W[np.arange(S.size), S] = 1.0
+    return UpperWitness(eps, A[:, S].copy(), W, "key-support")
+
+
+class Hybrid:
+    """Heavy key columns kept exactly plus an l1 refit of the rest (SPEC 4, construction 5).
+
+    For ``h`` heavy keys ``H`` (largest column sums of ``A``), ``B = [A_H | U W]`` on the
+    columns ``H`` and the rest, with ``U W`` an l1 refit of ``A[:, rest]`` on its own top
+    right singular vectors. ``rank(B) <= h + k``.
+    """
+
+    method = "hybrid"
+
+    def __init__(self, A: np.ndarray, max_heavy: int = 3):
+        self.A = A
+        m, N = A.shape
+        colmass = A.sum(axis=0)
+        order = np.argsort(-colmass, kind="stable")
+        # a key is "heavy" when it carries more than twice a uniform key's mass
+        heavy = [int(j) for j in order[:max_heavy] if colmass[j] > 2.0 * m / N]
+        self.options = []
+        for h in range(1, len(heavy) + 1):
+            H = np.array(sorted(heavy[:h]))
+            rest = np.setdiff1d(np.arange(N), H)
+            _, _, Vt = np.linalg.svd(A[:, rest], full_matrices=False)
+            self.options.append((H, rest, L1Refit(A[:, rest], Vt, method="hybrid")))
+
+    def least_rank(self, eps: float, lo: int, hi: int):
+        """Least total rank in ``[lo, hi]`` over the heavy-key options: ``(rank, witness)``."""
+        best = None
+        for H, rest, fit in self.options:
+            h = H.size
+            cap = (best[0] - 1) if best else hi
+            k = fit.least_rank(eps, max(lo - h, 1), cap - h)
+            if k is None:
+                continue
+            best = (h + k, H, rest, fit, k)
+        if best is None:
+            return None
+        total, H, rest, fit, k = best
+        sub = fit.witness(eps, k)
+        m, N = self.A.shape
+        U = np.hstack([self.A[:, H], sub.U])
+        W = np.zeros((H.size + k, N))
+        W[np.arange(H.size), H] = 1.0
+        W[H.size:, rest] = sub.W
+        return total, UpperWitness(eps, U, W, self.method)

@@ -1,0 +1,114 @@
+"""The independent checker: the small trusted core of softrank (SPEC 6).
+
+Everything softrank reports is only as sound as this package. It imports nothing from the
+certifiers (only numpy, mpmath and python-flint), and it can be read in one sitting:
+
+* :mod:`.certificates` -- what a certificate is, and its file format;
+* :mod:`.float64` -- each condition in float64 with an explicit rounding analysis;
+* :mod:`.interval` -- the same conditions in interval arithmetic (mpmath / python-flint).
+
+:func:`check` runs both and accepts a certificate only if both accept it. A disagreement
+is reported as such and is a rejection, never averaged away.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .certificates import (
+    Certificate,
+    DecodedInverseCertificate,
+    FrobeniusCertificate,
+    KeyGroupCertificate,
+    LowerCertificate,
+    MalformedCertificate,
+    TrivialCertificate,
+    UpperWitness,
+    load_certificate,
+    matrix_hash,
+    save_certificate,
+)
+from .float64 import Float64Result, check_float64
+from .interval import IntervalResult, check_interval
+
+__all__ = [
+    "check",
+    "CheckReport",
+    "Certificate",
+    "LowerCertificate",
+    "UpperWitness",
+    "TrivialCertificate",
+    "FrobeniusCertificate",
+    "KeyGroupCertificate",
+    "DecodedInverseCertificate",
+    "MalformedCertificate",
+    "save_certificate",
+    "load_certificate",
+    "matrix_hash",
+    "check_float64",
+    "check_interval",
+]
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    """The checker's word on one certificate.
+
+    Attributes
+    ----------
+    ok : bool
+        True only if the float64 check and the interval check both accept.
+    float64 : Float64Result
+    interval : IntervalResult or None
+        None when the interval check was skipped (``interval=False``).
+    disagree : bool
+        True when the two arithmetics reached different decisions (a failure).
+    """
+
+    ok: bool
+    float64: Float64Result
+    interval: IntervalResult | None
+    disagree: bool
+
+    def summary(self) -> str:
+        iv = "skipped" if self.interval is None else (
+            f"{'ok' if self.interval.ok else 'FAIL'} ({self.interval.backend}, rows "
+            f"{self.interval.rows_checked})"
+        )
+        return (
+            f"{'PASS' if self.ok else 'FAIL'}: float64 {'ok' if self.float64.ok else 'FAIL'} "
+            f"[{self.float64.detail}], interval {iv}"
+            + (" -- ARITHMETICS DISAGREE" if self.disagree else "")
+        )
+
+
+def check(A, cert, *, interval: bool = True, backend: str = "auto",
+          max_rows: int | None = 16) -> CheckReport:
+    """Verify ``cert`` for the matrix ``A`` without trusting its producer.
+
+    Parameters
+    ----------
+    A : (m, N) array_like
+        The operator the certificate claims something about (float64).
+    cert : UpperWitness or a lower certificate
+    interval : bool
+        Also run the interval cross-check (default True). With ``False`` only the float64
+        check runs and ``ok`` reflects it alone.
+    backend, max_rows :
+        Passed to :func:`.interval.check_interval`.
+
+    Returns
+    -------
+    CheckReport
+        Never raises on malformed certificates: they are rejected.
+    """
+    A = np.asarray(A, dtype=np.float64)
+    f = check_float64(A, cert)
+    if not interval:
+        return CheckReport(f.ok, f, None, False)
+    # The interval check runs even after a float64 rejection, so that the report states
+    # whether the two arithmetics agree.
+    iv = check_interval(A, cert, backend=backend, max_rows=max_rows)
+    return CheckReport(f.ok and iv.ok, f, iv, f.ok != iv.ok)

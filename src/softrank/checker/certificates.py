@@ -1,0 +1,297 @@
+"""Certificate values and their file format (SPEC 4-6).
+
+These are plain data: what a certifier claims and the numbers that prove it. Nothing here
+trusts the producer; :mod:`softrank.checker` decides whether a certificate holds for a given
+``A``. This module depends on numpy and the standard library only.
+
+Kinds and the claim each makes about ``r_eps(A)`` for the stated ``eps``:
+
+=================  ==========================================  =========================
+kind               data                                        claim
+=================  ==========================================  =========================
+``upper``          ``U (m, k)``, ``W (k, N)``                  ``r_eps(A) <= k``
+``trivial``        --                                          ``r_eps(A) >= 1``
+``frobenius``      ``rows (s,)``, ``r``                        ``r_eps(A) >= r + 1``
+``key-groups``     ``queries (k,)``, ``groups`` (k disjoint)   ``r_eps(A) >= k``
+``decoded``        ``L (k, m)``, ``R (N, k)``                  ``r_eps(A) >= k``
+=================  ==========================================  =========================
+
+File format: one ``.npz`` per certificate (``numpy.savez``, loaded with
+``allow_pickle=False``) holding the arrays above, the operator ``A`` it was issued for, and
+``header``: a 0-d unicode array with a JSON object (``kind``, ``eps``, ``rank``, ``method``,
+``operator_hash``, ``shape``, ``producer``, ``format``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Union
+
+import numpy as np
+
+__all__ = [
+    "UpperWitness",
+    "TrivialCertificate",
+    "FrobeniusCertificate",
+    "KeyGroupCertificate",
+    "DecodedInverseCertificate",
+    "Certificate",
+    "LowerCertificate",
+    "save_certificate",
+    "load_certificate",
+    "matrix_hash",
+    "FORMAT_VERSION",
+]
+
+FORMAT_VERSION = 1
+
+
+class MalformedCertificate(ValueError):
+    """A certificate whose data is inconsistent or unreadable (the checker rejects it)."""
+
+
+def matrix_hash(A: np.ndarray) -> str:
+    """SHA-256 (hex, first 16 chars) of ``A`` as C-ordered float64 bytes with its shape."""
+    A = np.ascontiguousarray(A, dtype=np.float64)
+    h = hashlib.sha256()
+    h.update(repr(A.shape).encode())
+    h.update(A.tobytes())
+    return h.hexdigest()[:16]
+
+
+def _f64(name: str, X) -> np.ndarray:
+    arr = np.array(X, dtype=np.float64, copy=True)
+    if arr.ndim != 2:
+        raise MalformedCertificate(f"{name}: expected a 2-D array, got shape {arr.shape}")
+    arr.setflags(write=False)
+    return arr
+
+
+@dataclass(frozen=True, eq=False)
+class UpperWitness:
+    """``r_eps(A) <= k`` because ``||A - U W||_inf <= eps`` (SPEC 4).
+
+    ``U : (m, k)``, ``W : (k, N)`` float64; ``rank(U W) <= k`` holds exactly.
+    """
+
+    eps: float
+    U: np.ndarray
+    W: np.ndarray
+    method: str = ""
+    kind: str = field(default="upper", init=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "U", _f64("U", self.U))
+        object.__setattr__(self, "W", _f64("W", self.W))
+        if self.U.shape[1] != self.W.shape[0]:
+            raise MalformedCertificate(
+                f"U, W: inner dimensions differ, U {self.U.shape}, W {self.W.shape}"
+            )
+
+    @property
+    def rank(self) -> int:
+        return int(self.U.shape[1])
+
+    def arrays(self) -> dict:
+        return {"U": self.U, "W": self.W}
+
+
+@dataclass(frozen=True, eq=False)
+class TrivialCertificate:
+    """``r_eps(A) >= 1`` because ``||A||_inf > eps`` (``B = 0`` is the only rank-0 matrix)."""
+
+    eps: float
+    method: str = "trivial"
+    kind: str = field(default="trivial", init=False)
+
+    @property
+    def rank(self) -> int:
+        return 1
+
+    def arrays(self) -> dict:
+        return {}
+
+
+@dataclass(frozen=True, eq=False)
+class FrobeniusCertificate:
+    """``r_eps(A) >= r + 1`` by the Frobenius tail on the row subset ``rows`` (SPEC 5).
+
+    If ``rank(B) <= r`` and ``||A - B||_inf <= eps`` then on rows ``I``:
+    ``sum_{j>r} sigma_j(A_I)^2 <= ||A_I - B_I||_F^2 <= |I| eps^2`` (Eckart-Young and
+    ``||e||_2 <= ||e||_1``). The checker proves the opposite strict inequality.
+    """
+
+    eps: float
+    rows: np.ndarray
+    r: int
+    method: str = "frobenius"
+    kind: str = field(default="frobenius", init=False)
+
+    def __post_init__(self):
+        rows = np.array(self.rows, dtype=np.int64).ravel()
+        rows.setflags(write=False)
+        object.__setattr__(self, "rows", rows)
+        object.__setattr__(self, "r", int(self.r))
+
+    @property
+    def rank(self) -> int:
+        return self.r + 1
+
+    def arrays(self) -> dict:
+        return {"rows": self.rows, "r": np.array(self.r)}
+
+
+@dataclass(frozen=True, eq=False)
+class KeyGroupCertificate:
+    """``r_eps(A) >= k`` by ``k`` disjoint key groups with witness queries (SPEC 5).
+
+    ``queries : (k,)`` query indices; ``groups``: ``k`` disjoint non-empty arrays of key
+    indices. Claim: for every ``a``,
+    ``A[q_a, G_a].sum() - sum_{b != a} A[q_a, G_b].sum() > eps``.
+    Proof: with ``S`` selecting the witness rows and ``R`` the group indicators, ``M = S A R``
+    is strictly row diagonally dominant with margin ``> eps``; for ``||A - B||_inf <= eps``,
+    ``S B R`` differs from ``M`` by at most ``eps`` in each row's l1 norm (disjoint groups),
+    so it is still strictly diagonally dominant, hence invertible (Levy-Desplanques), and
+    ``rank(B) >= rank(S B R) = k``. This is the decoded inverse with Varah's bound.
+    """
+
+    eps: float
+    queries: np.ndarray
+    groups: tuple
+    method: str = "key-groups"
+    kind: str = field(default="key-groups", init=False)
+
+    def __post_init__(self):
+        q = np.array(self.queries, dtype=np.int64).ravel()
+        q.setflags(write=False)
+        gs = []
+        for g in self.groups:
+            ga = np.array(g, dtype=np.int64).ravel()
+            ga.setflags(write=False)
+            gs.append(ga)
+        if len(gs) != q.size:
+            raise MalformedCertificate(
+                f"queries, groups: {q.size} witness queries but {len(gs)} groups"
+            )
+        object.__setattr__(self, "queries", q)
+        object.__setattr__(self, "groups", tuple(gs))
+
+    @property
+    def rank(self) -> int:
+        return int(self.queries.size)
+
+    def arrays(self) -> dict:
+        sizes = np.array([g.size for g in self.groups], dtype=np.int64)
+        flat = np.concatenate(self.groups) if self.groups else np.zeros(0, np.int64)
+        return {"queries": self.queries, "group_sizes": sizes, "group_keys": flat}
+
+
+@dataclass(frozen=True, eq=False)
+class DecodedInverseCertificate:
+    """``r_eps(A) >= k`` by the decoded inverse (SPEC 5).
+
+    ``L : (k, m)``, ``R : (N, k)``. Claim: ``||I_k - L A R||_inf + eps ||L||_inf ||R||_inf < 1``.
+    Proof: ``L B R = L A R - L E R`` with ``||E||_inf <= eps``, so ``||I - L B R||_inf < 1``,
+    ``L B R`` is invertible (Neumann series) and ``rank(B) >= k``.
+    """
+
+    eps: float
+    L: np.ndarray
+    R: np.ndarray
+    method: str = "decoded"
+    kind: str = field(default="decoded", init=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "L", _f64("L", self.L))
+        object.__setattr__(self, "R", _f64("R", self.R))
+        if self.L.shape[0] != self.R.shape[1]:
+            raise MalformedCertificate(
+                f"L, R: L has {self.L.shape[0]} rows but R has {self.R.shape[1]} columns"
+            )
+
+    @property
+    def rank(self) -> int:
+        return int(self.L.shape[0])
+
+    def arrays(self) -> dict:
+        return {"L": self.L, "R": self.R}
+
+
+LowerCertificate = Union[
+    TrivialCertificate, FrobeniusCertificate, KeyGroupCertificate, DecodedInverseCertificate
+]
+Certificate = Union[UpperWitness, LowerCertificate]
+
+
+def save_certificate(path, cert: Certificate, A: np.ndarray, producer: str = "") -> Path:
+    """Write ``cert`` (issued for ``A``) to ``path`` (``.npz``) with a JSON header."""
+    path = Path(path)
+    A = np.ascontiguousarray(A, dtype=np.float64)
+    header = {
+        "format": FORMAT_VERSION,
+        "kind": cert.kind,
+        "eps": float(cert.eps),
+        "rank": int(cert.rank),
+        "method": cert.method,
+        "operator_hash": matrix_hash(A),
+        "shape": list(A.shape),
+        "producer": producer,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp.npz")
+    np.savez(tmp, header=np.array(json.dumps(header, sort_keys=True)), A=A, **cert.arrays())
+    tmp.replace(path)
+    return path
+
+
+def load_certificate(path) -> tuple[Certificate, np.ndarray, dict]:
+    """Read a certificate file: returns ``(certificate, A, header)``.
+
+    Raises
+    ------
+    MalformedCertificate
+        If the file is not a softrank certificate or its arrays are inconsistent.
+    """
+    path = Path(path)
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            data = {k: z[k] for k in z.files}
+    except Exception as exc:
+        raise MalformedCertificate(f"{path}: not a readable .npz certificate ({exc})") from exc
+    if "header" not in data or "A" not in data:
+        raise MalformedCertificate(f"{path}: missing 'header' or 'A' array")
+    try:
+        header = json.loads(str(data["header"][()]))
+        kind = header["kind"]
+        eps = float(header["eps"])
+    except Exception as exc:
+        raise MalformedCertificate(f"{path}: header is not valid JSON with kind/eps ({exc})") from exc
+    A = np.asarray(data["A"], dtype=np.float64)
+    method = header.get("method", "")
+    try:
+        if kind == "upper":
+            cert = UpperWitness(eps, data["U"], data["W"], method)
+        elif kind == "trivial":
+            cert = TrivialCertificate(eps, method)
+        elif kind == "frobenius":
+            cert = FrobeniusCertificate(eps, data["rows"], int(data["r"]), method)
+        elif kind == "key-groups":
+            sizes = data["group_sizes"].astype(np.int64)
+            if sizes.sum() != data["group_keys"].size or (sizes < 0).any():
+                raise MalformedCertificate(f"{path}: group_sizes do not match group_keys")
+            groups = np.split(data["group_keys"], np.cumsum(sizes)[:-1]) if sizes.size else []
+            cert = KeyGroupCertificate(eps, data["queries"], tuple(groups), method)
+        elif kind == "decoded":
+            cert = DecodedInverseCertificate(eps, data["L"], data["R"], method)
+        else:
+            raise MalformedCertificate(f"{path}: unknown certificate kind {kind!r}")
+    except KeyError as exc:
+        raise MalformedCertificate(f"{path}: kind {kind!r} needs array {exc}") from exc
+    if int(header.get("rank", cert.rank)) != cert.rank:
+        raise MalformedCertificate(
+            f"{path}: header rank {header.get('rank')} differs from the data's rank {cert.rank}"
+        )
+    return cert, A, header

@@ -1,0 +1,40 @@
+"""One error family for softrank.
+
+Every error softrank raises on bad input is a :class:`SoftrankError`; the message names the
+argument (or field), its value and what was expected.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "SoftrankError",
+    "InvalidOperatorError",
+    "InvalidArgumentError",
+    "CertificateError",
+    "CheckpointError",
+    "PanelError",
+]
+
+
+class SoftrankError(Exception):
+    """Base class of every error softrank raises on purpose."""
+
+
+class InvalidOperatorError(SoftrankError, ValueError):
+    """An attention operator (``A``, ``Q``, ``K``, ``beta``) failed validation (SPEC 3)."""
+
+
+class InvalidArgumentError(SoftrankError, ValueError):
+    """A function or CLI argument is out of its documented range."""
+
+
+class CertificateError(SoftrankError, ValueError):
+    """A certificate file or object is malformed (not: a certificate that fails the check)."""
+
+
+class CheckpointError(SoftrankError, OSError):
+    """A model checkpoint or tokenizer is missing, unreadable or unsupported."""
+
+
+class PanelError(SoftrankError, ValueError):
+    """A panel (name or TOML file) is unknown or malformed."""

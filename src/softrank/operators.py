@@ -1,0 +1,237 @@
+"""The attention operator value (SPEC 3).
+
+An :class:`Operator` holds a row-stochastic attention matrix ``A`` (``m`` queries x ``N``
+keys, float64) and, when known, the factors it came from: ``Q`` (``m x d``), ``K``
+(``N x d``) and the scale ``beta``, so that ``A = softmax_rows(beta Q K^T)``. It also carries
+provenance (family, source, layer, head, block, seed).
+
+Construction validates and never repairs: NaN/inf, negative entries, rows whose sums differ
+from 1 by more than :data:`ROW_SUM_TOL`, empty or non-2-D arrays, mismatched factor shapes
+and a non-finite or non-positive ``beta`` raise :class:`~softrank.errors.InvalidOperatorError`
+naming the field and the offending value.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .errors import InvalidOperatorError
+
+__all__ = ["Operator", "softmax_rows", "ROW_SUM_TOL", "operator_hash"]
+
+#: Largest accepted ``|sum_j A_ij - 1|``. Float64 softmax rows of width up to a few thousand
+#: sum to 1 within ~1e-13; float32-derived matrices that were renormalised in float64 do too.
+#: A matrix further off is not an attention matrix and is rejected, not renormalised.
+ROW_SUM_TOL = 1e-9
+
+
+def softmax_rows(logits: np.ndarray) -> np.ndarray:
+    """Row-wise softmax in float64 with the row-max shift.
+
+    Parameters
+    ----------
+    logits : (m, N) array_like
+        Finite logits ``L``.
+
+    Returns
+    -------
+    A : (m, N) float64 ndarray
+        ``A_ij = exp(L_ij - max_j L_ij) / sum_j exp(L_ij - max_j L_ij)``; rows sum to 1 within
+        a few ulps.
+    """
+    L = np.asarray(logits, dtype=np.float64)
+    Z = np.exp(L - L.max(axis=1, keepdims=True))
+    return Z / Z.sum(axis=1, keepdims=True)
+
+
+def operator_hash(A: np.ndarray) -> str:
+    """SHA-256 (hex, first 16 chars) of ``A`` as C-ordered float64 bytes with its shape."""
+    A = np.ascontiguousarray(A, dtype=np.float64)
+    h = hashlib.sha256()
+    h.update(repr(A.shape).encode())
+    h.update(A.tobytes())
+    return h.hexdigest()[:16]
+
+
+def _check_matrix(name: str, X: Any) -> np.ndarray:
+    try:
+        arr = np.asarray(X)
+    except Exception as exc:  # pragma: no cover - numpy raises rarely here
+        raise InvalidOperatorError(f"{name}: cannot be read as an array ({exc})") from exc
+    if arr.dtype.kind not in "fiub":
+        raise InvalidOperatorError(f"{name}: expected a real numeric array, got dtype {arr.dtype}")
+    if arr.ndim != 2:
+        raise InvalidOperatorError(
+            f"{name}: expected a 2-D array, got {arr.ndim}-D with shape {arr.shape}"
+        )
+    if arr.size == 0:
+        raise InvalidOperatorError(f"{name}: expected a non-empty array, got shape {arr.shape}")
+    arr = np.array(arr, dtype=np.float64, copy=True)
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        i, j = np.argwhere(bad)[0]
+        raise InvalidOperatorError(
+            f"{name}: entries must be finite, {name}[{i}, {j}] = {arr[i, j]!r} "
+            f"({int(bad.sum())} non-finite entries)"
+        )
+    arr.setflags(write=False)
+    return arr
+
+
+@dataclass(frozen=True, eq=False)
+class Operator:
+    """A validated attention operator (SPEC 3).
+
+    Parameters
+    ----------
+    A : (m, N) array_like
+        Attention matrix: finite, entries ``>= 0``, rows summing to 1 within
+        :data:`ROW_SUM_TOL`. Stored as a read-only float64 copy.
+    Q : (m, d) array_like, optional
+        Query factor.
+    K : (N, d) array_like, optional
+        Key factor. ``Q`` and ``K`` are given together or not at all.
+    beta : float, optional
+        Logit scale, finite and ``> 0``; required with ``Q`` and ``K``.
+    family, source, layer, head, block, seed :
+        Provenance. ``family`` is e.g. ``"minilm"``, ``"grid"``, ``"planted"``; ``source`` the
+        text or generator parameters; ``block`` a description of the query/key positions.
+    meta : dict
+        Extra provenance (e.g. planted rank, width).
+    operator_id : str, optional
+        Stable identifier; defaults to ``family`` plus the hash of ``A``.
+
+    Raises
+    ------
+    InvalidOperatorError
+        On any of the conditions above; the message names the field and value.
+    """
+
+    A: np.ndarray
+    Q: np.ndarray | None = None
+    K: np.ndarray | None = None
+    beta: float | None = None
+    family: str = "matrix"
+    source: str = ""
+    layer: int | None = None
+    head: int | None = None
+    block: str = ""
+    seed: int | None = None
+    meta: dict = field(default_factory=dict)
+    operator_id: str = ""
+
+    def __post_init__(self) -> None:
+        A = _check_matrix("A", self.A)
+        neg = A < 0
+        if neg.any():
+            i, j = np.argwhere(neg)[0]
+            raise InvalidOperatorError(
+                f"A: entries must be >= 0, A[{i}, {j}] = {A[i, j]!r}"
+            )
+        dev = np.abs(A.sum(axis=1) - 1.0)
+        if dev.max() > ROW_SUM_TOL:
+            i = int(dev.argmax())
+            raise InvalidOperatorError(
+                f"A: rows must sum to 1 within {ROW_SUM_TOL:g}, row {i} sums to "
+                f"{A[i].sum()!r}"
+            )
+        object.__setattr__(self, "A", A)
+        if (self.Q is None) != (self.K is None):
+            raise InvalidOperatorError(
+                "Q, K: give both factors or neither "
+                f"(Q is {'None' if self.Q is None else 'set'}, "
+                f"K is {'None' if self.K is None else 'set'})"
+            )
+        if self.Q is not None:
+            Q = _check_matrix("Q", self.Q)
+            K = _check_matrix("K", self.K)
+            m, N = A.shape
+            if Q.shape[0] != m:
+                raise InvalidOperatorError(
+                    f"Q: expected {m} rows (one per query row of A, shape {A.shape}), "
+                    f"got shape {Q.shape}"
+                )
+            if K.shape[0] != N:
+                raise InvalidOperatorError(
+                    f"K: expected {N} rows (one per key column of A, shape {A.shape}), "
+                    f"got shape {K.shape}"
+                )
+            if Q.shape[1] != K.shape[1]:
+                raise InvalidOperatorError(
+                    f"Q, K: head dimensions differ, Q has shape {Q.shape} and K {K.shape}"
+                )
+            if self.beta is None:
+                raise InvalidOperatorError("beta: required when Q and K are given, got None")
+            object.__setattr__(self, "Q", Q)
+            object.__setattr__(self, "K", K)
+        if self.beta is not None:
+            try:
+                beta = float(self.beta)
+            except (TypeError, ValueError) as exc:
+                raise InvalidOperatorError(f"beta: expected a real number, got {self.beta!r}") from exc
+            if not np.isfinite(beta) or beta <= 0:
+                raise InvalidOperatorError(f"beta: expected a finite number > 0, got {beta!r}")
+            object.__setattr__(self, "beta", beta)
+        if not self.operator_id:
+            object.__setattr__(self, "operator_id", f"{self.family}-{operator_hash(A)}")
+
+    @classmethod
+    def from_factors(cls, Q: Any, K: Any, beta: float, **provenance: Any) -> "Operator":
+        """Build ``A = softmax_rows(beta Q K^T)`` in float64 (SPEC 3) and validate.
+
+        Parameters
+        ----------
+        Q : (m, d) array_like
+        K : (N, d) array_like
+        beta : float
+            Finite, ``> 0``.
+
+        Raises
+        ------
+        InvalidOperatorError
+            As for the constructor, for ``Q``, ``K`` or ``beta``.
+        """
+        Qa = _check_matrix("Q", Q)
+        Ka = _check_matrix("K", K)
+        if Qa.shape[1] != Ka.shape[1]:
+            raise InvalidOperatorError(
+                f"Q, K: head dimensions differ, Q has shape {Qa.shape} and K {Ka.shape}"
+            )
+        try:
+            b = float(beta)
+        except (TypeError, ValueError) as exc:
+            raise InvalidOperatorError(f"beta: expected a real number, got {beta!r}") from exc
+        if not np.isfinite(b) or b <= 0:
+            raise InvalidOperatorError(f"beta: expected a finite number > 0, got {b!r}")
+        A = softmax_rows(b * (Qa @ Ka.T))
+        return cls(A=A, Q=Qa, K=Ka, beta=b, **provenance)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """``(m, N)``: queries x keys."""
+        return self.A.shape  # type: ignore[return-value]
+
+    @property
+    def hash(self) -> str:
+        """Content hash of ``A`` (see :func:`operator_hash`)."""
+        return operator_hash(self.A)
+
+    def provenance(self) -> dict:
+        """Provenance fields as a JSON-ready dict."""
+        return {
+            "operator_id": self.operator_id,
+            "family": self.family,
+            "source": self.source,
+            "layer": self.layer,
+            "head": self.head,
+            "block": self.block,
+            "seed": self.seed,
+            "m": self.shape[0],
+            "n": self.shape[1],
+            "hash": self.hash,
+            **{k: v for k, v in self.meta.items()},
+        }
