@@ -58,7 +58,7 @@ class LPResult:
 
     @property
     def success(self) -> bool:
-        return self.status == "optimal" and self.x is not None
+        return self.status == "optimal" and self.x is not None and bool(np.isfinite(self.x).all())
 
 
 class EqualityLP:

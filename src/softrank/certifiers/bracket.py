@@ -85,21 +85,40 @@ class Bracket:
         }
 
 
+def _is_scalar_eps(eps) -> bool:
+    return isinstance(eps, (int, float, np.integer, np.floating)) or (
+        isinstance(eps, np.ndarray) and eps.ndim == 0)
+
+
 def validate_eps(eps) -> list[float]:
-    """Tolerances as a list of floats in ``[0, 1)``; raises InvalidArgumentError naming ``eps``."""
-    vals = [eps] if np.isscalar(eps) else list(eps)
+    """Tolerances as a list of floats in ``(0, 1)``.
+
+    ``eps = 0`` asks for the exact rank, which floating-point witnesses cannot certify (a
+    rank-k witness is checked with a strictly positive rounding bound), and ``eps >= 1``
+    gives ``r_eps = 0`` on a row-stochastic ``A``; both are rejected.
+
+    Raises
+    ------
+    InvalidArgumentError
+        Naming ``eps`` and the offending value.
+    """
+    if _is_scalar_eps(eps):
+        vals = [eps]
+    elif isinstance(eps, (list, tuple)) or (isinstance(eps, np.ndarray) and eps.ndim == 1):
+        vals = list(eps)
+    else:
+        raise InvalidArgumentError(f"eps: expected a number or a sequence of numbers, got {eps!r}")
     if not vals:
         raise InvalidArgumentError("eps: expected at least one tolerance, got none")
     out = []
     for e in vals:
-        try:
-            f = float(e)
-        except (TypeError, ValueError) as exc:
-            raise InvalidArgumentError(f"eps: expected a number, got {e!r}") from exc
-        if not np.isfinite(f) or f < 0 or f >= 1:
+        if isinstance(e, bool) or not _is_scalar_eps(e):
+            raise InvalidArgumentError(f"eps: expected a number, got {e!r}")
+        f = float(e)
+        if not np.isfinite(f) or f <= 0 or f >= 1:
             raise InvalidArgumentError(
-                f"eps: expected a finite tolerance with 0 <= eps < 1 (r_eps = 0 for eps >= 1 "
-                f"on a row-stochastic A), got {e!r}"
+                f"eps: expected a tolerance with 0 < eps < 1 (r_eps = 0 for eps >= 1 on a "
+                f"row-stochastic A; eps = 0 is the exact rank), got {e!r}"
             )
         out.append(f)
     return out
@@ -148,18 +167,28 @@ def _bracket_one(ws: _Workspace, eps: float, interval: bool) -> Bracket:
     A = ws.A
     cand_ranks: dict = {}
     rejected: list[str] = []
+    failures: list[str] = []
+
+    def attempt(name, fn, *args):
+        """Run one certifier; an exception costs that method only, and is recorded."""
+        try:
+            return fn(*args)
+        except Exception as exc:
+            failures.append(f"{name}: {type(exc).__name__}: {exc}")
+            return None
 
     # ---- lower side
     lowers = []
-    for c in (lo_.trivial(A, eps), lo_.frobenius(A, eps, ws.rows, ws.sv_cache),
-              lo_.key_groups(A, eps)):
+    for name, fn, args in (("trivial", lo_.trivial, (A, eps)),
+                           ("frobenius", lo_.frobenius, (A, eps, ws.rows, ws.sv_cache)),
+                           ("key-groups", lo_.key_groups, (A, eps))):
+        c = attempt(name, fn, *args)
         if c is not None:
             lowers.append(c)
-            cand_ranks[f"lower:{c.method.split('(')[0].split('/')[0]}"] = max(
-                c.rank, cand_ranks.get(f"lower:{c.method.split('(')[0].split('/')[0]}", 0))
+            cand_ranks[f"lower:{name}"] = c.rank
     best_unchecked = max((c.rank for c in lowers), default=0)
     for dec in ws.decoders:
-        c = dec.best(eps, max(best_unchecked, 1) + 1, ws.p)
+        c = attempt(f"lp-decoder/{dec.name}", dec.best, eps, max(best_unchecked, 1) + 1, ws.p)
         if c is not None:
             lowers.append(c)
             cand_ranks[f"lower:lp-decoder/{dec.name}"] = c.rank
@@ -174,19 +203,20 @@ def _bracket_one(ws: _Workspace, eps: float, interval: bool) -> Bracket:
     if k is not None:
         uppers.append(ws.tsvd.witness(eps, k))
         cand_ranks["upper:truncated-svd"] = k
-    ks = up_.key_support(A, eps)
+    ks = attempt("key-support", up_.key_support, A, eps)
     if ks is not None:
         uppers.append(ks)
         cand_ranks["upper:key-support"] = ks.rank
     best = min((w.rank for w in uppers), default=ws.p + 1)
     if best > max(lower_val, 1):
-        kr = ws.refit.least_rank(eps, max(lower_val, 1), min(best, ws.p) - 1)
+        kr = attempt("l1-refit", ws.refit.least_rank, eps, max(lower_val, 1), min(best, ws.p) - 1)
         if kr is not None:
             uppers.append(ws.refit.witness(eps, kr))
             cand_ranks["upper:l1-refit"] = kr
             best = kr
     if best > max(lower_val, 1):
-        hy = ws.hybrid.least_rank(eps, max(lower_val, 1), min(best, ws.p + 1) - 1)
+        hy = attempt("hybrid", ws.hybrid.least_rank, eps, max(lower_val, 1),
+                     min(best, ws.p + 1) - 1)
         if hy is not None:
             uppers.append(hy[1])
             cand_ranks["upper:hybrid"] = hy[0]
@@ -195,6 +225,8 @@ def _bracket_one(ws: _Workspace, eps: float, interval: bool) -> Bracket:
 
     if rejected:
         cand_ranks["rejected_by_checker"] = rejected
+    if failures:
+        cand_ranks["failed"] = failures
     br = Bracket(eps=eps, lower=lcert.rank if lcert else 0, upper=uwit.rank if uwit else -1,
                  lower_certificate=lcert, upper_witness=uwit,
                  lower_method=lcert.method if lcert else "",
@@ -222,7 +254,7 @@ def bracket(A, eps, *, interval: bool = True) -> Bracket | list[Bracket]:
     A : (m, N) array_like or Operator
         Row-stochastic attention matrix (validated as an :class:`~softrank.Operator`).
     eps : float or sequence of float
-        Tolerances in ``[0, 1)`` (max-row-l1 error).
+        Tolerances in ``(0, 1)`` (max-row-l1 error).
     interval : bool
         Run the interval cross-check on every reported certificate (default True).
 
@@ -236,7 +268,7 @@ def bracket(A, eps, *, interval: bool = True) -> Bracket | list[Bracket]:
     InvalidOperatorError
         If ``A`` is not a valid attention matrix.
     InvalidArgumentError
-        If a tolerance is outside ``[0, 1)``.
+        If a tolerance is outside ``(0, 1)``.
     """
     op = A if isinstance(A, Operator) else Operator(A=A)
     eps_list = validate_eps(eps)
@@ -254,4 +286,4 @@ def bracket(A, eps, *, interval: bool = True) -> Bracket | list[Bracket]:
         out.append(br)
     by_eps = {b.eps: b for b in out}
     res = [by_eps[e] for e in eps_list]
-    return res if not np.isscalar(eps) else res[0]
+    return res[0] if _is_scalar_eps(eps) else res

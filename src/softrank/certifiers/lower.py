@@ -8,8 +8,9 @@ none of them is a bound until the checker accepts it. The searches:
 * :func:`frobenius` -- the Frobenius tail on the whole matrix and on nested row subsets
   (rows in the order of a column-pivoted QR of ``A^T``: the most linearly independent first);
 * :func:`key_groups` -- the decoded inverse with Varah's bound: disjoint key groups
-  (singletons; contiguous blocks of several widths and offsets, for local heads), each with a
-  witness query, chosen greedily so that every witness keeps a diagonal-dominance margin
+  (singletons; contiguous blocks of several widths and offsets, for local heads; groups of
+  keys co-attended by one query, for blocks in any order), each with a witness query,
+  chosen greedily so that every witness keeps a diagonal-dominance margin
   above ``eps``;
 * :class:`LPDecoder` -- for ``R`` the indicators of the first ``k`` groups of an ordering,
   the decoder ``L`` minimising ``||L||_inf`` subject to ``L A R = I`` (one basis-pursuit LP
@@ -31,7 +32,10 @@ from ..checker import (
 )
 from ._lp import BasisPursuit
 
-__all__ = ["trivial", "frobenius", "row_order", "key_groups", "group_families", "LPDecoder"]
+__all__ = [
+    "trivial", "frobenius", "row_order", "key_groups", "group_families", "coattended_groups",
+    "LPDecoder",
+]
 
 #: Relative slack demanded in the certifiers' own (unchecked) arithmetic so that the
 #: checker's rounding bounds rarely reject a candidate at the edge.
@@ -103,51 +107,70 @@ def group_families(N: int) -> list[tuple[str, list[np.ndarray]]]:
     return fams
 
 
-def _greedy_groups(A: np.ndarray, eps: float, groups: list[np.ndarray], per_group: int = 4):
-    """Greedy selection of (group, witness query) pairs keeping every margin ``> eps``."""
-    m = A.shape[0]
-    G = np.stack([A[:, g].sum(axis=1) for g in groups], axis=1)  # (m, n_groups) masses
+def coattended_groups(A: np.ndarray, theta: float) -> list[tuple[np.ndarray, int]]:
+    """Query-driven key groups: for every query ``q``, the keys it attends with at least
+    ``theta`` times its largest weight (``(group, q)`` pairs; groups may overlap -- the
+    greedy selection keeps the chosen ones disjoint). Blocks of co-attended keys, in any key
+    order, are found this way."""
+    thr = theta * A.max(axis=1, keepdims=True)
+    return [(np.nonzero(A[q] >= thr[q])[0], q) for q in range(A.shape[0])]
+
+
+def _greedy_groups(A: np.ndarray, eps: float, cands: list[tuple[np.ndarray, int]]):
+    """Greedy selection of disjoint (group, witness query) pairs keeping every margin ``> eps``.
+
+    Candidates are taken in order of the witness's own mass on its group; one is added when
+    its group is disjoint from the chosen ones, its query is new, its own margin exceeds
+    ``eps`` and every chosen witness keeps a margin above ``eps``.
+    """
+    m, N = A.shape
     thr = eps * (1 + SLACK) + 1e-12
-    cands = []
-    top = np.argsort(-G, axis=0, kind="stable")[:per_group]  # best queries per group
-    for gi in range(G.shape[1]):
-        for q in top[:, gi]:
-            if G[q, gi] > thr:
-                cands.append((G[q, gi], gi, int(q)))
-    cands.sort(key=lambda t: (-t[0], t[1], t[2]))
+    own = np.array([A[q, g].sum() for g, q in cands])
+    order = np.argsort(-own, kind="stable")
     chosen_mass = np.zeros(m)  # mass of each query on the chosen groups
-    wq: list[int] = []
-    wg: list[int] = []
-    own: list[float] = []
+    key_used = np.zeros(N, dtype=bool)
     used_q = np.zeros(m, dtype=bool)
-    used_g = np.zeros(G.shape[1], dtype=bool)
-    for val, gi, q in cands:
-        if used_q[q] or used_g[gi]:
+    wq: list[int] = []
+    wg: list[np.ndarray] = []
+    w_own: list[float] = []
+    for c in order:
+        g, q = cands[c]
+        val = own[c]
+        if val <= thr:
+            break
+        if used_q[q] or key_used[g].any() or val - chosen_mass[q] <= thr:
             continue
-        if val - chosen_mass[q] <= thr:
-            continue
+        col = A[:, g].sum(axis=1)
         if wq:
             qa = np.array(wq)
-            margins = 2 * np.array(own) - chosen_mass[qa] - G[qa, gi]
-            if margins.min() <= thr:
+            if (2 * np.array(w_own) - chosen_mass[qa] - col[qa]).min() <= thr:
                 continue
         wq.append(q)
-        wg.append(gi)
-        own.append(val)
+        wg.append(g)
+        w_own.append(val)
         used_q[q] = True
-        used_g[gi] = True
-        chosen_mass += G[:, gi]
+        key_used[g] = True
+        chosen_mass += col
     return wq, wg
 
 
-def key_groups(A: np.ndarray, eps: float) -> KeyGroupCertificate | None:
-    """Best key-group (Varah) certificate over :func:`group_families`."""
-    best = None
+def key_groups(A: np.ndarray, eps: float, per_group: int = 4) -> KeyGroupCertificate | None:
+    """Best key-group (Varah) certificate over the partitions of :func:`group_families`
+    (each group with its ``per_group`` heaviest queries as candidate witnesses) and the
+    co-attended groups of :func:`coattended_groups` (``theta`` = 0.5, 0.25, 0.1)."""
+    families = []
     for name, groups in group_families(A.shape[1]):
-        wq, wg = _greedy_groups(A, eps, groups)
+        G = np.stack([A[:, g].sum(axis=1) for g in groups], axis=1)
+        top = np.argsort(-G, axis=0, kind="stable")[:per_group]
+        families.append((name, [(groups[gi], int(q)) for gi in range(len(groups))
+                                for q in top[:, gi]]))
+    for theta in (0.5, 0.25, 0.1):
+        families.append((f"coattended(theta={theta:g})", coattended_groups(A, theta)))
+    best = None
+    for name, cands in families:
+        wq, wg = _greedy_groups(A, eps, cands)
         if wq and (best is None or len(wq) > best.rank):
-            best = KeyGroupCertificate(eps, np.array(wq), tuple(groups[g] for g in wg),
-                                       f"key-groups/{name}")
+            best = KeyGroupCertificate(eps, np.array(wq), tuple(wg), f"key-groups/{name}")
     return best
 
 
@@ -186,6 +209,9 @@ class LPDecoder:
                 self._cache[k] = (np.inf, None)
                 return self._cache[k]
             nrm = np.abs(x).sum()
+            if not np.isfinite(nrm):
+                self._cache[k] = (np.inf, None)
+                return self._cache[k]
             worst = max(worst, nrm)
             rows.append(x)
             if worst > bound:

@@ -115,6 +115,9 @@ class L1Refit:
                 st["failed"] = True
                 return False
             e = np.abs(self.A[i] - u @ W).sum()
+            if not np.isfinite(e):
+                st["failed"] = True
+                return False
             st["U"][i] = u
             st["err"][i] = e
             if e > tgt:
@@ -148,6 +151,7 @@ def key_support(A: np.ndarray, eps: float) -> UpperWitness | None:
     Adds, one at a time, the key that covers most of the rows' remaining deficit
     ``max(0, (1 - eps) - mass_S(i))`` until every row has mass ``>= 1 - eps`` on ``S``;
     ``B = A[:, S] E_S`` has rank ``<= |S|`` and error ``1 - mass_S(i)`` on row ``i``.
+    Returns None when the cover would need more than ``min(m, N)`` keys.
     """
     m, N = A.shape
     need_total = 1.0 - _target(eps)
@@ -166,8 +170,8 @@ def key_support(A: np.ndarray, eps: float) -> UpperWitness | None:
         chosen.append(j)
         free[j] = False
         mass += A[:, j]
-        if len(chosen) >= min(m, N):
-            break
+        if len(chosen) > min(m, N):
+            return None  # such a cover cannot beat rank min(m, N), which any B reaches
     S = np.array(sorted(chosen), dtype=np.int64)
     W = np.zeros((S.size, N))
     W[np.arange(S.size), S] = 1.0

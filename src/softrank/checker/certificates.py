@@ -43,6 +43,7 @@ __all__ = [
     "save_certificate",
     "load_certificate",
     "matrix_hash",
+    "structure_error",
     "FORMAT_VERSION",
 ]
 
@@ -218,6 +219,64 @@ class DecodedInverseCertificate:
 
     def arrays(self) -> dict:
         return {"L": self.L, "R": self.R}
+
+
+def structure_error(cert, shape) -> str | None:
+    """What is structurally wrong with ``cert`` for an ``A`` of ``shape`` (None if nothing).
+
+    Shared by both arithmetics of the checker, so that neither evaluates a condition on
+    malformed data: shapes, finiteness, index ranges, distinctness and disjointness.
+    """
+    m, N = shape
+    try:
+        eps = float(cert.eps)
+    except (TypeError, ValueError):
+        return f"eps must be a number, got {cert.eps!r}"
+    if not np.isfinite(eps) or eps < 0:
+        return f"eps must be finite and >= 0, got {eps!r}"
+    kind = getattr(cert, "kind", None)
+    if kind == "upper":
+        if cert.U.shape[0] != m or cert.W.shape[1] != N:
+            return f"shape mismatch: A {shape}, U {cert.U.shape}, W {cert.W.shape}"
+        if not (np.isfinite(cert.U).all() and np.isfinite(cert.W).all()):
+            return "U or W has non-finite entries"
+    elif kind == "trivial":
+        pass
+    elif kind == "frobenius":
+        rows = cert.rows
+        if rows.size == 0 or rows.min() < 0 or rows.max() >= m or np.unique(rows).size != rows.size:
+            return f"rows must be distinct indices in [0, {m})"
+        if not 0 <= cert.r < min(rows.size, N):
+            return f"r={cert.r} must satisfy 0 <= r < min(|I|, N) = {min(rows.size, N)}"
+    elif kind == "key-groups":
+        k = cert.rank
+        q = cert.queries
+        if k == 0:
+            return "no groups"
+        if q.min() < 0 or q.max() >= m:
+            return f"witness query index out of range [0, {m})"
+        if np.unique(q).size != k:
+            return "witness queries repeat"
+        seen = np.zeros(N, dtype=bool)
+        for a, g in enumerate(cert.groups):
+            if g.size == 0:
+                return f"group {a} is empty"
+            if g.min() < 0 or g.max() >= N:
+                return f"group {a} has a key index out of range [0, {N})"
+            if seen[g].any() or np.unique(g).size != g.size:
+                return f"group {a} overlaps another group or repeats a key"
+            seen[g] = True
+    elif kind == "decoded":
+        k = cert.rank
+        if k == 0:
+            return "empty decoder"
+        if cert.L.shape != (k, m) or cert.R.shape != (N, k):
+            return f"shape mismatch: A {shape}, L {cert.L.shape}, R {cert.R.shape}"
+        if not (np.isfinite(cert.L).all() and np.isfinite(cert.R).all()):
+            return "L or R has non-finite entries"
+    else:
+        return f"unknown certificate kind {kind!r}"
+    return None
 
 
 LowerCertificate = Union[

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .certificates import structure_error
+
 __all__ = ["IntervalResult", "check_interval", "MPMATH_FULL_SIZE"]
 
 #: Largest ``max(m, N)`` that the mpmath back end checks in full by default.
@@ -257,16 +259,22 @@ def check_interval(A, cert, backend: str = "auto", max_rows: int | None = 16) ->
     IntervalResult
         ``ok`` False on any failure, malformed data or exception (never raises).
     """
-    A = np.asarray(A, dtype=np.float64)
-    m, N = A.shape
+    try:
+        A = np.asarray(A, dtype=np.float64)
+        if A.ndim != 2 or A.size == 0 or not np.isfinite(A).all():
+            return IntervalResult(False, backend, "-", "A must be a finite non-empty 2-D array")
+        m, N = A.shape
+        err = structure_error(cert, A.shape)
+    except Exception as exc:
+        return IntervalResult(False, backend, "-", f"check raised {type(exc).__name__}: {exc}")
+    if err is not None:
+        return IntervalResult(False, backend, "-", err)
     if backend == "auto":
         # The Frobenius condition needs three n^3 interval products (about 5 s in mpmath at
         # 64 x 64, 0.1 s in flint): it always goes to flint.
         small = max(m, N) <= MPMATH_FULL_SIZE and cert.kind != "frobenius"
         backend = "mpmath" if small else "flint"
-    fn, rowwise = _CONDITIONS.get(cert.kind, (None, False))
-    if fn is None:
-        return IntervalResult(False, backend, "-", f"unknown kind {cert.kind!r}")
+    fn, rowwise = _CONDITIONS[cert.kind]
     try:
         B = _backend(backend)
         nrows = cert.rank if cert.kind == "decoded" else m

@@ -47,6 +47,19 @@ def _pos(name, v):
     return f
 
 
+#: Largest number of points a generator builds (``A`` is dense: 4096^2 float64 = 128 MiB).
+MAX_POINTS = 4096
+
+
+def _delta(v, hi):
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+        raise InvalidArgumentError(f"delta: expected a number in [0, {hi}), got {v!r}")
+    f = float(v)
+    if not 0 <= f < hi:
+        raise InvalidArgumentError(f"delta: expected a number in [0, {hi}), got {v!r}")
+    return f
+
+
 def grid(d: int, n: int, c: float = 1.0) -> Operator:
     """Finite-grid operator: ``N = n^d`` points, queries = keys (SPEC 8).
 
@@ -67,7 +80,7 @@ def grid(d: int, n: int, c: float = 1.0) -> Operator:
         ``A = softmax(beta Q K^T)`` holds exactly.
     """
     d = _int("d", d, 1, 3)
-    n = _int("n", n, 2)
+    n = _int("n", n, 2, int(np.floor(MAX_POINTS ** (1.0 / d) + 1e-9)))
     c = _pos("c", c)
     ticks = np.linspace(0.0, 1.0, n)
     X = np.array(list(itertools.product(ticks, repeat=d)), dtype=np.float64)
@@ -99,7 +112,7 @@ def sphere(d: int, beta: float, m: int = 64, N: int = 64, seed: int = 0) -> Oper
     """
     d = _int("d", d, 2, 4)
     beta = _pos("beta", beta)
-    m, N = _int("m", m, 1), _int("N", N, 1)
+    m, N = _int("m", m, 1, MAX_POINTS), _int("N", N, 1, MAX_POINTS)
     rng = np.random.default_rng(seed)
     Q = _sphere_points(rng, m, d)
     K = _sphere_points(rng, N, d)
@@ -113,7 +126,7 @@ def ball(d: int, beta: float, m: int = 64, N: int = 64, seed: int = 0) -> Operat
     """Queries and keys uniform in the unit ball of ``R^d``, logits ``beta q.k`` (SPEC 8)."""
     d = _int("d", d, 2, 4)
     beta = _pos("beta", beta)
-    m, N = _int("m", m, 1), _int("N", N, 1)
+    m, N = _int("m", m, 1, MAX_POINTS), _int("N", N, 1, MAX_POINTS)
     rng = np.random.default_rng(seed)
     Q = _sphere_points(rng, m, d) * rng.random((m, 1)) ** (1.0 / d)
     K = _sphere_points(rng, N, d) * rng.random((N, 1)) ** (1.0 / d)
@@ -126,7 +139,7 @@ def ball(d: int, beta: float, m: int = 64, N: int = 64, seed: int = 0) -> Operat
 def gaussian_head(m: int = 64, N: int = 64, d: int = 32, temperature: float = 2.0,
                   seed: int = 0) -> Operator:
     """Seeded Gaussian random head: ``Q, K ~ N(0, 1)``, ``beta = temperature / sqrt(d)``."""
-    m, N, d = _int("m", m, 1), _int("N", N, 1), _int("d", d, 1)
+    m, N, d = _int("m", m, 1, MAX_POINTS), _int("N", N, 1, MAX_POINTS), _int("d", d, 1)
     temperature = _pos("temperature", temperature)
     rng = np.random.default_rng(seed)
     Q = rng.standard_normal((m, d))
@@ -153,11 +166,10 @@ def planted(m: int, N: int, k: int, delta: float, seed: int = 0,
     SPEC's ``2 delta`` bound compares with ``W H`` itself). ``meta["planted_rank"] = k`` and ``meta["planted_eps"] = delta``: any
     lower bound above ``k`` at ``eps >= delta`` is unsound.
     """
-    m, N = _int("m", m, 1), _int("N", N, 1)
+    m, N = _int("m", m, 1, MAX_POINTS), _int("N", N, 1, MAX_POINTS)
     k = _int("k", k, 1, min(m, N))
-    delta = float(delta)
-    if not 0 <= delta < 1:
-        raise InvalidArgumentError(f"delta: expected 0 <= delta < 1, got {delta!r}")
+    delta = _delta(delta, 1)
+    concentration = _pos("concentration", concentration)
     rng = np.random.default_rng(seed)
     W = _stochastic(rng, m, k, concentration)
     H = _stochastic(rng, k, N, concentration)
@@ -180,11 +192,9 @@ def planted_blocks(m: int, N: int, k: int, delta: float = 0.0, seed: int = 0) ->
     others, a diagonal-dominance margin ``>= 1 - 2 delta > eps`` (key-group certificate).
     ``meta["exact_rank"] = k`` with its validity range ``exact_eps_range``.
     """
-    m, N = _int("m", m, 1), _int("N", N, 1)
+    m, N = _int("m", m, 1, MAX_POINTS), _int("N", N, 1, MAX_POINTS)
     k = _int("k", k, 1, min(m, N))
-    delta = float(delta)
-    if not 0 <= delta < 0.25:
-        raise InvalidArgumentError(f"delta: expected 0 <= delta < 0.25, got {delta!r}")
+    delta = _delta(delta, 0.25)
     rng = np.random.default_rng(seed)
     qb = np.array_split(np.arange(m), k)
     kb = np.array_split(np.arange(N), k)

@@ -118,10 +118,12 @@ def _plot_minilm(rows, eps, out: Path) -> list[str]:
             U[int(r["layer"]), int(r["head"])] = int(r["upper"])
         fig, axes = plt.subplots(1, 3, figsize=(15, 3.6), constrained_layout=True)
         vmax = np.nanmax(U) if np.isfinite(U).any() else 1
-        for ax, M, title, kw in (
-            (axes[0], L, "lower (certified)", dict(vmin=0, vmax=vmax, cmap="viridis")),
-            (axes[1], U, "upper (witness)", dict(vmin=0, vmax=vmax, cmap="viridis")),
-            (axes[2], U / L, "upper / lower", dict(vmin=1, vmax=max(2.0, np.nanmax(U / L)), cmap="magma_r")),
+        R = U / L
+        for ax, M, title, fmt, kw in (
+            (axes[0], L, "lower (certified)", "{:.0f}", dict(vmin=0, vmax=vmax, cmap="viridis")),
+            (axes[1], U, "upper (witness)", "{:.0f}", dict(vmin=0, vmax=vmax, cmap="viridis")),
+            (axes[2], R, "upper / lower", "{:.1f}",
+             dict(vmin=1, vmax=max(2.0, float(np.nanmax(R))), cmap="magma_r")),
         ):
             im = ax.imshow(M, aspect="auto", **kw)
             ax.set_title(f"{title}, width {w}, eps {eps:g}")
@@ -131,8 +133,9 @@ def _plot_minilm(rows, eps, out: Path) -> list[str]:
             ax.set_yticks(range(6))
             for (i, j), v in np.ndenumerate(M):
                 if np.isfinite(v):
-                    ax.text(j, i, f"{v:.0f}" if M is not U / L else f"{v:.1f}", ha="center",
-                            va="center", fontsize=7, color="w")
+                    r, g, b, _ = im.cmap(im.norm(v))
+                    ink = "k" if 0.299 * r + 0.587 * g + 0.114 * b > 0.5 else "w"
+                    ax.text(j, i, fmt.format(v), ha="center", va="center", fontsize=7, color=ink)
             fig.colorbar(im, ax=ax, shrink=0.85)
         name = f"minilm_w{w}_eps{eps:g}.png"
         fig.savefig(out / name, dpi=110)

@@ -1,0 +1,561 @@
+"""Certifiers and ``bracket()`` (SPEC 2, 4, 5): hand-worked exact ranks, planted instances,
+soundness invariants, re-checking every reported certificate, LP failure handling, bad input.
+
+Independent references used here: matrices whose ``r_eps`` is known by hand (identity,
+constant rows, permuted uniform blocks), planted instances with a known upper bound, and a
+numpy truncated SVD whose error is summed with ``math.fsum`` (an upper bound on ``r_eps``
+that no sound lower certificate may exceed).
+"""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from softrank import Operator, bracket
+from softrank.certifiers import _lp
+from softrank.certifiers._lp import BasisPursuit, EqualityLP, L1Regression, LPResult
+from softrank.checker import (
+    DecodedInverseCertificate,
+    FrobeniusCertificate,
+    KeyGroupCertificate,
+    TrivialCertificate,
+    UpperWitness,
+    check,
+    load_certificate,
+    save_certificate,
+)
+from softrank.errors import InvalidArgumentError, InvalidOperatorError
+from softrank.generators.synthetic import (
+    ball,
+    gaussian_head,
+    grid,
+    planted,
+    planted_blocks,
+    sphere,
+)
+
+LP_METHODS = ("lp-decoder", "l1-refit", "hybrid")
+LOWER_KINDS = (TrivialCertificate, FrobeniusCertificate, KeyGroupCertificate,
+               DecodedInverseCertificate)
+
+
+# --------------------------------------------------------------------------- references
+
+
+def svd_upper(A, eps):
+    """Least k whose numpy truncated SVD has max row l1 error <= eps - 1e-9 (fsum rows):
+    an upper bound on r_eps(A) computed without softrank."""
+    U, s, Vt = np.linalg.svd(A, full_matrices=False)
+    for k in range(1, s.size + 1):
+        E = np.abs(A - (U[:, :k] * s[:k]) @ Vt[:k])
+        if max(math.fsum(r) for r in E) <= eps - 1e-9:
+            return k
+    return min(A.shape)
+
+
+def block_uniform(m, N, k):
+    B = np.zeros((m, N))
+    for qs, ks in zip(np.array_split(np.arange(m), k), np.array_split(np.arange(N), k)):
+        B[np.ix_(qs, ks)] = 1.0 / ks.size
+    return B
+
+
+def block_permutation(m, N, k, seed):
+    rng = np.random.default_rng(seed)
+    return block_uniform(m, N, k)[rng.permutation(m)][:, rng.permutation(N)]
+
+
+def assert_sound(A, br, eps, recheck=True):
+    """Invariants every bracket must satisfy, and an independent re-check of its ends."""
+    A = np.asarray(A, dtype=np.float64)
+    p = min(A.shape)
+    assert br.eps == eps
+    assert br.verdict in ("resolved", "open"), (br.verdict, br.candidates)
+    assert 1 <= br.lower <= br.upper <= p, (br.lower, br.upper)
+    assert (br.verdict == "resolved") == (br.lower == br.upper)
+    assert br.resolved == (br.lower == br.upper)
+    lc, uw = br.lower_certificate, br.upper_witness
+    assert isinstance(lc, LOWER_KINDS) and isinstance(uw, UpperWitness)
+    assert lc.rank == br.lower and uw.rank == br.upper
+    assert lc.eps == eps and uw.eps == eps
+    assert br.lower_method == lc.method and br.upper_method == uw.method
+    # the true r_eps is at most rank(A) (B = A) and at most the independent SVD rank
+    assert br.lower <= np.linalg.matrix_rank(A) or br.lower == 1
+    assert br.lower <= svd_upper(A, eps)
+    # the witness's error, summed independently, is within eps (up to fl(UW) rounding)
+    E = np.abs(A - uw.U @ uw.W)
+    assert max(math.fsum(r) for r in E) <= eps + 1e-12
+    if recheck:
+        for cert in (lc, uw):
+            rep = check(A.copy(), cert, max_rows=None)
+            assert rep.ok and not rep.disagree, (cert.method, rep.summary())
+
+
+def assert_consistent(brs):
+    """r_eps is non-increasing in eps, so lower(e_big) <= r(e_big) <= r(e_small) <= upper(e_small)."""
+    for a in brs:
+        for b in brs:
+            if b.eps >= a.eps:
+                assert b.lower <= a.upper, (a.eps, a.upper, b.eps, b.lower)
+
+
+# ------------------------------------------------------------------------ hand-worked cases
+
+
+@pytest.mark.parametrize("eps", [0.1, 0.5, 0.9])
+def test_identity_is_full_rank(eps):
+    I8 = np.eye(8)
+    br = bracket(I8, eps)
+    assert (br.lower, br.upper, br.verdict) == (8, 8, "resolved")
+    assert_sound(I8, br, eps)
+
+
+def test_identity_all_tolerances_in_one_call():
+    eps = [0.9, 0.1, 0.5, 0.1]
+    brs = bracket(np.eye(8), eps)
+    assert [b.eps for b in brs] == eps  # order and duplicates kept
+    assert all((b.lower, b.upper) == (8, 8) for b in brs)
+
+
+@pytest.mark.parametrize("shape", [(6, 10), (1, 5), (10, 3), (4, 4)])
+@pytest.mark.parametrize("eps", [0.1, 0.5, 0.9])
+def test_constant_rows_rank_one(shape, eps):
+    A = np.full(shape, 1.0 / shape[1])
+    br = bracket(A, eps)
+    assert (br.lower, br.upper) == (1, 1)
+    assert_sound(A, br, eps)
+
+
+@pytest.mark.parametrize("m, N, k, seed", [(12, 9, 3, 0), (16, 12, 4, 1), (10, 10, 5, 2),
+                                           (8, 6, 2, 3), (15, 20, 5, 4)])
+def test_block_permutation_exact(m, N, k, seed):
+    # k uniform blocks, rows and columns permuted: r_eps = k for every eps < 1 (the
+    # block-uniform matrix itself has rank k; one witness per block has margin 1 > eps).
+    A = block_permutation(m, N, k, seed)
+    eps = [0.05, 0.3, 0.5, 0.75, 0.99]
+    brs = bracket(A, eps)
+    for e, br in zip(eps, brs):
+        assert (br.lower, br.upper) == (k, k), (e, br.lower, br.upper, br.candidates)
+        assert_sound(A, br, e)
+
+
+@pytest.mark.parametrize(
+    "m, N, k, delta",
+    [(24, 20, 4, 0.05), (16, 16, 4, 0.1), (30, 24, 6, 0.05), (20, 30, 5, 0.02),
+     (16, 16, 8, 0.1), (12, 12, 3, 0.2)],
+)
+def test_planted_blocks_exact(m, N, k, delta):
+    op = planted_blocks(m, N, k, delta, seed=1)
+    lo, hi = 2 * delta, 1 - 2 * delta
+    eps = [lo, lo + (hi - lo) / 3, (lo + hi) / 2, hi - 1e-3]
+    brs = bracket(op, eps)
+    for e, br in zip(eps, brs):
+        assert (br.lower, br.upper) == (k, k), (e, br.lower, br.upper)
+        assert_sound(op.A, br, e, recheck=(e == eps[1]))
+
+
+@pytest.mark.parametrize("A", [planted_blocks(12, 12, 3, 0.0).A, np.full((4, 5), 0.2)],
+                         ids=["blocks", "constant"])
+def test_eps_zero_is_rejected(A):
+    """eps = 0 is the exact rank, which float64 witnesses cannot certify: rejected up front."""
+    with pytest.raises(InvalidArgumentError, match="^eps:"):
+        bracket(A, 0.0)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_planted_lower_never_exceeds_k(seed):
+    k, delta = 3, 0.1
+    op = planted(20, 16, k, delta, seed=seed)
+    eps = [delta + 1e-6, 2 * delta, 0.35, 0.6, 0.9]
+    brs = bracket(op, eps)
+    for e, br in zip(eps, brs):
+        assert br.lower <= k, (e, br.lower, br.lower_method)
+        assert_sound(op.A, br, e, recheck=(e == eps[0]))
+    assert_consistent(brs)
+
+
+@given(
+    k=st.integers(1, 4), dm=st.integers(0, 10), dn=st.integers(0, 10),
+    delta=st.floats(0.0, 0.3), frac=st.floats(0.0, 1.0), seed=st.integers(0, 2**31 - 1),
+    conc=st.sampled_from([0.1, 0.3, 1.0]),
+)
+def test_property_planted_lower_at_most_k(k, dm, dn, delta, frac, seed, conc):
+    op = planted(k + dm + 1, k + dn + 1, k, delta, seed=seed, concentration=conc)
+    eps = delta + 1e-9 + frac * (0.999 - delta - 1e-9)
+    br = bracket(op, eps)
+    assert br.lower <= k
+    assert_sound(op.A, br, eps, recheck=False)
+
+
+# ------------------------------------------------- certifier components, hand-worked values
+
+
+@pytest.mark.parametrize("eps, rank", [(0.1, 8), (0.3, 8), (0.5, 6), (0.7, 5), (0.9, 2)])
+def test_frobenius_search_on_identity(eps, rank):
+    # I_8, all rows: tail sum_{j>r} sigma_j^2 = 8 - r > 8 eps^2 gives rank r + 1; subsets of
+    # s rows give s - r > s eps^2, never better. e.g. eps = 0.5: 8 - r > 2 -> r = 5 -> 6.
+    from softrank.certifiers import lower
+
+    I8 = np.eye(8)
+    c = lower.frobenius(I8, eps, lower.row_order(I8), {})
+    assert c.rank == rank
+    assert check(I8, c).ok
+
+
+def test_trivial_candidate():
+    from softrank.certifiers import lower
+
+    A = np.full((3, 4), 0.25)
+    assert lower.trivial(A, 0.5).rank == 1
+    assert lower.trivial(A, 1.0) is None
+
+
+@pytest.mark.parametrize("eps", [0.1, 0.6, 0.95])
+def test_key_groups_search_on_identity_and_blocks(eps):
+    from softrank.certifiers import lower
+
+    c = lower.key_groups(np.eye(8), eps)
+    assert c.rank == 8 and check(np.eye(8), c).ok
+    A = block_permutation(12, 9, 3, seed=5)
+    c = lower.key_groups(A, eps)
+    assert c.rank == 3 and check(A, c).ok
+
+
+def test_lp_decoder_hand_worked():
+    from softrank.certifiers import lower
+
+    # A = [[3/4, 1/4], [1/4, 3/4]], singleton groups. k = 2: L = A^{-1}, ||L||_inf = 2,
+    # certificate iff 2 eps < 1. k = 1: min |l|_1 with l . (3/4, 1/4) = 1 is 4/3.
+    A = np.array([[0.75, 0.25], [0.25, 0.75]])
+    dec = lower.LPDecoder(A, [np.array([0]), np.array([1])], "singletons")
+    c = dec.best(0.4, 1, 2)
+    assert c.rank == 2
+    np.testing.assert_allclose(c.L, [[1.5, -0.5], [-0.5, 1.5]], atol=1e-9)
+    assert check(A, c).ok
+    c = dec.best(0.6, 1, 2)
+    assert c.rank == 1
+    assert abs(np.abs(c.L).sum() - 4 / 3) < 1e-9
+    assert dec.best(0.8, 1, 2) is None  # 4/3 * 0.8 > 1
+    I8 = np.eye(8)
+    dec = lower.LPDecoder(I8, [np.array([j]) for j in range(8)], "singletons")
+    assert dec.best(0.9, 1, 8).rank == 8
+
+
+@pytest.mark.parametrize("eps, keys", [(0.05, 10), (0.25, 8), (0.45, 6), (0.85, 2)])
+def test_key_support_on_constant_rows(eps, keys):
+    # every key carries 1/10 of each row: the least cover with mass >= 1 - eps has
+    # ceil(10 (1 - eps)) keys
+    from softrank.certifiers import upper
+
+    A = np.full((12, 10), 0.1)
+    w = upper.key_support(A, eps)
+    assert w.rank == keys
+    assert check(A, w).ok
+
+
+def test_key_support_never_returns_a_non_cover():
+    from softrank.certifiers import upper
+
+    A = np.full((3, 10), 0.1)
+    w = upper.key_support(A, 0.25)
+    assert w is None or check(A, w).ok
+
+
+def test_truncated_svd_and_refit_on_hand_worked():
+    from softrank.certifiers import upper
+
+    I8 = np.eye(8)
+    ts = upper.TruncatedSVD(I8, np.linalg.svd(I8))
+    assert ts.least_rank(0.99) == 8  # r_eps(I) = 8 for eps < 1: no rank-7 matrix is closer
+    A = np.full((5, 6), 1 / 6)
+    ts = upper.TruncatedSVD(A, np.linalg.svd(A, full_matrices=False))
+    assert ts.least_rank(0.01) == 1
+    assert check(A, ts.witness(0.01, 1)).ok
+    fit = upper.L1Refit(A, np.linalg.svd(A)[2])
+    assert fit.least_rank(0.01, 1, 5) == 1
+    assert check(A, fit.witness(0.01, 1)).ok
+
+
+# -------------------------------------------------------------- invariants on a small panel
+
+PANEL = {
+    "sphere": lambda: sphere(3, 8.0, m=24, N=24, seed=0),
+    "grid1": lambda: grid(1, 12),
+    "grid2": lambda: grid(2, 4),
+    "gaussian": lambda: gaussian_head(16, 20, 8, seed=1),
+    "ball": lambda: ball(2, 12.0, m=20, N=16, seed=2),
+    "planted": lambda: planted(16, 12, 3, 0.1, seed=3),
+    "random": lambda: Operator(A=np.random.default_rng(5).dirichlet(np.full(9, 0.2), 11)),
+}
+EPS = [0.02, 0.1, 0.25, 0.5, 0.8]
+
+
+@pytest.fixture(scope="module")
+def panel_brackets():
+    return {name: (make(), bracket(make(), EPS)) for name, make in PANEL.items()}
+
+
+@pytest.mark.parametrize("name", list(PANEL))
+def test_panel_brackets_sound_and_rechecked(panel_brackets, name):
+    op, brs = panel_brackets[name]
+    for e, br in zip(EPS, brs):
+        assert_sound(op.A, br, e)
+    assert_consistent(brs)
+
+
+def test_panel_checks_recorded_and_pass(panel_brackets):
+    for op, brs in panel_brackets.values():
+        for br in brs:
+            assert br.checks["lower"].ok and br.checks["upper"].ok
+            d = br.to_dict()
+            assert d["lower"] == br.lower and d["upper"] == br.upper
+
+
+def test_saved_certificates_recheck_from_file(panel_brackets, tmp_path):
+    op, brs = panel_brackets["sphere"]
+    for i, br in enumerate(brs):
+        for j, cert in enumerate((br.lower_certificate, br.upper_witness)):
+            p = save_certificate(tmp_path / f"{i}-{j}.npz", cert, op.A, producer="bracket")
+            c2, A2, h = load_certificate(p)
+            assert h["rank"] == cert.rank and h["eps"] == br.eps
+            assert check(A2, c2).ok
+
+
+def test_permutation_invariance_of_the_truth():
+    # r_eps(P A Q) = r_eps(A): the brackets of the two must overlap.
+    op = sphere(3, 6.0, m=20, N=20, seed=7)
+    rng = np.random.default_rng(0)
+    B = op.A[rng.permutation(20)][:, rng.permutation(20)]
+    for a, b in zip(bracket(op, [0.1, 0.3]), bracket(B, [0.1, 0.3])):
+        assert a.lower <= b.upper and b.lower <= a.upper
+
+
+def test_operator_and_array_inputs_agree():
+    op = grid(1, 10)
+    a = bracket(op, 0.2)
+    b = bracket(np.array(op.A), 0.2)
+    assert (a.lower, a.upper) == (b.lower, b.upper)
+
+
+def test_scalar_vs_list_return_types():
+    A = np.eye(4)
+    assert not isinstance(bracket(A, 0.5), list)
+    assert isinstance(bracket(A, [0.5]), list) and len(bracket(A, [0.5])) == 1
+    assert bracket(A, np.float64(0.5)).lower == 4
+    assert [b.lower for b in bracket(A, np.array([0.5, 0.2]))] == [4, 4]
+
+
+# ------------------------------------------------------------------------------ bad input
+
+
+@pytest.mark.parametrize("eps", [1, 1.0, -0.1, float("nan"), float("inf"), [], [0.5, 1.0],
+                                 [0.2, -1e-9], "abc", [None]])
+def test_bad_eps_raises_naming_eps(eps):
+    with pytest.raises(InvalidArgumentError) as ei:
+        bracket(np.eye(3), eps)
+    assert str(ei.value).startswith("eps:"), str(ei.value)
+
+
+@pytest.mark.parametrize("eps", [None, np.array(0.5)], ids=["None", "0-d"])
+def test_eps_none_or_zero_d_array(eps):
+    try:
+        br = bracket(np.eye(3), eps)
+    except InvalidArgumentError as exc:
+        assert str(exc).startswith("eps:")
+    else:
+        assert (br.lower, br.upper) == (3, 3)
+
+
+@pytest.mark.parametrize(
+    "A",
+    [np.array([[0.5, np.nan]]), np.array([[1.5, -0.5]]), np.array([[0.5, 0.5 + 1e-6]]),
+     np.array([0.5, 0.5]), np.zeros((0, 2)), np.ones((2, 2, 1))],
+    ids=["nan", "negative", "rowsum", "1d", "empty", "3d"],
+)
+def test_bad_operator_raises(A):
+    with pytest.raises(InvalidOperatorError, match="^A:"):
+        bracket(A, 0.5)
+
+
+# ------------------------------------------------------------------------------------ LPs
+
+
+def test_basis_pursuit_hand_worked():
+    # min |x1| + |x2| s.t. x1 + 2 x2 = 2: optimum x = (0, 1), l1 norm 1
+    x = BasisPursuit(np.array([[1.0, 2.0]])).solve(np.array([2.0]))
+    np.testing.assert_allclose(x, [0.0, 1.0], atol=1e-9)
+
+
+def test_basis_pursuit_inconsistent_returns_none():
+    bp = BasisPursuit(np.array([[1.0, 1.0], [1.0, 1.0]]))
+    assert bp.solve(np.array([1.0, 2.0])) is None  # x1 + x2 = 1 and = 2
+    x = bp.solve(np.array([1.0, 1.0]))  # consistent: still solvable on the same instance
+    assert x is not None and abs(x.sum() - 1.0) < 1e-9 and abs(np.abs(x).sum() - 1) < 1e-9
+
+
+def test_l1_regression_is_the_median():
+    # min_u sum_i |a_i - u| over a constant basis: any median; a = (1, 2, 4) -> u = 2
+    reg = L1Regression(np.ones((1, 3)))
+    np.testing.assert_allclose(reg.solve(np.array([1.0, 2.0, 4.0])), [2.0], atol=1e-9)
+    np.testing.assert_allclose(reg.solve(np.array([5.0, -1.0, 0.0])), [0.0], atol=1e-9)
+
+
+def test_equality_lp_statuses():
+    # infeasible: z = 1 with 0 <= z <= 0.5
+    lp = EqualityLP(np.array([[1.0]]), [1.0], [0.0], [0.5])
+    r = lp.solve([1.0])
+    assert not r.success and r.x is None and r.status != "optimal"
+    # unbounded: min -z s.t. 0 z = 0 (no row constraint binds), z >= 0
+    lp = EqualityLP(np.array([[0.0]]), [-1.0], [0.0], [np.inf])
+    r = lp.solve([0.0])
+    assert not r.success and r.x is None
+    # bad right-hand sides never reach the solver
+    lp = EqualityLP(np.array([[1.0, 1.0]]), [1.0, 1.0], [0.0, 0.0], [np.inf, np.inf])
+    assert lp.solve([np.nan]).status == "bad-rhs"
+    assert lp.solve([1.0, 2.0]).status == "bad-rhs"
+    ok = lp.solve([3.0])
+    assert ok.success and abs(ok.objective - 3.0) < 1e-9
+
+
+class _HighsProxy:
+    """Wraps a real ``highspy.Highs`` and overrides one behaviour."""
+
+    def __init__(self, real, mode):
+        self._real, self._mode = real, mode
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+    def run(self):
+        if self._mode == "raise":
+            raise RuntimeError("simulated solver crash")
+        return self._real.run()
+
+    def getModelStatus(self):
+        import highspy
+
+        if self._mode == "timelimit":
+            return highspy.HighsModelStatus.kTimeLimit
+        return self._real.getModelStatus()
+
+    def getSolution(self):
+        sol = self._real.getSolution()
+        if self._mode != "nan":
+            return sol
+
+        class _S:
+            col_value = np.full(len(sol.col_value), np.nan)
+
+        return _S()
+
+
+@pytest.fixture
+def highs_mode(monkeypatch):
+    """Set the failure mode of every HiGHS instance created afterwards."""
+    state = {"mode": None}
+    real_new = _lp._new_highs
+
+    def fake_new(highspy):
+        return _HighsProxy(real_new(highspy), state["mode"])
+
+    monkeypatch.setattr(_lp, "_new_highs", fake_new)
+    return state
+
+
+@pytest.mark.parametrize("mode, status", [("raise", "exception:RuntimeError"),
+                                          ("timelimit", "Time limit reached"),
+                                          ("nan", "nan-solution")])
+def test_solver_failures_map_to_no_solution(highs_mode, mode, status):
+    highs_mode["mode"] = mode
+    lp = EqualityLP(np.array([[1.0, 2.0]]), [1.0, 1.0], [0.0, 0.0], [np.inf, np.inf])
+    r = lp.solve([2.0])
+    assert r.status == status and r.x is None and not r.success
+    assert BasisPursuit(np.array([[1.0, 2.0]])).solve(np.array([2.0])) is None
+    assert L1Regression(np.ones((1, 3))).solve(np.array([1.0, 2.0, 4.0])) is None
+
+
+# operators on which the LP-based methods win when the LP works (checked below)
+LP_OPS = {
+    "sphere": lambda: sphere(3, 8.0, m=32, N=32, seed=0),
+    "grid": lambda: grid(1, 16),
+}
+LP_EPS = [0.1, 0.3]
+
+
+def _uses_lp(brs):
+    return any(m.startswith(LP_METHODS) for br in brs for m in (br.lower_method, br.upper_method))
+
+
+def _lp_candidates(brs):
+    return [k for br in brs for k in br.candidates if any(t in k for t in LP_METHODS)]
+
+
+@pytest.mark.parametrize("name", list(LP_OPS))
+def test_lp_methods_are_exercised_when_lp_works(name):
+    # makes the failure-injection tests below meaningful: here the LP methods do win
+    brs = bracket(LP_OPS[name](), LP_EPS)
+    assert _uses_lp(brs)
+
+
+def _assert_no_lp_bound(op, brs, allow_error):
+    for e, br in zip(LP_EPS, brs):
+        if br.verdict == "error":
+            assert allow_error, br.candidates
+            assert br.lower_certificate is None and br.upper_witness is None
+            assert br.lower == 0 and br.upper == -1
+            continue
+        assert not br.lower_method.startswith(LP_METHODS), br.lower_method
+        assert not br.upper_method.startswith(LP_METHODS), br.upper_method
+        assert_sound(op.A, br, e)
+
+
+@pytest.mark.parametrize("name", list(LP_OPS))
+@pytest.mark.parametrize("mode", ["timelimit", "nan", "raise"])
+def test_failing_highs_yields_no_lp_bound(highs_mode, name, mode):
+    highs_mode["mode"] = mode
+    op = LP_OPS[name]()
+    brs = bracket(op, LP_EPS)
+    _assert_no_lp_bound(op, brs, allow_error=False)
+    assert not _lp_candidates(brs)
+
+
+@pytest.mark.parametrize("name", list(LP_OPS))
+def test_time_limit_result_yields_no_lp_bound(monkeypatch, name):
+    monkeypatch.setattr(EqualityLP, "solve",
+                        lambda self, b: LPResult("Time limit reached", None, None))
+    op = LP_OPS[name]()
+    brs = bracket(op, LP_EPS)
+    _assert_no_lp_bound(op, brs, allow_error=False)
+    assert not _lp_candidates(brs)
+
+
+@pytest.mark.parametrize("name", list(LP_OPS))
+def test_nan_optimal_result_yields_no_reported_lp_bound(monkeypatch, name):
+    # an "optimal" LPResult carrying NaN (violating LPResult's own contract): whatever the
+    # certifiers make of it, the checker must keep it out of the bracket
+    monkeypatch.setattr(EqualityLP, "solve",
+                        lambda self, b: LPResult("optimal", np.full(self.shape[1], np.nan), 0.0))
+    op = LP_OPS[name]()
+    brs = bracket(op, LP_EPS)
+    _assert_no_lp_bound(op, brs, allow_error=False)
+
+
+def test_nan_optimal_result_produces_no_lp_candidates(monkeypatch):
+    monkeypatch.setattr(EqualityLP, "solve",
+                        lambda self, b: LPResult("optimal", np.full(self.shape[1], np.nan), 0.0))
+    brs = bracket(LP_OPS["sphere"](), LP_EPS)
+    assert not _lp_candidates(brs)
+
+
+@pytest.mark.parametrize("name", list(LP_OPS))
+def test_solve_raising_yields_error_or_non_lp_bracket(monkeypatch, name):
+    def boom(self, b):
+        raise RuntimeError("solver exploded")
+
+    monkeypatch.setattr(EqualityLP, "solve", boom)
+    op = LP_OPS[name]()
+    brs = bracket(op, LP_EPS)
+    _assert_no_lp_bound(op, brs, allow_error=True)

