@@ -202,3 +202,36 @@ def test_audit_minilm_entry(tmp_path):
     assert row["m"] == row["n"] == "32"
     assert 1 <= int(row["lower"]) <= int(row["upper"]) <= 32
     assert (out / "minilm_w32_eps0.5.png").exists()
+
+
+def test_killed_audit_keeps_finished_cells(tmp_path):
+    """SIGKILL after the first finished operator: its cells are on disk, complete."""
+    import os
+    import signal
+
+    p = tmp_path / "slow.toml"
+    p.write_text("eps = [0.2, 0.5]\n" + "".join(
+        f"[[synthetic]]\nfamily = 'gaussian_head'\nm = 48\nN = 48\nseed = {s}\n" for s in range(6)))
+    out = tmp_path / "rep"
+    proc = subprocess.Popen([sys.executable, "-m", "softrank.harness.cli", "audit", "--panel", str(p),
+                             "--out", str(out), "--workers", "1"],
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    try:
+        for line in proc.stderr:
+            if line.startswith("[   1/6]"):
+                break
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(timeout=60)
+    assert not (out / "brackets.csv").exists()
+    rows = _rows(out / "brackets.partial.csv")
+    assert len(rows) >= 2 and len(rows) % 2 == 0  # whole operators only: 2 cells each
+    for r in rows:
+        assert r["verdict"] in ("open", "resolved") and 1 <= int(r["lower"]) <= int(r["upper"])
+
+
+def test_audit_out_is_a_file(tmp_path, capsys):
+    f = tmp_path / "file"
+    f.write_text("x")
+    assert main(["audit", "--panel", str(_panel(tmp_path)), "--out", str(f), "--quiet"]) == 2
+    assert "--out" in capsys.readouterr().err

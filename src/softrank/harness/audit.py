@@ -42,9 +42,16 @@ def bracket_operator(op: Operator, eps_list) -> list[dict]:
     """All cells of one operator as CSV-ready dicts (runs in a worker)."""
     from ..certifiers.bracket import bracket
 
+    from ..certifiers.bracket import Bracket
+
     prov = op.provenance()
     rows = []
-    for br in bracket(op, list(eps_list)):
+    try:
+        brs = bracket(op, list(eps_list))
+    except Exception as exc:  # an operator that crashes is recorded, never a bound
+        brs = [Bracket(eps=float(e), lower=0, upper=-1, verdict="error",
+                       candidates={"error": f"{type(exc).__name__}: {exc}"}) for e in eps_list]
+    for br in brs:
         ratio = br.upper / br.lower if br.lower > 0 and br.upper > 0 else ""
         rows.append({
             "operator_id": op.operator_id, "family": op.family, "source": op.source,
@@ -114,15 +121,24 @@ def run_audit(operators: list[Operator], eps_list, out: Path, workers: int | Non
             saved = {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
             for k in saved:
                 os.environ[k] = "1"  # one BLAS thread per worker: workers already use the cores
+            pool = ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"),
+                                       initializer=_worker_init)
             try:
-                with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"),
-                                         initializer=_worker_init) as pool:
-                    # largest operators first: better load balance at the end of the run
-                    order = sorted(range(n), key=lambda i: -operators[i].A.size)
-                    futs = {pool.submit(bracket_operator, operators[i], tuple(eps_list)): i
-                            for i in order}
-                    for fut in as_completed(futs):
-                        done(futs[fut], fut.result())
+                # largest operators first: better load balance at the end of the run
+                order = sorted(range(n), key=lambda i: -operators[i].A.size)
+                futs = {pool.submit(bracket_operator, operators[i], tuple(eps_list)): i
+                        for i in order}
+                for fut in as_completed(futs):
+                    done(futs[fut], fut.result())
+            except BaseException:
+                # interrupted or a worker died: keep what is finished, stop the rest now
+                pool.shutdown(wait=False, cancel_futures=True)
+                if progress:
+                    print(f"stopped after {len(results)} of {n} operators; their cells are in "
+                          f"{partial}", file=stream, flush=True)
+                raise
+            else:
+                pool.shutdown(wait=True)
             finally:
                 for k, v in saved.items():
                     if v is None:

@@ -79,6 +79,12 @@ def _cmd_audit(args) -> int:
     if args.workers is not None and args.workers < 1:
         raise SoftrankError(f"--workers: expected an integer >= 1, got {args.workers}")
     out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise SoftrankError(f"--out: {str(out)!r} exists and is not a directory")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SoftrankError(f"--out: cannot create {str(out)!r} ({exc})") from exc
     if not args.quiet:
         print(f"softrank audit: panel {panel.name!r}, {len(panel)} operators x {len(eps)} "
               f"tolerances -> {out}/", file=sys.stderr, flush=True)
@@ -184,6 +190,9 @@ def main(argv=None) -> int:
     except SoftrankError as exc:
         print(f"softrank {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"softrank {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":  # pragma: no cover
