@@ -114,10 +114,15 @@ def test_identity_is_full_rank(eps):
 
 
 def test_identity_all_tolerances_in_one_call():
-    eps = [0.9, 0.1, 0.5, 0.1]
+    eps = [0.9, 0.1, 0.5]
     brs = bracket(np.eye(8), eps)
-    assert [b.eps for b in brs] == eps  # order and duplicates kept
+    assert [b.eps for b in brs] == eps  # order kept
     assert all((b.lower, b.upper) == (8, 8) for b in brs)
+
+
+def test_repeated_tolerance_is_rejected():
+    with pytest.raises(InvalidArgumentError, match="^eps: tolerances repeat"):
+        bracket(np.eye(4), [0.1, 0.5, 0.1])
 
 
 @pytest.mark.parametrize("shape", [(6, 10), (1, 5), (10, 3), (4, 4)])

@@ -235,3 +235,105 @@ def test_audit_out_is_a_file(tmp_path, capsys):
     f.write_text("x")
     assert main(["audit", "--panel", str(_panel(tmp_path)), "--out", str(f), "--quiet"]) == 2
     assert "--out" in capsys.readouterr().err
+
+
+def test_close_tolerances_keep_distinct_certificate_files(tmp_path, capsys):
+    f = tmp_path / "A.npy"
+    np.save(f, _block_perm())
+    d = tmp_path / "c"
+    assert main(["bracket", str(f), "--eps", "0.25", "0.2500001", "--save-certificates", str(d)]) == 0
+    files = sorted(d.glob("*.npz"))
+    assert len(files) == 4
+    capsys.readouterr()
+    assert main(["verify", str(d)]) == 0
+    out = capsys.readouterr().out
+    assert "eps 0.25 " in out and "eps 0.2500001 " in out
+
+
+def test_verify_reports_each_file_even_if_one_is_malformed(tmp_path, capsys):
+    f = tmp_path / "A.npy"
+    np.save(f, _block_perm())
+    d = tmp_path / "c"
+    assert main(["bracket", str(f), "--eps", "0.3", "--save-certificates", str(d)]) == 0
+    good = sorted(d.glob("*.npz"))
+    bad = d / "zz_bad.npz"
+    with np.load(good[0], allow_pickle=False) as z:
+        data = {k: z[k] for k in z.files}
+    data["A"] = np.array([["a"]])
+    np.savez(bad, **data)
+    np.save(d / "bare.npy", np.eye(2))  # not a certificate, not picked up (.npy)
+    capsys.readouterr()
+    assert main(["verify", str(d)]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL" in out and "zz_bad.npz" in out and "2 of 3 certificates hold" in out
+    assert main(["verify", str(d / "bare.npy")]) == 1
+
+
+def test_float_indices_in_a_certificate_file_are_malformed(tmp_path, capsys):
+    from softrank.checker import FrobeniusCertificate, save_certificate
+
+    A = np.eye(6)
+    p = save_certificate(tmp_path / "f.npz", FrobeniusCertificate(0.3, np.arange(6), 5), A)
+    with np.load(p, allow_pickle=False) as z:
+        data = {k: z[k] for k in z.files}
+    data["rows"] = data["rows"] + 0.5
+    np.savez(p, **data)
+    assert main(["verify", str(p)]) == 1
+    assert "integer" in capsys.readouterr().out
+
+
+def test_tiny_eps_still_has_an_upper_end(tmp_path, capsys):
+    f = tmp_path / "eye.npy"
+    np.save(f, np.eye(3))
+    assert main(["bracket", str(f), "--eps", "1e-300", "--json"]) == 0
+    (o,) = json.loads(capsys.readouterr().out)
+    assert (o["lower"], o["upper"]) == (3, 3)
+
+
+@pytest.mark.parametrize("args, word", [
+    (["--eps", "0.1", "0.1"], "repeat"),
+    (["--save-certificates", "FILE"], "--save-certificates"),
+])
+def test_bracket_argument_errors(tmp_path, capsys, args, word):
+    f = tmp_path / "A.npy"
+    np.save(f, np.eye(3))
+    (tmp_path / "FILE").write_text("x")
+    args = [a.replace("FILE", str(tmp_path / "FILE")) for a in args]
+    argv = ["bracket", str(f), *args] if args[0] == "--eps" else ["bracket", str(f), "--eps", "0.2", *args]
+    assert main(argv) == 2
+    assert word in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text, word", [
+    ("[synthetic]\nfamily = 'grid'\n", "[[synthetic]]"),
+    ("[minilm]\nwidths = [64]\n", "[[minilm]]"),
+    ("eps = 0.1\n[[synthetic]]\nfamily = 'grid'\nd = 1\nn = 8\n", "eps"),
+    ("eps = ['abc']\n[[synthetic]]\nfamily = 'grid'\nd = 1\nn = 8\n", "eps"),
+    ("[[matrix]]\npath = 5\n", "path"),
+    ("[[matrix]]\npath = 'x.npy'\nfamly = 'a'\n", "famly"),
+    ("[[minilm]]\nwidths = [true]\n", "widths"),
+    ("[[minilm]]\nwidths = [1]\n", "widths"),
+    ("[[synthetic]]\nfamily = 'sphere'\nd = 3\nbeta = 4.0\nseed = -1\n", "seed"),
+])
+def test_audit_bad_panel_shapes_exit_2(tmp_path, capsys, text, word):
+    p = tmp_path / "bad.toml"
+    p.write_text(text)
+    assert main(["audit", "--panel", str(p), "--out", str(tmp_path / "o"), "--quiet"]) == 2
+    assert word in capsys.readouterr().err
+
+
+def test_audit_panel_directory_and_matrix_row_sums(tmp_path, capsys):
+    assert main(["audit", "--panel", str(tmp_path), "--out", str(tmp_path / "o"), "--quiet"]) == 2
+    np.save(tmp_path / "bad.npy", np.full((3, 3), 0.5))
+    p = tmp_path / "m.toml"
+    p.write_text("[[matrix]]\npath = 'bad.npy'\n")
+    capsys.readouterr()
+    assert main(["audit", "--panel", str(p), "--out", str(tmp_path / "o"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "bad.npy" in err and "A:" in err
+
+
+def test_audit_seed_must_be_non_negative(tmp_path):
+    with pytest.raises(SystemExit) as e:
+        main(["audit", "--panel", "quick", "--seed", "-1"])
+    assert e.value.code == 2

@@ -58,14 +58,14 @@ class Bracket:
     eps: float
     lower: int
     upper: int
-    lower_certificate: object = None
-    upper_witness: object = None
+    lower_certificate: object = field(default=None, repr=False)
+    upper_witness: object = field(default=None, repr=False)
     lower_method: str = ""
     upper_method: str = ""
     verdict: str = "open"
     seconds: float = 0.0
-    checks: dict = field(default_factory=dict)
-    candidates: dict = field(default_factory=dict)
+    checks: dict = field(default_factory=dict, repr=False)
+    candidates: dict = field(default_factory=dict, repr=False)
 
     @property
     def resolved(self) -> bool:
@@ -95,7 +95,8 @@ def validate_eps(eps) -> list[float]:
 
     ``eps = 0`` asks for the exact rank, which floating-point witnesses cannot certify (a
     rank-k witness is checked with a strictly positive rounding bound), and ``eps >= 1``
-    gives ``r_eps = 0`` on a row-stochastic ``A``; both are rejected.
+    gives ``r_eps = 0`` on a row-stochastic ``A``; both are rejected, and so is a tolerance
+    given twice.
 
     Raises
     ------
@@ -118,8 +119,10 @@ def validate_eps(eps) -> list[float]:
         if not np.isfinite(f) or f <= 0 or f >= 1:
             raise InvalidArgumentError(
                 f"eps: expected a tolerance with 0 < eps < 1 (r_eps = 0 for eps >= 1 on a "
-                f"row-stochastic A; eps = 0 is the exact rank), got {e!r}"
+                f"row-stochastic A; eps = 0 is the exact rank), got {f!r}"
             )
+        if f in out:
+            raise InvalidArgumentError(f"eps: tolerances repeat, {f!r} is given twice")
         out.append(f)
     return out
 
@@ -134,7 +137,7 @@ class _Workspace:
         self.svd = np.linalg.svd(A, full_matrices=False)
         self.tsvd = up_.TruncatedSVD(A, self.svd)
         self.refit = up_.L1Refit(A, self.svd[2])
-        self.hybrid = up_.Hybrid(A)
+        self._hybrid = None
         self.rows = lo_.row_order(A)
         self.sv_cache: dict = {}
         _, _, kpiv = scipy.linalg.qr(A, mode="economic", pivoting=True)
@@ -148,6 +151,14 @@ class _Workspace:
                 self.decoders.append(
                     lo_.LPDecoder(A, [groups[i] for i in gpiv], f"blocks(w={w})")
                 )
+
+
+    @property
+    def hybrid(self) -> up_.Hybrid:
+        """Built on first use: its SVDs are wasted when a bracket resolves earlier."""
+        if self._hybrid is None:
+            self._hybrid = up_.Hybrid(self.A)
+        return self._hybrid
 
 
 def _first_passing(A, cands, interval, rejected):
@@ -220,6 +231,7 @@ def _bracket_one(ws: _Workspace, eps: float, interval: bool) -> Bracket:
         if hy is not None:
             uppers.append(hy[1])
             cand_ranks["upper:hybrid"] = hy[0]
+    uppers.append(up_.identity_witness(A, eps))  # always holds: rank min(m, N), error 0
     uppers.sort(key=lambda w: w.rank)  # stable: ties keep the order above
     uwit, urep = _first_passing(A, uppers, interval, rejected)
 
@@ -272,17 +284,26 @@ def bracket(A, eps, *, interval: bool = True) -> Bracket | list[Bracket]:
     """
     op = A if isinstance(A, Operator) else Operator(A=A)
     eps_list = validate_eps(eps)
-    ws = _Workspace(op.A)
+    t0 = time.perf_counter()
+    try:
+        ws = _Workspace(op.A)
+        setup_error = None
+    except Exception as exc:  # e.g. an SVD that does not converge: no bound at all
+        ws, setup_error = None, f"{type(exc).__name__}: {exc}"
     out = []
-    # largest tolerance first: its small ranks give cheap bisection ranges for the rest
+    # largest tolerance first: its small ranks give cheap bisection ranges for the rest;
+    # the shared set-up time is charged to it
     for e in sorted(set(eps_list), reverse=True):
-        t0 = time.perf_counter()
         try:
+            if ws is None:
+                raise RuntimeError(f"set-up failed: {setup_error}")
             br = _bracket_one(ws, e, interval)
         except Exception as exc:  # a crash is an error verdict, never a bound
             br = Bracket(eps=e, lower=0, upper=-1, verdict="error",
                          candidates={"error": f"{type(exc).__name__}: {exc}"})
-        br.seconds = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        br.seconds = t1 - t0
+        t0 = t1
         out.append(br)
     by_eps = {b.eps: b for b in out}
     res = [by_eps[e] for e in eps_list]

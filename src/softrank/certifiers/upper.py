@@ -14,7 +14,9 @@ reaches for every tolerance, sharing work across tolerances:
 * :func:`key_support` -- greedy key cover, ``B = A`` restricted to a key set ``S`` with
   ``sum_{j in S} A_ij >= 1 - eps`` on every row;
 * :class:`Hybrid` -- the heaviest key columns exactly (attention sinks) plus an l1 refit of
-  the remaining columns; rank adds.
+  the remaining columns; rank adds;
+* :func:`identity_witness` -- ``B = A`` itself, rank ``<= min(m, N)``, error 0: the bound
+  every tolerance has, checked exactly (no rounding), so no bracket lacks an upper end.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import numpy as np
 from ..checker import UpperWitness
 from ._lp import L1Regression
 
-__all__ = ["TruncatedSVD", "L1Refit", "key_support", "Hybrid", "SAFETY"]
+__all__ = ["TruncatedSVD", "L1Refit", "key_support", "Hybrid", "identity_witness", "SAFETY"]
 
 #: Relative slack kept below ``eps`` when selecting a candidate, so that the checker's
 #: rounding bound (about ``N u`` relative) does not reject a witness that is right at ``eps``.
@@ -143,6 +145,14 @@ class L1Refit:
     def witness(self, eps: float, k: int) -> UpperWitness:
         st = self._cache[k]
         return UpperWitness(eps, st["U"].copy(), self.Vt[:k], self.method)
+
+
+def identity_witness(A: np.ndarray, eps: float) -> UpperWitness:
+    """``B = A`` as ``A I_N`` (``N <= m``) or ``I_m A`` (``m < N``): ``r_eps(A) <= min(m, N)``."""
+    m, N = A.shape
+    if N <= m:
+        return UpperWitness(eps, A.copy(), np.eye(N), "identity")
+    return UpperWitness(eps, np.eye(m), A.copy(), "identity")
 
 
 def key_support(A: np.ndarray, eps: float) -> UpperWitness | None:

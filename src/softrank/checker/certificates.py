@@ -63,6 +63,16 @@ def matrix_hash(A: np.ndarray) -> str:
     return h.hexdigest()[:16]
 
 
+def _indices(name: str, X) -> np.ndarray:
+    """A 1-D int64 copy of index data; non-integer values are malformed, not truncated."""
+    arr = np.asarray(X)
+    if arr.size and arr.dtype.kind not in "iu":
+        raise MalformedCertificate(f"{name}: expected integer indices, got dtype {arr.dtype}")
+    out = np.array(arr, dtype=np.int64).ravel()
+    out.setflags(write=False)
+    return out
+
+
 def _f64(name: str, X) -> np.ndarray:
     arr = np.array(X, dtype=np.float64, copy=True)
     if arr.ndim != 2:
@@ -132,10 +142,11 @@ class FrobeniusCertificate:
     kind: str = field(default="frobenius", init=False)
 
     def __post_init__(self):
-        rows = np.array(self.rows, dtype=np.int64).ravel()
-        rows.setflags(write=False)
-        object.__setattr__(self, "rows", rows)
-        object.__setattr__(self, "r", int(self.r))
+        object.__setattr__(self, "rows", _indices("rows", self.rows))
+        r = np.asarray(self.r)
+        if r.shape != () or r.dtype.kind not in "iu":
+            raise MalformedCertificate(f"r: expected one integer, got {self.r!r}")
+        object.__setattr__(self, "r", int(r))
 
     @property
     def rank(self) -> int:
@@ -166,13 +177,8 @@ class KeyGroupCertificate:
     kind: str = field(default="key-groups", init=False)
 
     def __post_init__(self):
-        q = np.array(self.queries, dtype=np.int64).ravel()
-        q.setflags(write=False)
-        gs = []
-        for g in self.groups:
-            ga = np.array(g, dtype=np.int64).ravel()
-            ga.setflags(write=False)
-            gs.append(ga)
+        q = _indices("queries", self.queries)
+        gs = [_indices(f"groups[{a}]", g) for a, g in enumerate(self.groups)]
         if len(gs) != q.size:
             raise MalformedCertificate(
                 f"queries, groups: {q.size} witness queries but {len(gs)} groups"
@@ -316,7 +322,13 @@ def load_certificate(path) -> tuple[Certificate, np.ndarray, dict]:
     """
     path = Path(path)
     try:
-        with np.load(path, allow_pickle=False) as z:
+        z = np.load(path, allow_pickle=False)
+    except Exception as exc:
+        raise MalformedCertificate(f"{path}: not a readable .npz certificate ({exc})") from exc
+    if not isinstance(z, np.lib.npyio.NpzFile):
+        raise MalformedCertificate(f"{path}: a bare array, not an .npz certificate")
+    try:
+        with z:
             data = {k: z[k] for k in z.files}
     except Exception as exc:
         raise MalformedCertificate(f"{path}: not a readable .npz certificate ({exc})") from exc
@@ -324,21 +336,25 @@ def load_certificate(path) -> tuple[Certificate, np.ndarray, dict]:
         raise MalformedCertificate(f"{path}: missing 'header' or 'A' array")
     try:
         header = json.loads(str(data["header"][()]))
+        if not isinstance(header, dict):
+            raise TypeError("header is not a JSON object")
         kind = header["kind"]
         eps = float(header["eps"])
     except Exception as exc:
         raise MalformedCertificate(f"{path}: header is not valid JSON with kind/eps ({exc})") from exc
-    A = np.asarray(data["A"], dtype=np.float64)
-    method = header.get("method", "")
+    method = str(header.get("method", ""))
     try:
+        A = np.asarray(data["A"], dtype=np.float64)
+        if A.ndim != 2:
+            raise MalformedCertificate(f"{path}: A must be 2-D, got shape {A.shape}")
         if kind == "upper":
             cert = UpperWitness(eps, data["U"], data["W"], method)
         elif kind == "trivial":
             cert = TrivialCertificate(eps, method)
         elif kind == "frobenius":
-            cert = FrobeniusCertificate(eps, data["rows"], int(data["r"]), method)
+            cert = FrobeniusCertificate(eps, data["rows"], data["r"], method)
         elif kind == "key-groups":
-            sizes = data["group_sizes"].astype(np.int64)
+            sizes = _indices("group_sizes", data["group_sizes"])
             if sizes.sum() != data["group_keys"].size or (sizes < 0).any():
                 raise MalformedCertificate(f"{path}: group_sizes do not match group_keys")
             groups = np.split(data["group_keys"], np.cumsum(sizes)[:-1]) if sizes.size else []
@@ -349,7 +365,15 @@ def load_certificate(path) -> tuple[Certificate, np.ndarray, dict]:
             raise MalformedCertificate(f"{path}: unknown certificate kind {kind!r}")
     except KeyError as exc:
         raise MalformedCertificate(f"{path}: kind {kind!r} needs array {exc}") from exc
-    if int(header.get("rank", cert.rank)) != cert.rank:
+    except MalformedCertificate:
+        raise
+    except Exception as exc:  # unreadable values of any kind: malformed, never a crash
+        raise MalformedCertificate(f"{path}: malformed data ({type(exc).__name__}: {exc})") from exc
+    try:
+        header_rank = int(header.get("rank", cert.rank))
+    except (TypeError, ValueError) as exc:
+        raise MalformedCertificate(f"{path}: header rank {header.get('rank')!r} is not an integer") from exc
+    if header_rank != cert.rank:
         raise MalformedCertificate(
             f"{path}: header rank {header.get('rank')} differs from the data's rank {cert.rank}"
         )

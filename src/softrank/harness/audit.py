@@ -1,7 +1,7 @@
 """The audit run: bracket every operator of a panel at every tolerance (SPEC 1, 6).
 
-Cells (operator x tolerance) are computed in worker processes (``concurrent.futures``,
-spawn context, one BLAS thread each) and written to ``brackets.partial.csv`` as each
+Cells (operator x tolerance) are computed in worker processes (``multiprocessing.Pool``,
+spawn context, one BLAS thread each; on interrupt or SIGTERM the workers are terminated) and written to ``brackets.partial.csv`` as each
 operator finishes, so an interrupted run keeps every finished cell; at the end the rows
 are written in panel order to ``brackets.csv`` and the summary, report and plots are made.
 Results do not depend on the number of workers or the completion order.
@@ -13,11 +13,8 @@ import csv
 import os
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 from pathlib import Path
-
-import numpy as np
 
 from ..operators import Operator
 
@@ -71,8 +68,16 @@ def bracket_operator(op: Operator, eps_list) -> list[dict]:
     return rows
 
 
+def _task(args):
+    i, op, eps_list = args
+    return i, bracket_operator(op, eps_list)
+
+
 def _worker_init():
-    os.environ.setdefault("PYTHONHASHSEED", "0")
+    import signal
+
+    # Ctrl-C goes to the whole process group: the parent decides, workers do not crash
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _fmt_time(s: float) -> str:
@@ -121,24 +126,25 @@ def run_audit(operators: list[Operator], eps_list, out: Path, workers: int | Non
             saved = {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
             for k in saved:
                 os.environ[k] = "1"  # one BLAS thread per worker: workers already use the cores
-            pool = ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"),
-                                       initializer=_worker_init)
+            pool = get_context("spawn").Pool(workers, initializer=_worker_init)
             try:
                 # largest operators first: better load balance at the end of the run
                 order = sorted(range(n), key=lambda i: -operators[i].A.size)
-                futs = {pool.submit(bracket_operator, operators[i], tuple(eps_list)): i
-                        for i in order}
-                for fut in as_completed(futs):
-                    done(futs[fut], fut.result())
+                tasks = [(i, operators[i], tuple(eps_list)) for i in order]
+                for i, rows in pool.imap_unordered(_task, tasks, chunksize=1):
+                    done(i, rows)
             except BaseException:
-                # interrupted or a worker died: keep what is finished, stop the rest now
-                pool.shutdown(wait=False, cancel_futures=True)
+                # interrupted, terminated or a worker failed: keep what is finished and end
+                # the workers now (a worker left running would outlive this process)
+                pool.terminate()
+                pool.join()
                 if progress:
                     print(f"stopped after {len(results)} of {n} operators; their cells are in "
                           f"{partial}", file=stream, flush=True)
                 raise
             else:
-                pool.shutdown(wait=True)
+                pool.close()
+                pool.join()
             finally:
                 for k, v in saved.items():
                     if v is None:

@@ -21,9 +21,29 @@ def _eps_arg(s: str) -> float:
     try:
         v = float(s)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--eps: expected a number, got {s!r}")
-    if not (0 <= v < 1):
-        raise argparse.ArgumentTypeError(f"--eps: expected 0 <= eps < 1, got {s!r}")
+        raise argparse.ArgumentTypeError(f"expected a number, got {s!r}")
+    if not (0 < v < 1):
+        raise argparse.ArgumentTypeError(f"expected 0 < eps < 1, got {s!r}")
+    return v
+
+
+def _seed_arg(s: str) -> int:
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {s!r}")
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {s!r}")
+    return v
+
+
+def _workers_arg(s: str) -> int:
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {s!r}")
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {s!r}")
     return v
 
 
@@ -43,9 +63,9 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--eps", type=_eps_arg, nargs="+", default=None,
                    help="tolerances (default: the panel's, 0.1 0.25 0.5)")
     a.add_argument("--out", default="softrank-report", help="output directory")
-    a.add_argument("--seed", type=int, default=0, help="seed of the synthetic operators and "
+    a.add_argument("--seed", type=_seed_arg, default=0, help="seed of the synthetic operators and "
                    "of the source rotation")
-    a.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
+    a.add_argument("--workers", type=_workers_arg, default=None, help="processes (default: all cores)")
     a.add_argument("--quiet", action="store_true", help="no progress lines")
 
     b = sub.add_parser("bracket", help="bracket one matrix saved as .npy")
@@ -76,16 +96,10 @@ def _cmd_audit(args) -> int:
     from ..certifiers.bracket import validate_eps
 
     eps = validate_eps(eps)
-    if args.workers is not None and args.workers < 1:
-        raise SoftrankError(f"--workers: expected an integer >= 1, got {args.workers}")
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise SoftrankError(f"--out: {str(out)!r} exists and is not a directory")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise SoftrankError(f"--out: cannot create {str(out)!r} ({exc})") from exc
-    if not args.quiet:
+    out = _out_dir(args.out, "--out")
+    if args.quiet:
+        _quiet_transformers()
+    else:
         print(f"softrank audit: panel {panel.name!r}, {len(panel)} operators x {len(eps)} "
               f"tolerances -> {out}/", file=sys.stderr, flush=True)
     ops = materialize(panel.specs)
@@ -102,15 +116,41 @@ def _cmd_audit(args) -> int:
     return 1 if ov["unsound"] or ov["error"] else 0
 
 
-def _load_matrix(path: str):
+def _out_dir(path: str, arg: str) -> Path:
+    out = Path(path)
+    if out.exists() and not out.is_dir():
+        raise SoftrankError(f"{arg}: {str(out)!r} exists and is not a directory")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SoftrankError(f"{arg}: cannot create {str(out)!r} ({exc})") from exc
+    return out
+
+
+def _quiet_transformers() -> None:
+    """No "Loading weights" progress bars under --quiet (only if transformers is there)."""
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:
+        return
+    hf_logging.disable_progress_bar()
+
+
+def _load_matrix(path: str, arg: str):
     import numpy as np
 
     try:
-        return np.load(path, allow_pickle=False)
+        A = np.load(path, allow_pickle=False)
     except FileNotFoundError:
-        raise SoftrankError(f"file: {path!r} not found")
+        raise SoftrankError(f"{arg}: {path!r} not found")
+    except IsADirectoryError:
+        raise SoftrankError(f"{arg}: {path!r} is a directory, expected a .npy file")
     except (OSError, ValueError) as exc:
-        raise SoftrankError(f"file: {path!r} is not a readable .npy array ({exc})")
+        raise SoftrankError(f"{arg}: {path!r} is not a readable .npy array ({exc})")
+    if not isinstance(A, np.ndarray):
+        A.close()
+        raise SoftrankError(f"{arg}: {path!r} is an .npz archive, expected a .npy array")
+    return A
 
 
 def _cmd_bracket(args) -> int:
@@ -119,22 +159,23 @@ def _cmd_bracket(args) -> int:
     from ..operators import Operator
     from .. import __version__
 
-    A = _load_matrix(args.file)
+    A = _load_matrix(args.file, "file")
     op = Operator(A=A, source=Path(args.file).name)
+    d = _out_dir(args.save_certificates, "--save-certificates") if args.save_certificates else None
     brs = bracket(op, list(args.eps), interval=not args.no_interval)
-    if args.save_certificates:
-        d = Path(args.save_certificates)
-        for br in brs:
+    if d is not None:
+        for t, br in enumerate(brs):
             for side, cert in (("lower", br.lower_certificate), ("upper", br.upper_witness)):
-                if cert is not None:
-                    save_certificate(d / f"eps{br.eps:g}_{side}_{cert.kind}.npz", cert, op.A,
-                                     producer=f"softrank {__version__}")
+                if cert is not None:  # index first: distinct tolerances never share a name
+                    save_certificate(d / f"{t:02d}_eps{br.eps!r}_{side}_{cert.kind}.npz", cert,
+                                     op.A, producer=f"softrank {__version__}")
     if args.json:
         print(json.dumps([br.to_dict() for br in brs], indent=2))
     else:
-        print(f"{'eps':>6}  {'lower':>5}  {'upper':>5}  verdict   lower method / upper method")
+        w = max(6, *(len(repr(br.eps)) for br in brs))
+        print(f"{'eps':>{w}}  {'lower':>5}  {'upper':>5}  verdict   lower method / upper method")
         for br in brs:
-            print(f"{br.eps:6g}  {br.lower:5d}  {br.upper:5d}  {br.verdict:8s}  "
+            print(f"{br.eps!r:>{w}}  {br.lower:5d}  {br.upper:5d}  {br.verdict:8s}  "
                   f"{br.lower_method} / {br.upper_method}")
     return 1 if any(br.verdict in ("unsound", "error") for br in brs) else 0
 
@@ -153,34 +194,46 @@ def _cmd_verify(args) -> int:
         raise SoftrankError(f"path: {str(p)!r} does not exist")
     if not files:
         raise SoftrankError(f"path: no .npz certificates under {str(p)!r}")
-    ext = _load_matrix(args.matrix) if args.matrix else None
+    ext = _load_matrix(args.matrix, "--matrix") if args.matrix else None
     failures = 0
     for f in files:
         try:
             cert, A, header = load_certificate(f)
+            if ext is not None:
+                A = np.asarray(ext, dtype=np.float64)
+            h = matrix_hash(A)
+            if h != header.get("operator_hash"):
+                print(f"FAIL {f}: matrix hash {h} differs from the certificate's "
+                      f"operator_hash {header.get('operator_hash')}")
+                failures += 1
+                continue
+            rep = check(A, cert)
         except MalformedCertificate as exc:
             print(f"FAIL {f}: {exc}")
             failures += 1
             continue
-        if ext is not None:
-            A = np.asarray(ext, dtype=np.float64)
-        h = matrix_hash(A)
-        if h != header.get("operator_hash"):
-            print(f"FAIL {f}: matrix hash {h} differs from the certificate's "
-                  f"operator_hash {header.get('operator_hash')}")
+        except Exception as exc:  # one bad file never stops the others
+            print(f"FAIL {f}: could not be checked ({type(exc).__name__}: {exc})")
             failures += 1
             continue
-        rep = check(A, cert)
         side = "r_eps <=" if cert.kind == "upper" else "r_eps >="
-        print(f"{'ok  ' if rep.ok else 'FAIL'} {f}: {side} {cert.rank} at eps {cert.eps:g} "
+        print(f"{'ok  ' if rep.ok else 'FAIL'} {f}: {side} {cert.rank} at eps {float(cert.eps)!r} "
               f"({cert.kind}, {cert.method}) -- {rep.summary()}")
         failures += not rep.ok
     print(f"{len(files) - failures} of {len(files)} certificates hold")
     return 0 if failures == 0 else 1
 
 
+def _sigterm(signum, frame):
+    raise KeyboardInterrupt
+
+
 def main(argv=None) -> int:
+    import signal
+
     args = _parser().parse_args(argv)
+    if argv is None:  # as a program: SIGTERM stops like Ctrl-C (workers ended, cells kept)
+        signal.signal(signal.SIGTERM, _sigterm)
     try:
         if args.command == "audit":
             return _cmd_audit(args)

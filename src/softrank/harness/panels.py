@@ -6,8 +6,8 @@ build and print before any model is loaded.
 
 Built-in panels (``softrank audit --panel NAME``):
 
-* ``quick`` -- 9 MiniLM heads at width 64 and 6 small synthetic operators; a couple of
-  minutes on 2 cores.
+* ``quick`` -- 9 MiniLM heads at width 64 and 6 small synthetic operators; about 20 s on
+  2 cores.
 * ``default`` -- all 72 MiniLM heads (6 layers x 12 heads) at widths 64 and 128 (one
   standard-library source per head and width, rotating over 64 modules), plus the synthetic
   families of SPEC 8: grids (``d`` = 1, 2, 3), sphere and ball supports (``d`` = 2..4, ``beta``
@@ -41,6 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..certifiers.bracket import validate_eps
 from ..errors import PanelError, SoftrankError
 from ..operators import Operator
 
@@ -102,51 +103,79 @@ def _synthetic_default(seed: int, quick: bool):
     return [{"kind": "synthetic", **s} for s in S]
 
 
+def _tables(data: dict, key: str, path: Path) -> list[dict]:
+    """``[[key]]`` entries: a list of tables (a single ``[key]`` table is a mistake)."""
+    val = data.get(key, [])
+    if not isinstance(val, list) or not all(isinstance(t, dict) for t in val):
+        raise PanelError(f"panel: {str(path)!r}: {key!r} must be written as [[{key}]] tables "
+                         f"(an array of tables), got {type(val).__name__}")
+    return val
+
+
+def _int_list(where: str, name: str, vals, lo: int, hi: int) -> list[int]:
+    if not isinstance(vals, list) or not vals or not all(
+            isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi for v in vals):
+        raise PanelError(f"panel: {where}: {name} must be a non-empty list of integers in "
+                         f"[{lo}, {hi}], got {vals!r}")
+    return vals
+
+
 def _panel_file(path: Path, seed: int) -> Panel:
     try:
         data = tomllib.loads(path.read_text())
     except FileNotFoundError as exc:
         raise PanelError(f"panel: file {str(path)!r} not found") from exc
+    except IsADirectoryError as exc:
+        raise PanelError(f"panel: {str(path)!r} is a directory, expected a .toml file") from exc
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise PanelError(f"panel: {str(path)!r} is not valid TOML ({exc})") from exc
+    except OSError as exc:
+        raise PanelError(f"panel: cannot read {str(path)!r} ({exc})") from exc
     known = {"eps", "minilm", "synthetic", "matrix", "name"}
     extra = set(data) - known
     if extra:
         raise PanelError(f"panel: {str(path)!r} has unknown keys {sorted(extra)}; expected {sorted(known)}")
     specs = []
-    for i, m in enumerate(data.get("minilm", [])):
+    for i, m in enumerate(_tables(data, "minilm", path)):
+        where = f"[[minilm]] entry {i}"
         bad = set(m) - {"widths", "layers", "heads", "sources_per_head"}
         if bad:
-            raise PanelError(f"panel: [[minilm]] entry {i} has unknown keys {sorted(bad)}")
-        widths = m.get("widths", [64])
-        layers = m.get("layers", list(range(6)))
-        heads = m.get("heads", list(range(12)))
-        sph = m.get("sources_per_head", 1)
-        for name, vals, hi in (("widths", widths, 512), ("layers", layers, 5), ("heads", heads, 11)):
-            if not isinstance(vals, list) or not vals or not all(
-                    isinstance(v, int) and 0 <= v <= hi for v in vals):
-                raise PanelError(f"panel: [[minilm]] entry {i}: {name} must be a non-empty list of "
-                                 f"integers in [0, {hi}], got {vals!r}")
-        if not isinstance(sph, int) or not 1 <= sph <= N_SOURCES:
-            raise PanelError(f"panel: [[minilm]] entry {i}: sources_per_head must be an integer "
-                             f"in [1, {N_SOURCES}], got {sph!r}")
+            raise PanelError(f"panel: {where} has unknown keys {sorted(bad)}")
+        widths = _int_list(where, "widths", m.get("widths", [64]), 2, 512)
+        layers = _int_list(where, "layers", m.get("layers", list(range(6))), 0, 5)
+        heads = _int_list(where, "heads", m.get("heads", list(range(12))), 0, 11)
+        (sph,) = _int_list(where, "sources_per_head", [m.get("sources_per_head", 1)], 1, N_SOURCES)
         specs += _minilm_specs(widths, layers, heads, sph, seed)
-    for i, s in enumerate(data.get("synthetic", [])):
+    for i, s in enumerate(_tables(data, "synthetic", path)):
         if s.get("family") not in _SYNTHETIC:
             raise PanelError(f"panel: [[synthetic]] entry {i}: family must be one of {_SYNTHETIC}, "
                              f"got {s.get('family')!r}")
-        specs.append({"kind": "synthetic", **s})
-    for i, s in enumerate(data.get("matrix", [])):
-        if "path" not in s:
-            raise PanelError(f"panel: [[matrix]] entry {i} needs a 'path'")
+        specs.append({"kind": "synthetic", "entry": i, **s})
+    for i, s in enumerate(_tables(data, "matrix", path)):
+        bad = set(s) - {"path", "family"}
+        if bad:
+            raise PanelError(f"panel: [[matrix]] entry {i} has unknown keys {sorted(bad)}; "
+                             "expected 'path' and optionally 'family'")
+        if not isinstance(s.get("path"), str) or not s["path"]:
+            raise PanelError(f"panel: [[matrix]] entry {i} needs 'path', a file name, got "
+                             f"{s.get('path')!r}")
+        if not isinstance(s.get("family", "matrix"), str):
+            raise PanelError(f"panel: [[matrix]] entry {i}: family must be a string, got "
+                             f"{s['family']!r}")
         p = Path(s["path"])
         if not p.is_absolute():
             p = path.parent / p
         specs.append({"kind": "matrix", "path": str(p), "family": s.get("family", "matrix")})
     if not specs:
         raise PanelError(f"panel: {str(path)!r} lists no operators")
-    eps = tuple(data.get("eps", DEFAULT_EPS))
-    return Panel(data.get("name", path.stem), specs, eps)
+    eps = data.get("eps", list(DEFAULT_EPS))
+    if not isinstance(eps, list):
+        raise PanelError(f"panel: {str(path)!r}: eps must be a list of tolerances, got {eps!r}")
+    try:
+        eps = validate_eps(eps)
+    except SoftrankError as exc:
+        raise PanelError(f"panel: {str(path)!r}: {exc}") from exc
+    return Panel(str(data.get("name", path.stem)), specs, tuple(eps))
 
 
 def build_panel(panel: str, seed: int = 0) -> Panel:
@@ -157,6 +186,8 @@ def build_panel(panel: str, seed: int = 0) -> Panel:
     PanelError
         Unknown name, missing or malformed file (the message names the entry and key).
     """
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise PanelError(f"seed: expected an integer >= 0, got {seed!r}")
     if panel in ("quick", "default"):
         quick = panel == "quick"
         if quick:
@@ -165,7 +196,7 @@ def build_panel(panel: str, seed: int = 0) -> Panel:
             specs = _minilm_specs([64, 128], range(6), range(12), 1, seed)
         return Panel(panel, specs + _synthetic_default(seed, quick))
     p = Path(panel)
-    if p.suffix.lower() != ".toml" and not p.exists():
+    if p.suffix.lower() != ".toml" and not p.is_file():
         raise PanelError(f"panel: expected 'quick', 'default' or a .toml file, got {panel!r}")
     return _panel_file(p, seed)
 
@@ -190,19 +221,26 @@ def materialize(specs: list[dict]) -> list[Operator]:
                 out[i] = op
     for i, s in enumerate(specs):
         if s["kind"] == "synthetic":
-            kw = {k: v for k, v in s.items() if k not in ("kind", "family")}
+            kw = {k: v for k, v in s.items() if k not in ("kind", "family", "entry")}
+            where = f"[[synthetic]] entry {s.get('entry', i)} ({s['family']})"
             try:
                 out[i] = getattr(synthetic, s["family"])(**kw)
-            except TypeError as exc:
-                raise PanelError(f"panel: synthetic {s['family']}: {exc}") from exc
+            except TypeError as exc:  # unknown keyword
+                raise PanelError(f"panel: {where}: {exc}") from exc
             except SoftrankError as exc:
-                raise PanelError(f"panel: synthetic {s['family']}: {exc}") from exc
+                raise PanelError(f"panel: {where}: {exc}") from exc
         elif s["kind"] == "matrix":
-            try:
-                A = np.load(s["path"], allow_pickle=False)
-            except (OSError, ValueError) as exc:
-                raise PanelError(f"panel: matrix {s['path']!r} cannot be read ({exc})") from exc
             p = Path(s["path"])
-            out[i] = Operator(A=A, family=s.get("family", "matrix"), source=p.name,
-                              operator_id=f"{s.get('family', 'matrix')}-{p.stem}")
+            try:
+                A = np.load(p, allow_pickle=False)
+            except (OSError, ValueError) as exc:
+                raise PanelError(f"panel: [[matrix]] {str(p)!r} is not a readable .npy array "
+                                 f"({exc})") from exc
+            if not isinstance(A, np.ndarray):
+                raise PanelError(f"panel: [[matrix]] {str(p)!r} is an .npz archive, expected .npy")
+            try:
+                out[i] = Operator(A=A, family=s.get("family", "matrix"), source=p.name,
+                                  operator_id=f"{s.get('family', 'matrix')}-{p.stem}")
+            except SoftrankError as exc:
+                raise PanelError(f"panel: [[matrix]] {str(p)!r}: {exc}") from exc
     return out  # type: ignore[return-value]
