@@ -13,12 +13,12 @@ naming the field and the offending value.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from .checker.certificates import matrix_hash
 from .errors import InvalidOperatorError
 
 __all__ = ["Operator", "softmax_rows", "ROW_SUM_TOL", "operator_hash"]
@@ -48,13 +48,9 @@ def softmax_rows(logits: np.ndarray) -> np.ndarray:
     return Z / Z.sum(axis=1, keepdims=True)
 
 
-def operator_hash(A: np.ndarray) -> str:
-    """SHA-256 (hex, first 16 chars) of ``A`` as C-ordered float64 bytes with its shape."""
-    A = np.ascontiguousarray(A, dtype=np.float64)
-    h = hashlib.sha256()
-    h.update(repr(A.shape).encode())
-    h.update(A.tobytes())
-    return h.hexdigest()[:16]
+#: Content hash of ``A`` (SHA-256 of its shape and C-ordered float64 bytes, 16 hex chars);
+#: the same function the checker uses to tie a certificate file to its matrix.
+operator_hash = matrix_hash
 
 
 def _check_matrix(name: str, X: Any) -> np.ndarray:

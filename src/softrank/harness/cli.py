@@ -27,24 +27,17 @@ def _eps_arg(s: str) -> float:
     return v
 
 
-def _seed_arg(s: str) -> int:
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {s!r}")
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {s!r}")
-    return v
+def _int_arg(lo: int):
+    def parse(s: str) -> int:
+        try:
+            v = int(s)
+        except ValueError:
+            v = None
+        if v is None or v < lo:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {lo}, got {s!r}")
+        return v
 
-
-def _workers_arg(s: str) -> int:
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {s!r}")
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {s!r}")
-    return v
+    return parse
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -63,9 +56,9 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--eps", type=_eps_arg, nargs="+", default=None,
                    help="tolerances (default: the panel's, 0.1 0.25 0.5)")
     a.add_argument("--out", default="softrank-report", help="output directory")
-    a.add_argument("--seed", type=_seed_arg, default=0, help="seed of the synthetic operators and "
+    a.add_argument("--seed", type=_int_arg(0), default=0, help="seed of the synthetic operators and "
                    "of the source rotation")
-    a.add_argument("--workers", type=_workers_arg, default=None, help="processes (default: all cores)")
+    a.add_argument("--workers", type=_int_arg(1), default=None, help="processes (default: all cores)")
     a.add_argument("--quiet", action="store_true", help="no progress lines")
 
     b = sub.add_parser("bracket", help="bracket one matrix saved as .npy")
