@@ -21,6 +21,7 @@ from softrank.checker import (
     DecodedInverseCertificate,
     FrobeniusCertificate,
     KeyGroupCertificate,
+    SubspaceCertificate,
     TrivialCertificate,
     UpperWitness,
     check,
@@ -37,9 +38,9 @@ from softrank.generators.synthetic import (
     sphere,
 )
 
-LP_METHODS = ("lp-decoder", "l1-refit", "hybrid")
+LP_METHODS = ("lp-decoder", "l1-refit", "hybrid", "subspace", "row-basis", "alternating-l1")
 LOWER_KINDS = (TrivialCertificate, FrobeniusCertificate, KeyGroupCertificate,
-               DecodedInverseCertificate)
+               DecodedInverseCertificate, SubspaceCertificate)
 
 
 # --------------------------------------------------------------------------- references

@@ -148,18 +148,20 @@ class L1Regression:
 
 
 class BasisPursuit:
-    """``min ||x||_1  s.t.  G x = b`` for a fixed ``G (r, n)`` and many ``b (r,)``.
+    """``min sum_i w_i |x_i|  s.t.  G x = b`` for a fixed ``G (r, n)`` and many ``b (r,)``.
 
-    As an LP: ``x = p - q``, ``G p - G q = b``, ``p, q >= 0``. :meth:`solve` returns ``x``
-    or ``None`` when not optimal (including infeasible ``G x = b``).
+    As an LP: ``x = p - q``, ``G p - G q = b``, ``p, q >= 0``, cost ``w^T (p + q)``
+    (``weights`` default 1). :meth:`solve` returns ``x`` or ``None`` when not optimal
+    (including infeasible ``G x = b``).
     """
 
-    def __init__(self, G):
+    def __init__(self, G, weights=None):
         G = np.asarray(G, dtype=np.float64)
         r, n = G.shape
         self.n = n
+        w = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
         M = sp.hstack([sp.csc_matrix(G), -sp.csc_matrix(G)], format="csc")
-        self._lp = EqualityLP(M, np.ones(2 * n), np.zeros(2 * n), np.full(2 * n, np.inf))
+        self._lp = EqualityLP(M, np.concatenate([w, w]), np.zeros(2 * n), np.full(2 * n, np.inf))
 
     def solve(self, b) -> np.ndarray | None:
         res = self._lp.solve(b)

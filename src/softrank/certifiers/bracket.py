@@ -1,7 +1,8 @@
 """``bracket(A, eps)``: the best sound pair ``lower <= r_eps(A) <= upper`` (SPEC 2, 4-6).
 
-For each tolerance the lower candidates (trivial, Frobenius tail, key groups, LP decoder)
-and the upper candidates (truncated SVD, key support, l1 refit, hybrid) are generated, and
+For each tolerance the lower candidates (trivial, Frobenius tail, key groups, truncated
+pseudoinverse, subspace, LP decoder) and the upper candidates (truncated SVD, key support,
+l1 refit, row basis, alternating l1, hybrid, ``A`` itself) are generated, and
 the strongest of each side that the checker accepts -- float64 with rounding bounds *and*
 the interval cross-check -- is reported together with the certificate that backs it. A
 candidate the checker rejects is dropped and the next one tried; no number reaches a
@@ -137,8 +138,11 @@ class _Workspace:
         self.svd = np.linalg.svd(A, full_matrices=False)
         self.tsvd = up_.TruncatedSVD(A, self.svd)
         self.refit = up_.L1Refit(A, self.svd[2])
+        self.alt = up_.AlternatingL1(A, self.svd)
         self._hybrid = None
         self.rows = lo_.row_order(A)
+        self.rowbasis = up_.L1Refit(A, A[self.rows], method="row-basis")
+        self.subspaces = [lo_.SubspaceSearch(A, self.svd[2].T, "svd")]
         self.sv_cache: dict = {}
         _, _, kpiv = scipy.linalg.qr(A, mode="economic", pivoting=True)
         singles = [np.array([j]) for j in kpiv]
@@ -197,7 +201,17 @@ def _bracket_one(ws: _Workspace, eps: float, interval: bool) -> Bracket:
         if c is not None:
             lowers.append(c)
             cand_ranks[f"lower:{name}"] = c.rank
+    c = attempt("truncated-pseudoinverse", lo_.truncated_pseudoinverse, A, eps, ws.svd, ws.p)
+    if c is not None:
+        lowers.append(c)
+        cand_ranks["lower:truncated-pseudoinverse"] = c.rank
     best_unchecked = max((c.rank for c in lowers), default=0)
+    for sub in ws.subspaces:
+        c = attempt(f"subspace/{sub.name}", sub.best, eps, max(best_unchecked, 1) + 1, ws.p)
+        if c is not None:
+            lowers.append(c)
+            cand_ranks[f"lower:subspace/{sub.name}"] = c.rank
+            best_unchecked = max(best_unchecked, c.rank)
     for dec in ws.decoders:
         c = attempt(f"lp-decoder/{dec.name}", dec.best, eps, max(best_unchecked, 1) + 1, ws.p)
         if c is not None:
@@ -225,6 +239,13 @@ def _bracket_one(ws: _Workspace, eps: float, interval: bool) -> Bracket:
             uppers.append(ws.refit.witness(eps, kr))
             cand_ranks["upper:l1-refit"] = kr
             best = kr
+    for name, con in (("row-basis", ws.rowbasis), ("alternating-l1", ws.alt)):
+        if best > max(lower_val, 1):
+            kr = attempt(name, con.least_rank, eps, max(lower_val, 1), min(best, ws.p) - 1)
+            if kr is not None:
+                uppers.append(con.witness(eps, kr))
+                cand_ranks[f"upper:{name}"] = kr
+                best = kr
     if best > max(lower_val, 1):
         hy = attempt("hybrid", ws.hybrid.least_rank, eps, max(lower_val, 1),
                      min(best, ws.p + 1) - 1)

@@ -28,13 +28,14 @@ from ..checker import (
     DecodedInverseCertificate,
     FrobeniusCertificate,
     KeyGroupCertificate,
+    SubspaceCertificate,
     TrivialCertificate,
 )
 from ._lp import BasisPursuit
 
 __all__ = [
     "trivial", "frobenius", "row_order", "key_groups", "group_families", "coattended_groups",
-    "LPDecoder",
+    "LPDecoder", "SubspaceSearch", "truncated_pseudoinverse",
 ]
 
 #: Relative slack demanded in the certifiers' own (unchecked) arithmetic so that the
@@ -241,6 +242,99 @@ class LPDecoder:
             return None
         best = cert_lo
         a, b = lo, hi  # invariant: a feasible
+        while a < b:
+            mid = (a + b + 1) // 2
+            c = self.certificate(mid, eps)
+            if c is not None:
+                a, best = mid, c
+            else:
+                b = mid - 1
+        return best
+
+
+def truncated_pseudoinverse(A: np.ndarray, eps: float, svd, hi: int) -> DecodedInverseCertificate | None:
+    """Decoded inverse with ``R = V_k``, ``L = S_k^{-1} U_k^T`` (SPEC 5): the largest ``k <= hi``
+    with ``eps ||L||_inf ||R||_inf + ||I - L A R||_inf < 1`` (estimated in float64 here; the
+    checker decides). ``L A R = I`` up to rounding, so the condition is about the norms."""
+    U, s, Vt = svd
+    best = None
+    for k in range(1, min(hi, s.size) + 1):
+        if s[k - 1] <= 0:
+            break
+        L = U[:, :k].T / s[:k, None]
+        R = Vt[:k].T
+        nL = np.abs(L).sum(axis=1).max()
+        nR = np.abs(R).sum(axis=1).max()
+        res = np.abs(np.eye(k) - L @ (A @ R)).sum(axis=1).max()
+        if eps * nL * nR + res < 1.0 - 1e-7:
+            best = DecodedInverseCertificate(eps, L, R, "truncated-pseudoinverse")
+    return best
+
+
+class SubspaceSearch:
+    """Subspace certificates on a nested family of subspaces (SPEC 5, extended form).
+
+    For ``S_k`` = the span of the first ``k`` columns of ``V`` (e.g. top right singular
+    vectors), ``R = V_k (V_k[J])^{-1}`` with ``J`` from a column-pivoted QR of ``V_k^T`` (so
+    ``R[J] = I``), and for every key ``j`` the LP
+    ``min eps ||lam||_1 + ||mu||_1  s.t.  (A R)^T lam + R^T mu = r_j`` (a weighted basis
+    pursuit, HiGHS) gives row ``j`` of ``Lam`` and ``M``. By LP duality the optimum is below 1
+    for every ``j`` iff ``||A x||_inf > eps ||x||_inf`` on all of ``S_k``; the subspaces are
+    nested, so that holds for an initial run of ``k`` and a bisection finds its end. Values
+    per ``k`` are cached and shared by all tolerances with the same ``eps``-dependence
+    (the LP depends on ``eps``, so the cache is per ``(k, eps)``).
+    """
+
+    def __init__(self, A: np.ndarray, V: np.ndarray, name: str):
+        self.A = A
+        self.V = V
+        self.name = name
+        self._cache: dict = {}
+
+    def certificate(self, k: int, eps: float) -> SubspaceCertificate | None:
+        key = (k, eps)
+        if key in self._cache:
+            return self._cache[key]
+        A = self.A
+        m, N = A.shape
+        Vk = self.V[:, :k]
+        _, _, piv = scipy.linalg.qr(Vk.T, mode="economic", pivoting=True)
+        J = np.sort(piv[:k])
+        try:
+            R = np.linalg.solve(Vk[J].T, Vk.T).T  # R = Vk (Vk[J])^{-1}
+        except np.linalg.LinAlgError:
+            self._cache[key] = None
+            return None
+        R[J] = np.eye(k)  # exact identity rows (the solve leaves rounding there)
+        AR = A @ R
+        bp = BasisPursuit(np.hstack([AR.T, R.T]), np.concatenate([np.full(m, eps), np.ones(N)]))
+        Lam = np.empty((N, m))
+        Mu = np.empty((N, N))
+        bound = 1.0 - 1e-7
+        for j in range(N):
+            z = bp.solve(R[j])
+            if z is None:
+                self._cache[key] = None
+                return None
+            lam, mu = z[:m], z[m:]
+            val = eps * np.abs(lam).sum() + np.abs(mu).sum() + np.abs(R[j] - AR.T @ lam - R.T @ mu).sum()
+            if not np.isfinite(val) or val >= bound:
+                self._cache[key] = None
+                return None
+            Lam[j], Mu[j] = lam, mu
+        cert = SubspaceCertificate(eps, J, R, Lam, Mu, f"subspace/{self.name}")
+        self._cache[key] = cert
+        return cert
+
+    def best(self, eps: float, lo: int, hi: int) -> SubspaceCertificate | None:
+        """Largest ``k`` in ``[lo, hi]`` with a certificate, by bisection."""
+        hi = min(hi, self.V.shape[1], self.A.shape[0])
+        if hi < lo:
+            return None
+        best = self.certificate(lo, eps)
+        if best is None:
+            return None
+        a, b = lo, hi
         while a < b:
             mid = (a + b + 1) // 2
             c = self.certificate(mid, eps)

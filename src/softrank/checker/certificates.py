@@ -14,6 +14,8 @@ kind               data                                        claim
 ``frobenius``      ``rows (s,)``, ``r``                        ``r_eps(A) >= r + 1``
 ``key-groups``     ``queries (k,)``, ``groups`` (k disjoint)   ``r_eps(A) >= k``
 ``decoded``        ``L (k, m)``, ``R (N, k)``                  ``r_eps(A) >= k``
+``subspace``       ``J (k,)``, ``R (N, k)``, ``Lam (N, m)``,   ``r_eps(A) >= k``
+                   ``M (N, N)``
 =================  ==========================================  =========================
 
 File format: one ``.npz`` per certificate (``numpy.savez``, loaded with
@@ -38,6 +40,7 @@ __all__ = [
     "FrobeniusCertificate",
     "KeyGroupCertificate",
     "DecodedInverseCertificate",
+    "SubspaceCertificate",
     "Certificate",
     "LowerCertificate",
     "save_certificate",
@@ -280,13 +283,72 @@ def structure_error(cert, shape) -> str | None:
             return f"shape mismatch: A {shape}, L {cert.L.shape}, R {cert.R.shape}"
         if not (np.isfinite(cert.L).all() and np.isfinite(cert.R).all()):
             return "L or R has non-finite entries"
+    elif kind == "subspace":
+        k = cert.rank
+        J = cert.J
+        if k == 0:
+            return "empty subspace"
+        if J.min() < 0 or J.max() >= N or np.unique(J).size != k:
+            return f"J must be distinct key indices in [0, {N})"
+        if cert.R.shape != (N, k) or cert.Lam.shape != (N, m) or cert.M.shape != (N, N):
+            return (f"shape mismatch: A {shape}, R {cert.R.shape} (expected {(N, k)}), "
+                    f"Lam {cert.Lam.shape} (expected {(N, m)}), M {cert.M.shape} "
+                    f"(expected {(N, N)})")
+        if not all(np.isfinite(X).all() for X in (cert.R, cert.Lam, cert.M)):
+            return "R, Lam or M has non-finite entries"
+        if not np.array_equal(cert.R[J], np.eye(k)):
+            return "R[J] is not exactly the identity"
     else:
         return f"unknown certificate kind {kind!r}"
     return None
 
 
+@dataclass(frozen=True, eq=False)
+class SubspaceCertificate:
+    """``r_eps(A) >= k`` by a subspace on which ``A`` is ``eps``-injective (SPEC 5, extended).
+
+    ``R : (N, k)`` with ``R[J] = I_k`` exactly (``J : (k,)`` distinct key indices),
+    ``Lam : (N, m)``, ``M : (N, N)``. Claim: for every key index ``j``,
+
+        c_j = eps ||lam_j||_1 + ||mu_j||_1 + ||r_j - R^T (A^T lam_j + mu_j)||_1 < 1,
+
+    with ``lam_j``, ``mu_j``, ``r_j`` the ``j``-th rows of ``Lam``, ``M``, ``R``.
+
+    Proof. Let ``||A - B||_inf <= eps`` and suppose ``rank(B) < k``. Some ``y != 0`` has
+    ``B R y = 0``; ``x = R y`` has ``x_J = y``, so ``x != 0`` and ``||y||_inf <= ||x||_inf``,
+    and ``A x = (A - B) x`` gives ``||A x||_inf <= eps ||x||_inf``. For every ``j``,
+    ``x_j = r_j^T y = lam_j^T (A x) + mu_j^T x + (r_j - R^T (A^T lam_j + mu_j))^T y``, so
+    ``|x_j| <= (eps ||lam_j||_1 + ||mu_j||_1 + ||res_j||_1) ||x||_inf < ||x||_inf``; at the
+    ``j`` where ``|x_j| = ||x||_inf`` this is a contradiction. ``M = 0`` with the maxima taken
+    separately is the SPEC's subspace (Bernstein) certificate; with ``M`` free, for a fixed
+    ``range(R)`` the best ``(Lam, M)`` makes the test exact: by LP duality ``max_j c_j < 1``
+    is attainable iff ``min {||A x||_inf : x in range(R), ||x||_inf = 1} > eps``.
+    """
+
+    eps: float
+    J: np.ndarray
+    R: np.ndarray
+    Lam: np.ndarray
+    M: np.ndarray
+    method: str = "subspace"
+    kind: str = field(default="subspace", init=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "J", _indices("J", self.J))
+        for name in ("R", "Lam", "M"):
+            object.__setattr__(self, name, _f64(name, getattr(self, name)))
+
+    @property
+    def rank(self) -> int:
+        return int(self.J.size)
+
+    def arrays(self) -> dict:
+        return {"J": self.J, "R": self.R, "Lam": self.Lam, "M": self.M}
+
+
 LowerCertificate = Union[
-    TrivialCertificate, FrobeniusCertificate, KeyGroupCertificate, DecodedInverseCertificate
+    TrivialCertificate, FrobeniusCertificate, KeyGroupCertificate, DecodedInverseCertificate,
+    SubspaceCertificate,
 ]
 Certificate = Union[UpperWitness, LowerCertificate]
 
@@ -361,6 +423,8 @@ def load_certificate(path) -> tuple[Certificate, np.ndarray, dict]:
             cert = KeyGroupCertificate(eps, data["queries"], tuple(groups), method)
         elif kind == "decoded":
             cert = DecodedInverseCertificate(eps, data["L"], data["R"], method)
+        elif kind == "subspace":
+            cert = SubspaceCertificate(eps, data["J"], data["R"], data["Lam"], data["M"], method)
         else:
             raise MalformedCertificate(f"{path}: unknown certificate kind {kind!r}")
     except KeyError as exc:

@@ -34,6 +34,7 @@ from .certificates import (
     DecodedInverseCertificate,
     FrobeniusCertificate,
     KeyGroupCertificate,
+    SubspaceCertificate,
     TrivialCertificate,
     UpperWitness,
     structure_error,
@@ -185,6 +186,33 @@ def check_decoded(A: np.ndarray, c: DecodedInverseCertificate) -> Float64Result:
     )
 
 
+def check_subspace(A: np.ndarray, c: SubspaceCertificate) -> Float64Result:
+    """``max_j eps ||lam_j||_1 + ||mu_j||_1 + ||r_j - R^T (A^T lam_j + mu_j)||_1 < 1``.
+
+    ``S = Lam (A R) + M R`` is formed as ``X = fl(A R)``, ``P1 = fl(Lam X)``, ``P2 = fl(M R)``,
+    ``S = fl(P1 + P2)``; ``|Lam A R + M R - S| <= E(Lam X) + |Lam| E(A R) + E(M R) + 2u |S|``
+    (the last term: one rounded addition); ``R[J] = I`` is exact (checked structurally).
+    """
+    m = A.shape[0]
+    X, E1 = _matmul_bound(A, c.R)
+    P1, E2 = _matmul_bound(c.Lam, X)
+    P2, E3 = _matmul_bound(c.M, c.R)
+    S = P1 + P2
+    absLE1 = np.abs(c.Lam) @ E1
+    F = _up((absLE1 + m * ETA) * (1.0 + 2.0 * gamma(m + 2)) + m * ETA)
+    G = np.abs(c.R - S) * (1.0 + 2.0 * U_ROUND) + E2 + F + E3 + 2.0 * U_ROUND * np.abs(S)
+    if not np.isfinite(G).all():
+        return _fail("Lam A R + M R overflows")
+    resid = _sum_up(G, axis=1)
+    nL = _sum_up(np.abs(c.Lam), axis=1)
+    nM = _sum_up(np.abs(c.M), axis=1)
+    cj = _up(_up(_up(_up(c.eps * nL) + nM) + resid))
+    worst = float(cj.max())
+    return Float64Result(worst < 1.0, 1.0 - worst,
+                         f"max_j c_j <= {worst:.17g} (< 1 needed), max residual "
+                         f"{float(resid.max()):.3g}")
+
+
 def frobenius_terms(B: np.ndarray, r: int):
     """Rigorous ``(||B||_F^2 lower bound, upper bounds of sigma_1..sigma_r(B))``.
 
@@ -239,6 +267,7 @@ _DISPATCH = {
     "key-groups": check_key_groups,
     "decoded": check_decoded,
     "frobenius": check_frobenius,
+    "subspace": check_subspace,
 }
 
 

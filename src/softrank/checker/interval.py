@@ -231,12 +231,31 @@ def _frobenius(B, A, c, rows):
     return tail > need, f"tail >= {tail:.17g} vs |I| eps^2 <= {need:.17g}"
 
 
+def _subspace(B, A, c, rows):
+    X = B.matmul(B.mat(A), B.mat(c.R))
+    Rm = B.mat(c.R)
+    S1 = B.matmul(B.mat(c.Lam[rows]), X)
+    S2 = B.matmul(B.mat(c.M[rows]), Rm)
+    k = c.rank
+    eps = B.num(c.eps)
+    worst = -np.inf
+    for t, j in enumerate(rows):
+        s = B.num(0.0)
+        for b in range(k):
+            s = s + abs(B.num(c.R[j, b]) - B.get(S1, t, b) - B.get(S2, t, b))
+        s = s + eps * sum((abs(B.num(v)) for v in c.Lam[j]), B.num(0.0))
+        s = s + sum((abs(B.num(v)) for v in c.M[j]), B.num(0.0))
+        worst = max(worst, B.hi(s))
+    return worst < 1.0, f"max_j c_j <= {worst:.17g} (< 1 needed)"
+
+
 _CONDITIONS = {
     "upper": (_upper, True),
     "trivial": (_trivial, True),
     "key-groups": (_key_groups, False),
     "decoded": (_decoded, True),
     "frobenius": (_frobenius, False),
+    "subspace": (_subspace, True),
 }
 
 
@@ -270,14 +289,14 @@ def check_interval(A, cert, backend: str = "auto", max_rows: int | None = 16) ->
     if err is not None:
         return IntervalResult(False, backend, "-", err)
     if backend == "auto":
-        # The Frobenius condition needs three n^3 interval products (about 5 s in mpmath at
-        # 64 x 64, 0.1 s in flint): it always goes to flint.
-        small = max(m, N) <= MPMATH_FULL_SIZE and cert.kind != "frobenius"
+        # The Frobenius and subspace conditions need n^3-sized interval products (about 5 s
+        # in mpmath at 64 x 64, 0.1 s in flint): they always go to flint.
+        small = max(m, N) <= MPMATH_FULL_SIZE and cert.kind not in ("frobenius", "subspace")
         backend = "mpmath" if small else "flint"
     fn, rowwise = _CONDITIONS[cert.kind]
     try:
         B = _backend(backend)
-        nrows = cert.rank if cert.kind == "decoded" else m
+        nrows = {"decoded": cert.rank, "subspace": N}.get(cert.kind, m)
         if backend == "mpmath" and max(m, N) > MPMATH_FULL_SIZE and rowwise:
             rows = _sample(nrows, max_rows)
         else:

@@ -1,0 +1,141 @@
+"""Each construction and each lower-certificate family on a case whose answer is known
+(SPEC 4, 5), and the subspace certificate's checker on hand-made data."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from softrank.certifiers import lower as lo
+from softrank.certifiers import upper as up
+from softrank.checker import SubspaceCertificate, check, load_certificate, save_certificate
+from softrank.checker.certificates import MalformedCertificate
+from softrank.generators.synthetic import planted_blocks
+
+
+def _permuted_blocks(k, size, seed=0):
+    """k uniform blocks, rows and columns permuted: r_eps = k for every eps < 1."""
+    n = k * size
+    B = np.zeros((n, n))
+    for b in range(k):
+        B[b * size:(b + 1) * size, b * size:(b + 1) * size] = 1.0 / size
+    rng = np.random.default_rng(seed)
+    return B[rng.permutation(n)][:, rng.permutation(n)]
+
+
+def _exact_rank(m, N, k, seed=0):
+    """Row-stochastic W H of rank exactly k (generic Dirichlet factors)."""
+    rng = np.random.default_rng(seed)
+    W = rng.dirichlet(np.ones(k), size=m)
+    H = rng.dirichlet(np.full(N, 0.5), size=k)
+    A = W @ H
+    assert np.linalg.matrix_rank(A) == k
+    return A
+
+
+# --------------------------------------------------------------- subspace certificate
+
+
+def test_subspace_identity_hand_worked():
+    """On I_n with R = Lam = I, M = 0: c_j = eps exactly, so the claim n holds iff eps < 1."""
+    n = 6
+    c = SubspaceCertificate(0.9, np.arange(n), np.eye(n), np.eye(n), np.zeros((n, n)))
+    assert check(np.eye(n), c).ok
+    c = SubspaceCertificate(1.0, np.arange(n), np.eye(n), np.eye(n), np.zeros((n, n)))
+    rep = check(np.eye(n), c)
+    assert not rep.ok and not rep.disagree
+
+
+def test_subspace_mu_only_certificate_is_rejected():
+    """Lam = 0, M = I: c_j = ||mu_j||_1 = 1, never < 1 (x = x proves nothing)."""
+    n = 5
+    c = SubspaceCertificate(0.1, np.arange(n), np.eye(n), np.zeros((n, n)), np.eye(n))
+    assert not check(np.eye(n), c).ok
+
+
+def test_subspace_claim_above_the_rank_fails():
+    """A rank-1 matrix: any claim of rank 2 must fail, whatever Lam and M say."""
+    A = np.full((4, 4), 0.25)
+    R = np.zeros((4, 2))
+    R[[0, 1], [0, 1]] = 1.0
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        c = SubspaceCertificate(0.01, [0, 1], R, rng.standard_normal((4, 4)) * 0.1,
+                                rng.standard_normal((4, 4)) * 0.1)
+        assert not check(A, c).ok
+
+
+def test_subspace_structure_is_validated(tmp_path):
+    n = 4
+    R = np.eye(n)
+    R[0, 0] = 1.0 + 2.0**-52  # R[J] must be exactly I
+    c = SubspaceCertificate(0.5, np.arange(n), R, np.eye(n), np.zeros((n, n)))
+    rep = check(np.eye(n), c)
+    assert not rep.ok and "identity" in rep.float64.detail and not rep.disagree
+    with pytest.raises(MalformedCertificate):
+        SubspaceCertificate(0.5, np.arange(n) + 0.5, np.eye(n), np.eye(n), np.zeros((n, n)))
+    good = SubspaceCertificate(0.5, np.arange(n), np.eye(n), np.eye(n), np.zeros((n, n)))
+    p = save_certificate(tmp_path / "s.npz", good, np.eye(n))
+    cert, A, header = load_certificate(p)
+    assert header["kind"] == "subspace" and cert.rank == n and check(A, cert).ok
+
+
+@pytest.mark.parametrize("k, size", [(3, 4), (5, 2)])
+@pytest.mark.parametrize("eps", [0.2, 0.6])
+def test_subspace_search_finds_block_count(k, size, eps):
+    """Permuted blocks: on the span of the block indicators ||A x||_inf = ||x||_inf, so the
+    SVD subspace certifies k, and k + 1 is impossible (rank k)."""
+    A = _permuted_blocks(k, size)
+    _, _, Vt = np.linalg.svd(A)
+    c = lo.SubspaceSearch(A, Vt.T, "svd").best(eps, 1, k * size)
+    assert c is not None and c.rank == k and check(A, c).ok
+
+
+def test_truncated_pseudoinverse_identity():
+    A = np.eye(7)
+    c = lo.truncated_pseudoinverse(A, 0.8, np.linalg.svd(A), 7)
+    assert c is not None and c.rank == 7 and check(A, c).ok
+
+
+# --------------------------------------------------------------------- constructions
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_row_basis_reaches_the_exact_rank(seed):
+    """Rows of W H span its row space with k pivot rows: the row basis is exact at k."""
+    k = 4
+    A = _exact_rank(24, 20, k, seed)
+    rows = lo.row_order(A)
+    con = up.L1Refit(A, A[rows], method="row-basis")
+    kr = con.least_rank(1e-6, 1, 20)
+    assert kr is not None and kr <= k
+    assert check(A, con.witness(1e-6, kr)).ok
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_alternating_l1_reaches_the_exact_rank(seed):
+    k = 3
+    A = _exact_rank(20, 24, k, seed)
+    con = up.AlternatingL1(A, np.linalg.svd(A, full_matrices=False))
+    kr = con.least_rank(1e-6, 1, 20)
+    assert kr is not None and kr <= k
+    assert check(A, con.witness(1e-6, kr)).ok
+
+
+def test_alternating_l1_never_worse_than_its_svd_start():
+    """The polish makes each row optimal for the final W, and the best W seen is kept:
+    the max row error is at most the truncated SVD's at the same rank (the start)."""
+    A = planted_blocks(30, 30, 5, 0.08, seed=3).A
+    svd = np.linalg.svd(A, full_matrices=False)
+    ts = up.TruncatedSVD(A, svd)
+    alt = up.AlternatingL1(A, svd)
+    for k in (2, 4, 5):
+        err, U, W = alt.attempt(k)
+        assert err <= ts.errors[k] + 1e-9
+
+
+def test_identity_witness_both_shapes():
+    for shape in [(5, 3), (3, 5)]:
+        A = np.full(shape, 1.0 / shape[1])
+        w = up.identity_witness(A, 1e-300)
+        assert w.rank == min(shape) and check(A, w).ok
