@@ -54,6 +54,10 @@ class Bracket:
     candidates : dict
         Rank reached by each method tried (``lower:*`` and ``upper:*``), checked or not,
         and the methods whose certificates the checker rejected.
+    rho : float
+        Validated mode: the enclosure radius; the lower certificate holds at ``eps + rho``
+        and the upper witness at ``eps - rho`` for the enclosure's midpoint, so the bracket
+        holds for the exact softmax of the exact logits. 0 otherwise.
     """
 
     eps: float
@@ -67,6 +71,7 @@ class Bracket:
     seconds: float = 0.0
     checks: dict = field(default_factory=dict, repr=False)
     candidates: dict = field(default_factory=dict, repr=False)
+    rho: float = 0.0
 
     @property
     def resolved(self) -> bool:
@@ -83,6 +88,7 @@ class Bracket:
             "seconds": round(self.seconds, 4),
             "checks": {k: v.summary() for k, v in self.checks.items()},
             "candidates": self.candidates,
+            "rho": self.rho,
         }
 
 
@@ -178,19 +184,27 @@ def _first_passing(A, cands, interval, rejected):
     return None, None
 
 
-def _bracket_one(ws: _Workspace, eps: float, interval: bool) -> Bracket:
+def _bracket_one(ws: _Workspace, eps_req: float, interval: bool, rho: float = 0.0) -> Bracket:
+    """One tolerance; ``rho > 0`` (validated mode) certifies the lower side at ``eps + rho``
+    and the upper side at ``eps - rho`` (:mod:`softrank.checker.validated`)."""
     A = ws.A
+    eps = eps_req + rho  # the lower side's tolerance
     cand_ranks: dict = {}
     rejected: list[str] = []
     failures: list[str] = []
 
+    timings: dict = {}
+
     def attempt(name, fn, *args):
         """Run one certifier; an exception costs that method only, and is recorded."""
+        t = time.perf_counter()
         try:
             return fn(*args)
         except Exception as exc:
             failures.append(f"{name}: {type(exc).__name__}: {exc}")
             return None
+        finally:
+            timings[name] = round(timings.get(name, 0.0) + time.perf_counter() - t, 4)
 
     # ---- lower side
     lowers = []
@@ -219,9 +233,10 @@ def _bracket_one(ws: _Workspace, eps: float, interval: bool) -> Bracket:
             cand_ranks[f"lower:lp-decoder/{dec.name}"] = c.rank
             best_unchecked = max(best_unchecked, c.rank)
     lowers.sort(key=lambda c: -c.rank)
-    lcert, lrep = _first_passing(A, lowers, interval, rejected)
+    lcert, lrep = attempt("check:lower", _first_passing, A, lowers, interval, rejected) or (None, None)
 
     # ---- upper side
+    eps = eps_req - rho
     lower_val = lcert.rank if lcert is not None else 0
     uppers = []
     k = ws.tsvd.least_rank(eps)
@@ -254,13 +269,14 @@ def _bracket_one(ws: _Workspace, eps: float, interval: bool) -> Bracket:
             cand_ranks["upper:hybrid"] = hy[0]
     uppers.append(up_.identity_witness(A, eps))  # always holds: rank min(m, N), error 0
     uppers.sort(key=lambda w: w.rank)  # stable: ties keep the order above
-    uwit, urep = _first_passing(A, uppers, interval, rejected)
+    uwit, urep = attempt("check:upper", _first_passing, A, uppers, interval, rejected) or (None, None)
 
     if rejected:
         cand_ranks["rejected_by_checker"] = rejected
     if failures:
         cand_ranks["failed"] = failures
-    br = Bracket(eps=eps, lower=lcert.rank if lcert else 0, upper=uwit.rank if uwit else -1,
+    cand_ranks["seconds"] = timings
+    br = Bracket(eps=eps_req, lower=lcert.rank if lcert else 0, upper=uwit.rank if uwit else -1,
                  lower_certificate=lcert, upper_witness=uwit,
                  lower_method=lcert.method if lcert else "",
                  upper_method=uwit.method if uwit else "", candidates=cand_ranks)
@@ -279,7 +295,7 @@ def _bracket_one(ws: _Workspace, eps: float, interval: bool) -> Bracket:
     return br
 
 
-def bracket(A, eps, *, interval: bool = True) -> Bracket | list[Bracket]:
+def bracket(A, eps, *, interval: bool = True, validated: bool = False) -> Bracket | list[Bracket]:
     """Certified brackets ``lower <= r_eps(A) <= upper`` (SPEC 2, 4, 5).
 
     Parameters
@@ -290,6 +306,11 @@ def bracket(A, eps, *, interval: bool = True) -> Bracket | list[Bracket]:
         Tolerances in ``(0, 1)`` (max-row-l1 error).
     interval : bool
         Run the interval cross-check on every reported certificate (default True).
+    validated : bool
+        Bracket the exact ``softmax_rows(beta Q K^T)`` of the operator's float64 factors
+        instead of its float64 ``A`` (SPEC 6, validated input mode): the softmax is enclosed
+        in ball arithmetic, ``A`` replaced by the enclosure's midpoint, and each side
+        certified with the tolerance moved by the enclosure radius ``rho``.
 
     Returns
     -------
@@ -301,13 +322,27 @@ def bracket(A, eps, *, interval: bool = True) -> Bracket | list[Bracket]:
     InvalidOperatorError
         If ``A`` is not a valid attention matrix.
     InvalidArgumentError
-        If a tolerance is outside ``(0, 1)``.
+        If a tolerance is outside ``(0, 1)``, or ``validated`` without ``Q``, ``K``, ``beta``.
     """
     op = A if isinstance(A, Operator) else Operator(A=A)
     eps_list = validate_eps(eps)
     t0 = time.perf_counter()
+    rho = 0.0
+    A_used = op.A
+    if validated:
+        if op.Q is None:
+            raise InvalidArgumentError(
+                "validated: needs the operator's factors Q, K and beta, got an operator "
+                f"{op.operator_id!r} without them")
+        from ..checker.validated import enclose_softmax
+
+        A_used, rho = enclose_softmax(op.Q, op.K, op.beta)
+        if rho >= min(eps_list):
+            raise InvalidArgumentError(
+                f"eps: the smallest tolerance {min(eps_list)!r} does not exceed the enclosure "
+                f"radius rho = {rho!r} of the exact softmax")
     try:
-        ws = _Workspace(op.A)
+        ws = _Workspace(A_used)
         setup_error = None
     except Exception as exc:  # e.g. an SVD that does not converge: no bound at all
         ws, setup_error = None, f"{type(exc).__name__}: {exc}"
@@ -318,12 +353,13 @@ def bracket(A, eps, *, interval: bool = True) -> Bracket | list[Bracket]:
         try:
             if ws is None:
                 raise RuntimeError(f"set-up failed: {setup_error}")
-            br = _bracket_one(ws, e, interval)
+            br = _bracket_one(ws, e, interval, rho)
         except Exception as exc:  # a crash is an error verdict, never a bound
             br = Bracket(eps=e, lower=0, upper=-1, verdict="error",
                          candidates={"error": f"{type(exc).__name__}: {exc}"})
         t1 = time.perf_counter()
         br.seconds = t1 - t0
+        br.rho = rho
         t0 = t1
         out.append(br)
     by_eps = {b.eps: b for b in out}

@@ -164,10 +164,11 @@ class AlternatingL1:
     least-squares step a majorisation of the l1 loss -- with multiplicative row weights
     ``(err_i / mean err)`` that grow on the rows whose error is largest (a minimax
     reweighting: the target is the *max* row error). The best right factor ``W`` seen is then
-    polished exactly: every row of ``U`` by an l1 regression on ``W`` (HiGHS). The result
-    depends on ``k`` only, so it is cached and shared by all tolerances; it is a heuristic
-    (not monotone in ``k`` in general), so the bisection in :meth:`least_rank` may miss a
-    smaller rank but never reports one that does not hold: the witness is checked.
+    polished exactly: every row of ``U`` by an l1 regression on ``W`` (HiGHS, an
+    :class:`L1Refit` on ``W`` with its early exit). ``W`` depends on ``k`` only, so it and the
+    polished rows are cached and shared by all tolerances; the method is a heuristic (not
+    monotone in ``k`` in general), so the bisection in :meth:`least_rank` may miss a smaller
+    rank but never reports one that does not hold: the witness is checked.
     """
 
     method = "alternating-l1"
@@ -177,7 +178,7 @@ class AlternatingL1:
         self.U0, self.s0, self.Vt0 = svd
         self.iters = iters
         self.delta = delta
-        self._cache: dict[int, tuple[float, np.ndarray | None, np.ndarray | None]] = {}
+        self._fits: dict[int, L1Refit] = {}
 
     def _irls(self, k: int) -> np.ndarray:
         A, d = self.A, self.delta
@@ -215,42 +216,33 @@ class AlternatingL1:
             best_W = W
         return best_W
 
-    def attempt(self, k: int) -> tuple[float, np.ndarray | None, np.ndarray | None]:
-        """``(max row error, U, W)`` after the LP polish; ``(inf, None, None)`` on failure."""
-        hit = self._cache.get(k)
-        if hit is not None:
-            return hit
-        W = self._irls(k)
-        reg = L1Regression(W)
-        U = np.empty((self.A.shape[0], k))
-        worst = 0.0
-        for i, a in enumerate(self.A):
-            u = reg.solve(a)
-            if u is None:
-                self._cache[k] = (np.inf, None, None)
-                return self._cache[k]
-            U[i] = u
-            worst = max(worst, float(np.abs(a - u @ W).sum()))
-        self._cache[k] = (worst if np.isfinite(worst) else np.inf, U, W)
-        return self._cache[k]
+    def _fit(self, k: int) -> "L1Refit":
+        fit = self._fits.get(k)
+        if fit is None:
+            fit = L1Refit(self.A, self._irls(k), method=self.method)
+            self._fits[k] = fit
+        return fit
+
+    def feasible(self, k: int, eps: float) -> bool:
+        """IRLS at rank ``k`` (cached), then the exact row polish with early exit."""
+        return self._fit(k).feasible(k, eps)
 
     def least_rank(self, eps: float, lo: int, hi: int) -> int | None:
-        """Least ``k`` in ``[lo, hi]`` whose attempt is within ``eps`` (bisection)."""
-        tgt = _target(eps)
+        """Least ``k`` in ``[lo, hi]`` that is feasible: ``hi`` is tried first (most calls end
+        there, when the construction cannot beat the best so far), then a bisection."""
         lo = max(lo, 1)
-        if hi < lo or self.attempt(hi)[0] > tgt:
+        if hi < lo or not self.feasible(hi, eps):
             return None
         while lo < hi:
             mid = (lo + hi) // 2
-            if self.attempt(mid)[0] <= tgt:
+            if self.feasible(mid, eps):
                 hi = mid
             else:
                 lo = mid + 1
         return hi
 
     def witness(self, eps: float, k: int) -> UpperWitness:
-        _, U, W = self._cache[k]
-        return UpperWitness(eps, U.copy(), W.copy(), self.method)
+        return self._fits[k].witness(eps, k)
 
 
 def identity_witness(A: np.ndarray, eps: float) -> UpperWitness:

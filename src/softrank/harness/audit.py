@@ -23,7 +23,7 @@ __all__ = ["CSV_COLUMNS", "bracket_operator", "run_audit"]
 CSV_COLUMNS = [
     "operator_id", "family", "source", "layer", "head", "block", "m", "n", "eps",
     "lower", "upper", "ratio", "lower_method", "upper_method", "verdict", "seconds",
-    "lower_check", "upper_check", "planted_rank", "candidates",
+    "lower_check", "upper_check", "planted_rank", "validated_rho", "candidates",
 ]
 
 
@@ -35,8 +35,11 @@ def _check_label(rep) -> str:
     return ("pass:" if rep.ok else "FAIL:") + tag
 
 
-def bracket_operator(op: Operator, eps_list) -> list[dict]:
-    """All cells of one operator as CSV-ready dicts (runs in a worker)."""
+def bracket_operator(op: Operator, eps_list, validated: bool = False) -> list[dict]:
+    """All cells of one operator as CSV-ready dicts (runs in a worker).
+
+    ``validated``: bracket the exact softmax of the operator's factors (when it has them;
+    ``validated_rho`` is then the enclosure radius, empty otherwise)."""
     from ..certifiers.bracket import bracket
 
     from ..certifiers.bracket import Bracket
@@ -44,7 +47,7 @@ def bracket_operator(op: Operator, eps_list) -> list[dict]:
     prov = op.provenance()
     rows = []
     try:
-        brs = bracket(op, list(eps_list))
+        brs = bracket(op, list(eps_list), validated=validated and op.Q is not None)
     except Exception as exc:  # an operator that crashes is recorded, never a bound
         brs = [Bracket(eps=float(e), lower=0, upper=-1, verdict="error",
                        candidates={"error": f"{type(exc).__name__}: {exc}"}) for e in eps_list]
@@ -62,15 +65,16 @@ def bracket_operator(op: Operator, eps_list) -> list[dict]:
             "lower_check": _check_label(br.checks.get("lower")),
             "upper_check": _check_label(br.checks.get("upper")),
             "planted_rank": prov.get("planted_rank", ""),
+            "validated_rho": f"{br.rho:.3g}" if validated and op.Q is not None else "",
             "candidates": ";".join(f"{k}={v}" for k, v in br.candidates.items()
-                                   if not isinstance(v, list)),
+                                   if not isinstance(v, (list, dict))),
         })
     return rows
 
 
 def _task(args):
-    i, op, eps_list = args
-    return i, bracket_operator(op, eps_list)
+    i, op, eps_list, validated = args
+    return i, bracket_operator(op, eps_list, validated)
 
 
 def _worker_init():
@@ -86,7 +90,7 @@ def _fmt_time(s: float) -> str:
 
 
 def run_audit(operators: list[Operator], eps_list, out: Path, workers: int | None = None,
-              progress=True) -> list[dict]:
+              progress=True, validated: bool = False) -> list[dict]:
     """Bracket ``operators`` x ``eps_list``; returns the rows in operator order.
 
     Writes ``out/brackets.partial.csv`` incrementally and ``out/brackets.csv`` at the end.
@@ -121,7 +125,7 @@ def run_audit(operators: list[Operator], eps_list, out: Path, workers: int | Non
 
         if workers <= 1 or n <= 1:
             for i, op in enumerate(operators):
-                done(i, bracket_operator(op, eps_list))
+                done(i, bracket_operator(op, eps_list, validated))
         else:
             saved = {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
             for k in saved:
@@ -130,7 +134,7 @@ def run_audit(operators: list[Operator], eps_list, out: Path, workers: int | Non
             try:
                 # largest operators first: better load balance at the end of the run
                 order = sorted(range(n), key=lambda i: -operators[i].A.size)
-                tasks = [(i, operators[i], tuple(eps_list)) for i in order]
+                tasks = [(i, operators[i], tuple(eps_list), validated) for i in order]
                 for i, rows in pool.imap_unordered(_task, tasks, chunksize=1):
                     done(i, rows)
             except BaseException:

@@ -60,6 +60,9 @@ def _parser() -> argparse.ArgumentParser:
                    "of the source rotation")
     a.add_argument("--workers", type=_int_arg(1), default=None, help="processes (default: all cores)")
     a.add_argument("--quiet", action="store_true", help="no progress lines")
+    a.add_argument("--validated", action="store_true",
+                   help="bracket the exact softmax of each operator's float64 factors Q, K, beta "
+                        "(ball-arithmetic enclosure; operators without factors as usual)")
 
     b = sub.add_parser("bracket", help="bracket one matrix saved as .npy")
     b.add_argument("file", help="(m, N) float64 row-stochastic matrix (.npy)")
@@ -98,7 +101,8 @@ def _cmd_audit(args) -> int:
     ops = materialize(panel.specs)
     if not args.quiet:
         print(f"operators ready in {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
-    rows = run_audit(ops, eps, out, workers=args.workers, progress=not args.quiet)
+    rows = run_audit(ops, eps, out, workers=args.workers, progress=not args.quiet,
+                     validated=args.validated)
     summary = summarize(rows, panel.name, eps, time.perf_counter() - t0, args.seed)
     write_report(rows, summary, out)
     ov = summary["overall"]
