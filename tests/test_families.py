@@ -138,3 +138,65 @@ def test_identity_witness_both_shapes():
         A = np.full(shape, 1.0 / shape[1])
         w = up.identity_witness(A, 1e-300)
         assert w.rank == min(shape) and check(A, w).ok
+
+
+def test_subspace_local_search_never_shrinks_and_checks():
+    """The grown subspace contains the start, so its certificate claims more, and holds."""
+    from softrank.generators.synthetic import sphere
+
+    A = sphere(3, 16.0, 40, 40, seed=1).A
+    _, _, Vt = np.linalg.svd(A)
+    ss = lo.SubspaceSearch(A, Vt.T, "svd")
+    c = ss.best(0.25, 1, 40)
+    g = ss.extend(0.25, c)
+    assert g is None or (g.rank > c.rank and check(A, g).ok)
+
+
+def test_key_support_on_concentrated_rows():
+    """Every row puts 1 - delta on the same 3 keys: the cover is those 3 keys for
+    eps >= delta, and no cover of 2 keys reaches (error >= (1 - delta) / 3 > eps)."""
+    delta, N = 0.05, 12
+    rng = np.random.default_rng(0)
+    A = np.empty((8, N))
+    for i in range(8):
+        w = rng.dirichlet(np.ones(3)) * 0.5 + 0.5 / 3  # each main key >= 1/6 of the mass
+        A[i, :3] = (1 - delta) * w
+        A[i, 3:] = delta * rng.dirichlet(np.ones(N - 3))
+    w = up.key_support(A, 0.1)
+    assert w is not None and w.rank == 3 and check(A, w).ok
+
+
+def test_hybrid_keeps_a_sink_exactly():
+    """A = s e_1^T-sink column plus a rank-1 remainder: the hybrid reaches rank 2 exactly."""
+    m, N = 16, 12
+    rng = np.random.default_rng(1)
+    sink = rng.uniform(0.3, 0.9, size=m)
+    rest = rng.dirichlet(np.ones(N - 1))
+    A = np.column_stack([sink, (1 - sink)[:, None] * rest[None, :]])
+    hy = up.Hybrid(A)
+    k, w = hy.least_rank(1e-6, 1, N)
+    assert k <= 2 and w.rank == k and check(A, w).ok
+
+
+def test_lp_decoder_identity_and_blocks():
+    """On I_n the decoder L = I certifies n for every eps < 1; on permuted uniform blocks
+    with the true blocks as groups, L picks one row per block: ||L||_inf = 1."""
+    n = 6
+    dec = lo.LPDecoder(np.eye(n), [np.array([j]) for j in range(n)], "singletons")
+    c = dec.best(0.9, 1, n)
+    assert c is not None and c.rank == n and check(np.eye(n), c).ok
+    A = planted_blocks(12, 12, 4, 0.0).A
+    groups = [np.arange(3 * b, 3 * b + 3) for b in range(4)]
+    c = lo.LPDecoder(A, groups, "blocks").best(0.9, 1, 4)
+    assert c is not None and c.rank == 4 and check(A, c).ok
+
+
+def test_frobenius_row_subset_beats_whole_matrix():
+    """A 2x2 identity block among many identical rows: on all rows the tail is diluted by
+    m eps^2; on the two distinct rows it is not (sigma_2 = 1 > 2 eps^2 at eps 0.5)."""
+    A = np.zeros((40, 2))
+    A[:, 0] = 1.0
+    A[1] = [0.0, 1.0]
+    order = lo.row_order(A)
+    c = lo.frobenius(A, 0.5, order, {})
+    assert c is not None and c.rank == 2 and c.rows.size < 40 and check(A, c).ok

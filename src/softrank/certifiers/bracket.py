@@ -222,10 +222,18 @@ def _bracket_one(ws: _Workspace, eps_req: float, interval: bool, rho: float = 0.
     best_unchecked = max((c.rank for c in lowers), default=0)
     for sub in ws.subspaces:
         c = attempt(f"subspace/{sub.name}", sub.best, eps, max(best_unchecked, 1) + 1, ws.p)
+        if c is None:
+            c = attempt(f"subspace/{sub.name}", sub.certificate, max(best_unchecked, 1), eps)
         if c is not None:
-            lowers.append(c)
-            cand_ranks[f"lower:subspace/{sub.name}"] = c.rank
-            best_unchecked = max(best_unchecked, c.rank)
+            if c.rank >= best_unchecked:
+                lowers.append(c)
+                cand_ranks[f"lower:subspace/{sub.name}"] = c.rank
+                best_unchecked = c.rank
+            g = attempt(f"subspace/{sub.name}+local", sub.extend, eps, c)
+            if g is not None and g.rank > best_unchecked:
+                lowers.append(g)
+                cand_ranks[f"lower:subspace/{sub.name}+local"] = g.rank
+                best_unchecked = g.rank
     for dec in ws.decoders:
         c = attempt(f"lp-decoder/{dec.name}", dec.best, eps, max(best_unchecked, 1) + 1, ws.p)
         if c is not None:

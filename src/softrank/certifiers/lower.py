@@ -289,8 +289,8 @@ class SubspaceSearch:
     pursuit, HiGHS) gives row ``j`` of ``Lam`` and ``M``. By LP duality the optimum is below 1
     for every ``j`` iff ``||A x||_inf > eps ||x||_inf`` on all of ``S_k``; the subspaces are
     nested, so that holds for an initial run of ``k`` and a bisection finds its end. Values
-    per ``k`` are cached and shared by all tolerances with the same ``eps``-dependence
-    (the LP depends on ``eps``, so the cache is per ``(k, eps)``).
+    per ``k`` are cached per ``(k, eps)`` (the LP depends on ``eps``). :meth:`extend` then
+    searches locally for a larger certified subspace around the best one found.
     """
 
     def __init__(self, A: np.ndarray, V: np.ndarray, name: str):
@@ -333,6 +333,38 @@ class SubspaceSearch:
         cert = SubspaceCertificate(eps, J, R, Lam, Mu, f"subspace/{self.name}")
         self._cache[key] = cert
         return cert
+
+    def extend(self, eps: float, cert: SubspaceCertificate, n_cand: int = 8,
+               max_steps: int = 6) -> SubspaceCertificate | None:
+        """Local search: grow ``range(cert.R)`` one direction at a time while the subspace
+        still certifies. Candidates: the next right singular directions of ``V``, unit vectors
+        of the keys with the largest column mass, and the most peaked rows of ``A`` (a key
+        pattern a query attends). Returns the grown certificate, or None if no step held."""
+        A = self.A
+        m, N = A.shape
+        basis = cert.R
+        k0 = basis.shape[1]
+        colmass = A.sum(axis=0)
+        cands = [self.V[:, j] for j in range(k0, min(k0 + n_cand, self.V.shape[1]))]
+        cands += [np.eye(N)[j] for j in np.argsort(-colmass, kind="stable")[:n_cand]]
+        cands += [A[i] / A[i].max() for i in np.argsort(-A.max(axis=1), kind="stable")[:n_cand]]
+        best = None
+        for _ in range(max_steps):
+            if basis.shape[1] >= min(m, N):
+                break
+            grown = None
+            for v in cands:
+                B = np.column_stack([basis, v])
+                if np.linalg.matrix_rank(B) <= basis.shape[1]:
+                    continue
+                c = SubspaceSearch(A, B, f"{self.name}+local").certificate(B.shape[1], eps)
+                if c is not None:
+                    grown = (B, c)
+                    break
+            if grown is None:
+                break
+            basis, best = grown
+        return best
 
     def best(self, eps: float, lo: int, hi: int) -> SubspaceCertificate | None:
         """Largest ``k`` in ``[lo, hi]`` with a certificate, by bisection."""
