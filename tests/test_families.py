@@ -200,3 +200,21 @@ def test_frobenius_row_subset_beats_whole_matrix():
     order = lo.row_order(A)
     c = lo.frobenius(A, 0.5, order, {})
     assert c is not None and c.rank == 2 and c.rows.size < 40 and check(A, c).ok
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(12))
+def test_planted_soundness_sweep(seed):
+    """Slow tier: planted instances of several shapes and ranks; at eps > delta the true
+    r_eps is at most k, so every reported lower end must be <= k (and re-check both ends)."""
+    from softrank import bracket
+    from softrank.generators.synthetic import planted
+
+    rng = np.random.default_rng(seed)
+    m, N = int(rng.integers(8, 64)), int(rng.integers(8, 64))
+    k = int(rng.integers(1, min(m, N) // 2 + 1))
+    delta = float(rng.uniform(0.0, 0.15))
+    op = planted(m, N, k, delta, seed=seed)
+    for br in bracket(op, [delta + 1e-3, min(2 * delta + 0.05, 0.9), 0.5 if delta < 0.49 else 0.9]):
+        assert br.lower <= k <= min(m, N) and br.lower <= br.upper
+        assert check(op.A, br.lower_certificate).ok and check(op.A, br.upper_witness).ok

@@ -281,6 +281,7 @@ def _bracket_one(ws: _Workspace, eps_req: float, interval: bool, rho: float = 0.
 
     if rejected:
         cand_ranks["rejected_by_checker"] = rejected
+    cand_ranks["checker_disagreements"] = sum("disagree" in r for r in rejected)
     if failures:
         cand_ranks["failed"] = failures
     cand_ranks["seconds"] = timings

@@ -6,7 +6,7 @@ build and print before any model is loaded.
 
 Built-in panels (``softrank audit --panel NAME``):
 
-* ``quick`` -- 9 MiniLM heads at width 64 and 6 small synthetic operators; about 20 s on
+* ``quick`` -- 9 MiniLM heads at width 64 and 6 small synthetic operators; about 30 s on
   2 cores.
 * ``default`` -- all 72 MiniLM heads (6 layers x 12 heads) at widths 64 and 128 (one
   standard-library source per head and width, rotating over 64 modules), plus the synthetic

@@ -113,6 +113,8 @@ def summarize(rows: list[dict], panel: str, eps_list, wall_seconds: float, seed:
         "certificates": {
             "reported": 2 * sum(r["verdict"] != "error" for r in rows),
             "all_passed_checker": all_checked,
+            "float64_interval_disagreements": sum(
+                _candidates(r).get("checker_disagreements", 0) for r in rows),
             "interval_backends": dict(Counter(
                 c.split("+", 1)[1].split("(")[0] for r in rows
                 for c in (r["lower_check"], r["upper_check"]) if "+" in c)),
@@ -270,7 +272,9 @@ def write_report(rows: list[dict], summary: dict, out: Path) -> None:
          if s["validated"]["cells"] else "- validated input mode: off"),
         f"- certificates reported: {s['certificates']['reported']}, all passed the checker: "
         f"**{s['certificates']['all_passed_checker']}** (interval back ends: "
-        f"{', '.join(f'{k} {v}' for k, v in s['certificates']['interval_backends'].items()) or '-'})",
+        f"{', '.join(f'{k} {v}' for k, v in s['certificates']['interval_backends'].items()) or '-'}); "
+        f"candidates accepted in float64 but rejected by the interval check: "
+        f"{s['certificates']['float64_interval_disagreements']}",
         "",
         "## By family and tolerance",
         "",
