@@ -43,6 +43,26 @@ __all__ = [
 SLACK = 1e-9
 
 
+def largest_certified(certificate, lo: int, hi: int):
+    """The certificate of the largest ``k`` in ``[lo, hi]`` for which ``certificate(k)`` is not
+    None, assuming that holds up to some ``k`` and fails above (nested families): ``lo``
+    first, then bisection. None if ``lo`` fails."""
+    if hi < lo:
+        return None
+    best = certificate(lo)
+    if best is None:
+        return None
+    a, b = lo, hi  # invariant: a is certified
+    while a < b:
+        mid = (a + b + 1) // 2
+        c = certificate(mid)
+        if c is not None:
+            a, best = mid, c
+        else:
+            b = mid - 1
+    return best
+
+
 def trivial(A: np.ndarray, eps: float) -> TrivialCertificate | None:
     """``r_eps >= 1`` when ``eps < ||A||_inf`` (= 1 for a stochastic ``A``)."""
     return TrivialCertificate(eps) if np.abs(A).sum(axis=1).max() > eps * (1 + SLACK) else None
@@ -234,22 +254,8 @@ class LPDecoder:
 
     def best(self, eps: float, lo: int, hi: int) -> DecodedInverseCertificate | None:
         """Largest ``k`` in ``[lo, hi]`` with a certificate, by bisection."""
-        hi = min(hi, len(self.groups), self.A.shape[0])
-        if hi < lo:
-            return None
-        cert_lo = self.certificate(lo, eps)
-        if cert_lo is None:
-            return None
-        best = cert_lo
-        a, b = lo, hi  # invariant: a feasible
-        while a < b:
-            mid = (a + b + 1) // 2
-            c = self.certificate(mid, eps)
-            if c is not None:
-                a, best = mid, c
-            else:
-                b = mid - 1
-        return best
+        return largest_certified(lambda k: self.certificate(k, eps), lo,
+                                 min(hi, len(self.groups), self.A.shape[0]))
 
 
 def truncated_pseudoinverse(A: np.ndarray, eps: float, svd, hi: int) -> DecodedInverseCertificate | None:
@@ -368,18 +374,5 @@ class SubspaceSearch:
 
     def best(self, eps: float, lo: int, hi: int) -> SubspaceCertificate | None:
         """Largest ``k`` in ``[lo, hi]`` with a certificate, by bisection."""
-        hi = min(hi, self.V.shape[1], self.A.shape[0])
-        if hi < lo:
-            return None
-        best = self.certificate(lo, eps)
-        if best is None:
-            return None
-        a, b = lo, hi
-        while a < b:
-            mid = (a + b + 1) // 2
-            c = self.certificate(mid, eps)
-            if c is not None:
-                a, best = mid, c
-            else:
-                b = mid - 1
-        return best
+        return largest_certified(lambda k: self.certificate(k, eps), lo,
+                                 min(hi, self.V.shape[1], self.A.shape[0]))

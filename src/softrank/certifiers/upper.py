@@ -43,6 +43,21 @@ def _target(eps: float) -> float:
     return eps * (1.0 - SAFETY) - 1e-15
 
 
+def least_feasible(feasible, lo: int, hi: int) -> int | None:
+    """Least ``k`` in ``[max(lo, 1), hi]`` with ``feasible(k)``, assuming feasibility is
+    monotone (true from some ``k`` on): ``hi`` first, then bisection. None if ``hi`` fails."""
+    lo = max(lo, 1)
+    if hi < lo or not feasible(hi):
+        return None
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if feasible(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return hi
+
+
 class TruncatedSVD:
     """Truncated-SVD witnesses ``U = U_k S_k``, ``W = V_k^T`` for all ``k`` at once.
 
@@ -140,16 +155,7 @@ class L1Refit:
 
     def least_rank(self, eps: float, lo: int, hi: int) -> int | None:
         """Least ``k`` in ``[lo, hi]`` that is feasible, by bisection (monotone in ``k``)."""
-        lo = max(lo, 1)
-        if hi < lo or not self.feasible(hi, eps):
-            return None
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self.feasible(mid, eps):
-                hi = mid
-            else:
-                lo = mid + 1
-        return hi
+        return least_feasible(lambda k: self.feasible(k, eps), lo, hi)
 
     def witness(self, eps: float, k: int) -> UpperWitness:
         st = self._cache[k]
@@ -230,16 +236,7 @@ class AlternatingL1:
     def least_rank(self, eps: float, lo: int, hi: int) -> int | None:
         """Least ``k`` in ``[lo, hi]`` that is feasible: ``hi`` is tried first (most calls end
         there, when the construction cannot beat the best so far), then a bisection."""
-        lo = max(lo, 1)
-        if hi < lo or not self.feasible(hi, eps):
-            return None
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self.feasible(mid, eps):
-                hi = mid
-            else:
-                lo = mid + 1
-        return hi
+        return least_feasible(lambda k: self.feasible(k, eps), lo, hi)
 
     def witness(self, eps: float, k: int) -> UpperWitness:
         return self._fits[k].witness(eps, k)
