@@ -218,3 +218,25 @@ def test_planted_soundness_sweep(seed):
     for br in bracket(op, [delta + 1e-3, min(2 * delta + 0.05, 0.9), 0.5 if delta < 0.49 else 0.9]):
         assert br.lower <= k <= min(m, N) and br.lower <= br.upper
         assert check(op.A, br.lower_certificate).ok and check(op.A, br.upper_witness).ok
+
+
+def test_flint_endpoints_are_directed_under_cancellation():
+    """A ball whose midpoint nearly cancels its radius: the float endpoints must still
+    enclose it (mid + rad in floats would lose the bound)."""
+    from flint import arb
+
+    from softrank.checker.interval import _Flint
+
+    B = _Flint()
+    for text in ("1e-3 +/- 1e-20", "-1e-300 +/- 3e-310", "0.1 +/- 1e-30"):
+        x = arb(-1e-3) + arb(text) if text.startswith("1e-3") else arb(text)
+        assert arb(B.hi(x)) >= x.upper() and arb(B.lo(x)) <= x.lower()
+
+
+def test_flush_to_zero_makes_the_checker_refuse(monkeypatch):
+    from softrank.checker import UpperWitness, float64
+
+    monkeypatch.setattr(float64, "_flush_to_zero", lambda: True)
+    A = np.eye(3)
+    rep = check(A, UpperWitness(0.5, np.eye(3), np.eye(3)))
+    assert not rep.ok and "flush" in rep.float64.detail

@@ -103,12 +103,13 @@ class _Flint:
         return x.sqrt()
 
     def hi(self, x) -> float:
-        v = float(x.mid()) + float(x.rad())
-        return float(np.nextafter(np.nextafter(np.nextafter(v, np.inf), np.inf), np.inf))
+        # x.upper() is an exact binary number >= every point of the ball; float() rounds it
+        # to nearest, one ulp up restores the bound (mid + rad in floats would not: with
+        # mid ~ -rad the cancellation can exceed any fixed number of ulps of the result)
+        return float(np.nextafter(float(x.upper()), np.inf))
 
     def lo(self, x) -> float:
-        v = float(x.mid()) - float(x.rad())
-        return float(np.nextafter(np.nextafter(np.nextafter(v, -np.inf), -np.inf), -np.inf))
+        return float(np.nextafter(float(x.lower()), -np.inf))
 
 
 def _backend(name: str):
