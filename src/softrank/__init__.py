@@ -7,16 +7,19 @@ See SPEC.md sections 2-6.
 """
 
 from .errors import SoftrankError
-from .operators import Operator, softmax_rows
 
 __version__ = "0.1.0"
 
 __all__ = ["Operator", "SoftrankError", "softmax_rows", "bracket", "__version__"]
 
 
-def __getattr__(name):  # lazy: keep `import softrank` light
+def __getattr__(name):  # lazy: keep `import softrank` light (the pytest plugin imports it)
     if name == "bracket":
         from .certifiers.bracket import bracket
 
         return bracket
-    raise AttributeError(name)
+    if name in ("Operator", "softmax_rows"):
+        from . import operators
+
+        return getattr(operators, name)
+    raise AttributeError(f"module 'softrank' has no attribute {name!r}")

@@ -14,6 +14,7 @@ per-rank l1-refit and LP-decoder solves, the singular values of every row subset
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
@@ -293,15 +294,54 @@ def _bracket_one(ws: _Workspace, eps_req: float, interval: bool, rho: float = 0.
         br.checks["lower"] = lrep
     if urep is not None:
         br.checks["upper"] = urep
-    if lcert is None or uwit is None:
+    _set_verdict(br)
+    return br
+
+
+def _set_verdict(br: Bracket) -> None:
+    if br.lower_certificate is None or br.upper_witness is None:
         br.verdict = "error"
-    elif lcert.rank > uwit.rank:
+    elif br.lower > br.upper:
         br.verdict = "unsound"
-    elif lcert.rank == uwit.rank:
+    elif br.lower == br.upper:
         br.verdict = "resolved"
     else:
         br.verdict = "open"
-    return br
+
+
+def _monotone(brs: list[Bracket], A: np.ndarray, interval: bool) -> None:
+    """Make brackets monotone in ``eps`` (``brs`` in increasing ``eps``), in place.
+
+    ``r_eps`` is non-increasing in ``eps``: a lower certificate issued at ``eps2`` also proves
+    its rank at every ``eps1 < eps2`` (every condition only gets easier), and an upper
+    witness at ``eps1`` holds at ``eps2 > eps1``. Each certificate carried over is re-stamped
+    with its new tolerance and re-checked by the full checker before it is adopted.
+    """
+    for i, small in enumerate(brs):
+        for big in brs[i + 1:]:
+            # lower side: carry a larger tolerance's certificate down
+            c = big.lower_certificate
+            if c is not None and big.lower > small.lower and "error" not in small.candidates:
+                moved = dataclasses.replace(c, eps=small.eps + small.rho,
+                                            method=f"{c.method} (from eps {big.eps:g})")
+                rep = check(A, moved, interval=interval)
+                if rep.ok:
+                    small.lower_certificate, small.lower = moved, moved.rank
+                    small.lower_method, small.checks["lower"] = moved.method, rep
+                    small.candidates["lower:carried-from-larger-eps"] = moved.rank
+            # upper side: carry a smaller tolerance's witness up
+            w = small.upper_witness
+            if w is not None and (big.upper_witness is None or w.rank < big.upper) and (
+                    "error" not in big.candidates):
+                moved = dataclasses.replace(w, eps=big.eps - big.rho,
+                                            method=f"{w.method} (from eps {small.eps:g})")
+                rep = check(A, moved, interval=interval)
+                if rep.ok:
+                    big.upper_witness, big.upper = moved, moved.rank
+                    big.upper_method, big.checks["upper"] = moved.method, rep
+                    big.candidates["upper:carried-from-smaller-eps"] = moved.rank
+    for br in brs:
+        _set_verdict(br)
 
 
 def bracket(A, eps, *, interval: bool = True, validated: bool = False) -> Bracket | list[Bracket]:
@@ -371,6 +411,8 @@ def bracket(A, eps, *, interval: bool = True, validated: bool = False) -> Bracke
         br.rho = rho
         t0 = t1
         out.append(br)
+    if ws is not None:
+        _monotone(sorted(out, key=lambda b: b.eps), ws.A, interval)
     by_eps = {b.eps: b for b in out}
     res = [by_eps[e] for e in eps_list]
     return res[0] if _is_scalar_eps(eps) else res

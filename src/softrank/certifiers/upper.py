@@ -203,6 +203,8 @@ class AlternatingL1:
             err = np.abs(R).sum(axis=1)
             if err.max() < best_err:
                 best_err, best_W = err.max(), W.copy()
+            if not err.max() > 0:
+                break  # an exact fit: nothing left to reweight
             rho = rho * (err / err.mean())
             rho /= rho.mean()
             wt = 1.0 / np.maximum(np.abs(R), d)  # (m, N)
@@ -217,6 +219,12 @@ class AlternatingL1:
                 break  # a degenerate step: keep the best W seen so far
             if not (np.isfinite(U).all() and np.isfinite(W).all()):
                 break
+            # U W is invariant under U D, D^-1 W: keep W's rows at unit length, or the
+            # iteration drifts (U -> 0, W -> inf) until the LP polish rejects W's scale
+            nrm = np.linalg.norm(W, axis=1)
+            if not (nrm > 0).all():
+                break
+            W, U = W / nrm[:, None], U * nrm
         R = A - U @ W
         if np.isfinite(R).all() and np.abs(R).sum(axis=1).max() < best_err:
             best_W = W

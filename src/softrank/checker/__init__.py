@@ -31,7 +31,7 @@ from .certificates import (
     matrix_hash,
     save_certificate,
 )
-from .float64 import Float64Result, check_float64
+from .float64 import Float64Result, check_float64, distance_bound
 from .interval import IntervalResult, check_interval
 
 __all__ = [
@@ -50,6 +50,7 @@ __all__ = [
     "load_certificate",
     "matrix_hash",
     "check_float64",
+    "distance_bound",
     "check_interval",
 ]
 

@@ -353,8 +353,13 @@ LowerCertificate = Union[
 Certificate = Union[UpperWitness, LowerCertificate]
 
 
-def save_certificate(path, cert: Certificate, A: np.ndarray, producer: str = "") -> Path:
-    """Write ``cert`` (issued for ``A``) to ``path`` (``.npz``) with a JSON header."""
+def save_certificate(path, cert: Certificate, A: np.ndarray, producer: str = "",
+                     refutes: dict | None = None) -> Path:
+    """Write ``cert`` (issued for ``A``) to ``path`` (``.npz``) with a JSON header.
+
+    ``refutes``: for a counterexample witness, the claim it refutes, e.g.
+    ``{"claimed": 5, "eps": 0.25, "by": "my-lower-test"}`` (``r_eps(A) >= claimed``);
+    ``softrank verify`` then reports whether the refutation holds."""
     path = Path(path)
     A = np.ascontiguousarray(A, dtype=np.float64)
     header = {
@@ -367,6 +372,9 @@ def save_certificate(path, cert: Certificate, A: np.ndarray, producer: str = "")
         "shape": list(A.shape),
         "producer": producer,
     }
+    if refutes is not None:
+        header["refutes"] = {"claimed": int(refutes["claimed"]), "eps": float(refutes["eps"]),
+                             "by": str(refutes.get("by", ""))}
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp.npz")
     np.savez(tmp, header=np.array(json.dumps(header, sort_keys=True)), A=A, **cert.arrays())

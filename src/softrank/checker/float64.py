@@ -40,7 +40,7 @@ from .certificates import (
     structure_error,
 )
 
-__all__ = ["Float64Result", "check_float64", "gamma", "U_ROUND", "ETA"]
+__all__ = ["Float64Result", "check_float64", "distance_bound", "gamma", "U_ROUND", "ETA"]
 
 U_ROUND = 2.0**-53
 ETA = 2.0**-1074
@@ -130,6 +130,32 @@ def check_upper(A: np.ndarray, c: UpperWitness) -> Float64Result:
     rows = _sum_up(T, axis=1)
     worst = float(rows.max())
     return Float64Result(worst <= c.eps, c.eps - worst, f"max row l1 error <= {worst:.17g}")
+
+
+def distance_bound(A, B) -> float:
+    """A rigorous upper bound of ``||A - B||_inf`` (max row l1 distance) of two float matrices.
+
+    Used where two computations of one operator must be compared (gauge invariance, SPEC 7):
+    ``fl(a - b) = (a - b)(1 + d)`` (Higham (2.4); exact when it underflows) and the row sums
+    by :func:`_sum_up`. Returns ``inf`` for non-finite input.
+
+    Raises
+    ------
+    ValueError
+        If the shapes differ or an array is not 2-D.
+    """
+    A = np.asarray(A, dtype=np.float64)
+    B = np.asarray(B, dtype=np.float64)
+    if A.ndim != 2 or A.shape != B.shape:
+        raise ValueError(f"A, B: expected two 2-D arrays of one shape, got {A.shape} and {B.shape}")
+    if A.size == 0:
+        return 0.0
+    with np.errstate(all="ignore"):
+        D = np.abs(A - B)
+        if not np.isfinite(D).all():
+            return float("inf")
+        T = D * (1.0 + 2.0 * U_ROUND)
+        return float(_up(_sum_up(T, axis=1).max()))
 
 
 def check_trivial(A: np.ndarray, c: TrivialCertificate) -> Float64Result:

@@ -68,6 +68,11 @@ class _Mp:
     def sqrt(self, x):
         return self.iv.sqrt(x)
 
+    def sqrt_upper(self, x):
+        """An enclosure of ``sqrt(hi(x))``, an upper bound of ``sqrt`` over ``x``'s points
+        that are ``>= 0`` (for sums of squares, whose enclosure may dip below 0)."""
+        return self.iv.sqrt(self.iv.mpf(max(float(x.b), 0.0)))
+
     def hi(self, x) -> float:
         return float(np.nextafter(float(x.b), np.inf))
 
@@ -101,6 +106,12 @@ class _Flint:
 
     def sqrt(self, x):
         return x.sqrt()
+
+    def sqrt_upper(self, x):
+        """An enclosure of ``sqrt(upper(x))`` (see ``_Mp.sqrt_upper``); arb's own sqrt of a
+        ball that straddles 0 is indeterminate (NaN)."""
+        u = x.upper()
+        return (u if u > 0 else self.flint.arb(0)).sqrt()
 
     def hi(self, x) -> float:
         # x.upper() is an exact binary number >= every point of the ball; float() rounds it
@@ -205,7 +216,7 @@ def _frobenius(B, A, c, rows):
             for j in range(Z.shape[1]):
                 d = B.get(G, i, j) - B.num(1.0 if i == j else 0.0)
                 acc = acc + d * d
-        return B.sqrt(acc)
+        return B.sqrt_upper(acc)
 
     eta_U = gram_defect(Uf)
     eta_V = gram_defect(Vt.T)
@@ -219,7 +230,7 @@ def _frobenius(B, A, c, rows):
             d = bij - B.get(P, i, j)
             acc = acc + d * d
             fro2 = fro2 + bij * bij
-    delta = B.sqrt(acc)
+    delta = B.sqrt_upper(acc)
     one = B.num(1.0)
     cU = B.sqrt(one + eta_U)
     cV = B.sqrt(one + eta_V)

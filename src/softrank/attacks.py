@@ -1,0 +1,288 @@
+"""Targeted rank-reduction attacks on lower certificates (SPEC 10).
+
+A lower certificate claims ``r_eps(A) >= k``. An attack searches hard for the opposite: a
+matrix ``B = U W`` of rank ``k - 1`` with ``||A - B||_inf <= eps``. Any candidate that comes
+within ``eps`` is handed to the independent checker (float64 with rounding bounds, then
+intervals); only a witness the checker accepts is a success, and a success proves the
+certificate -- or the claim -- unsound. The seed paper reports 0 successes in 458 attacks.
+
+Methods (each yields right factors ``W``; every ``W`` is finished by an exact row-wise l1
+regression, HiGHS, which is the optimal ``U`` for that ``W``):
+
+* ``truncated-svd`` -- the rank ``k - 1`` truncation and its l1 refit;
+* ``alternating-l1`` -- iteratively reweighted least squares with minimax row weights,
+  from the SVD and from ``starts`` random rotations of it;
+* ``smoothed-descent`` -- L-BFGS on a smoothed max-row-l1 objective
+  ``t log sum_i exp(f_i / t)``, ``f_i = sum_j sqrt(r_ij^2 + mu^2)``, with continuation in
+  ``mu`` and ``t`` (scipy);
+* ``witness-perturbation`` -- from an upper witness of rank ``u >= k``: the top ``k - 1``
+  right singular vectors of ``B``, and ``B``'s own right factor with one row dropped.
+
+The closest approach (``best_error``, the least max-row error seen, float64, unchecked) is
+recorded: ``best_error / eps`` near 1 means a certificate is nearly tight.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .checker import UpperWitness, check
+from .errors import InvalidArgumentError
+
+__all__ = ["AttackResult", "attack", "EFFORTS"]
+
+#: Effort levels: random restarts of alternating l1, rows dropped from the upper witness,
+#: L-BFGS iterations per continuation step.
+EFFORTS = {
+    "quick": {"starts": 1, "drops": 4, "lbfgs": 60, "irls": 30},
+    "standard": {"starts": 3, "drops": 8, "lbfgs": 150, "irls": 40},
+    "hard": {"starts": 10, "drops": 32, "lbfgs": 400, "irls": 60},
+}
+
+
+@dataclass
+class AttackResult:
+    """Outcome of one targeted attack.
+
+    Attributes
+    ----------
+    claimed : int
+        The lower bound attacked (``r_eps(A) >= claimed``).
+    target_rank : int
+        ``claimed - 1``: the rank of the witnesses searched for.
+    eps : float
+    succeeded : bool
+        True only if the checker accepted a witness of rank ``<= target_rank`` at ``eps``:
+        the claim is then false.
+    witness : UpperWitness or None
+        The checker-confirmed counterexample when ``succeeded``.
+    best_error : float
+        Least max-row l1 error ``||A - U W||_inf`` seen over all candidates (float64, not
+        rigorous); ``inf`` when no candidate was formed.
+    best_method : str
+    methods : list of str
+        Methods that ran.
+    failures : list of str
+        Methods that raised (recorded; an attack never turns a failure into a verdict).
+    seconds : float
+    """
+
+    claimed: int
+    target_rank: int
+    eps: float
+    succeeded: bool = False
+    witness: UpperWitness | None = None
+    best_error: float = float("inf")
+    best_method: str = ""
+    methods: list = field(default_factory=list)
+    failures: list = field(default_factory=list)
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict:
+        return {"claimed": self.claimed, "target_rank": self.target_rank, "eps": self.eps,
+                "succeeded": self.succeeded, "best_error": self.best_error,
+                "best_method": self.best_method, "methods": list(self.methods),
+                "failures": list(self.failures), "seconds": round(self.seconds, 4)}
+
+
+def _row_errors(A, U, W) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        e = np.abs(A - U @ W).sum(axis=1)
+    return np.where(np.isfinite(e), e, np.inf)
+
+
+def _orth_rows(W: np.ndarray) -> np.ndarray:
+    """An orthonormal basis of the row space of ``W`` (same number of rows when full rank)."""
+    q, _ = np.linalg.qr(W.T)
+    return q.T
+
+
+def _smoothed_descent(A, U, W, eps, iters):
+    """L-BFGS on a smoothed max-row-l1 objective with continuation; returns ``(U, W)``."""
+    from scipy.optimize import minimize
+
+    m, N = A.shape
+    r = W.shape[0]
+
+    def fg(x, mu, t):
+        U_ = x[: m * r].reshape(m, r)
+        W_ = x[m * r:].reshape(r, N)
+        R = A - U_ @ W_
+        S = np.sqrt(R * R + mu * mu)
+        f = S.sum(axis=1)
+        z = (f - f.max()) / t
+        p = np.exp(z)
+        tot = p.sum()
+        val = f.max() + t * np.log(tot)
+        p /= tot
+        G = -(p[:, None] * (R / S))  # d val / d (U W)
+        return val, np.concatenate([(G @ W_.T).ravel(), (U_.T @ G).ravel()])
+
+    x = np.concatenate([U.ravel(), W.ravel()])
+    for mu, t in ((1e-3, 0.05 * eps), (1e-4, 0.01 * eps), (1e-6, 0.002 * eps)):
+        res = minimize(fg, x, args=(mu, t), jac=True, method="L-BFGS-B",
+                       options={"maxiter": iters})
+        if np.isfinite(res.x).all():
+            x = res.x
+    return x[: m * r].reshape(m, r), x[m * r:].reshape(r, N)
+
+
+def attack(A, eps: float, claimed, *, upper_witness: UpperWitness | None = None,
+           effort: str = "standard", seed: int = 0, interval: bool = True) -> AttackResult:
+    """Search for a witness of rank ``claimed - 1`` within ``eps`` of ``A`` (SPEC 10).
+
+    Parameters
+    ----------
+    A : (m, N) float64 array_like
+        The operator (row-stochastic).
+    eps : float
+        Tolerance in ``(0, 1)`` (max-row l1).
+    claimed : int or lower certificate
+        The lower bound under attack; a certificate's ``rank`` is used.
+    upper_witness : UpperWitness, optional
+        A known witness of rank ``>= claimed`` to start a perturbation from.
+    effort : {"quick", "standard", "hard"}
+        Restarts and iterations (:data:`EFFORTS`).
+    seed : int
+        Seed of the random restarts (results are deterministic given it).
+    interval : bool
+        Confirm a success with the interval cross-check too (default True).
+
+    Returns
+    -------
+    AttackResult
+        ``succeeded`` only with a checker-confirmed witness.
+
+    Raises
+    ------
+    InvalidArgumentError
+        If ``eps``, ``claimed``, ``effort`` or ``seed`` is out of range.
+    """
+    from .certifiers._lp import L1Regression  # lazy: keeps ``import softrank`` light
+
+    A = np.asarray(A, dtype=np.float64)
+    if A.ndim != 2 or A.size == 0:
+        raise InvalidArgumentError(f"A: expected a non-empty 2-D array, got shape {A.shape}")
+    if not (isinstance(eps, (int, float, np.floating)) and 0 < float(eps) < 1):
+        raise InvalidArgumentError(f"eps: expected 0 < eps < 1, got {eps!r}")
+    eps = float(eps)
+    k = getattr(claimed, "rank", claimed)
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise InvalidArgumentError(f"claimed: expected an integer >= 1 or a certificate, got {claimed!r}")
+    k = int(k)
+    if effort not in EFFORTS:
+        raise InvalidArgumentError(f"effort: expected one of {sorted(EFFORTS)}, got {effort!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise InvalidArgumentError(f"seed: expected an integer >= 0, got {seed!r}")
+    cfg = EFFORTS[effort]
+    t0 = time.perf_counter()
+    m, N = A.shape
+    r = k - 1
+    res = AttackResult(claimed=k, target_rank=r, eps=eps)
+    target = eps * (1 - 1e-12)
+
+    def confirm(U, W, method) -> bool:
+        wit = UpperWitness(eps, U, W, f"attack:{method}")
+        if check(A, wit, interval=interval).ok:
+            res.succeeded, res.witness = True, wit
+            return True
+        return False
+
+    def consider(U, W, method) -> bool:
+        err = float(_row_errors(A, U, W).max())
+        if err < res.best_error:
+            res.best_error, res.best_method = err, method
+        return err <= target and confirm(U, W, method)
+
+    def polish(W, method) -> bool:
+        """Exact l1 regression of every row on ``W`` (hardest rows first, early exit)."""
+        if W.shape[0] == 0 or not np.isfinite(W).all():
+            return False
+        solver = L1Regression(W)
+        U = np.zeros((m, W.shape[0]))
+        order = np.argsort(-_row_errors(A, np.linalg.lstsq(W.T, A.T, rcond=None)[0].T, W))
+        worst = 0.0
+        for i in order:
+            u = solver.solve(A[i])
+            if u is None:
+                return False
+            U[i] = u
+            e = float(np.abs(A[i] - u @ W).sum())
+            worst = max(worst, e)
+            if not np.isfinite(e) or e > target:
+                return False
+        return consider(U, W, method + "+lp")
+
+    def run(method, fn) -> bool:
+        res.methods.append(method)
+        try:
+            return bool(fn())
+        except Exception as exc:  # recorded; never a verdict
+            res.failures.append(f"{method}: {type(exc).__name__}: {exc}")
+            return False
+
+    if r == 0:
+        # rank 0: B = 0, error max_i ||a_i||_1; the only candidate
+        run("zero", lambda: consider(np.zeros((m, 0)), np.zeros((0, N)), "zero"))
+        res.seconds = time.perf_counter() - t0
+        return res
+    if r >= min(m, N):
+        # B = A has rank <= min(m, N) <= r: the claim exceeds what any matrix needs
+        from .certifiers.upper import identity_witness
+
+        w = identity_witness(A, eps)
+        run("identity", lambda: consider(w.U, w.W, "identity"))
+        res.seconds = time.perf_counter() - t0
+        return res
+
+    Us, s, Vt = np.linalg.svd(A, full_matrices=False)
+    rng = np.random.default_rng(seed)
+
+    def tsvd():
+        U, W = Us[:, :r] * s[:r], Vt[:r]
+        return consider(U, W, "truncated-svd") or polish(W, "truncated-svd")
+
+    def alt(start):
+        from .certifiers.upper import AlternatingL1
+
+        if start == 0:
+            V0 = Vt
+        else:
+            G = Vt[:r] + 0.5 * rng.standard_normal((r, N)) / np.sqrt(N)
+            V0 = np.vstack([_orth_rows(G), Vt[r:]])
+        con = AlternatingL1(A, (Us, s, V0), iters=cfg["irls"])
+        W = con._irls(r)
+        U = np.linalg.lstsq(W.T, A.T, rcond=None)[0].T
+        return consider(U, W, f"alternating-l1[{start}]") or polish(W, f"alternating-l1[{start}]")
+
+    def smooth():
+        U, W = _smoothed_descent(A, Us[:, :r] * s[:r], Vt[:r].copy(), eps, cfg["lbfgs"])
+        return consider(U, W, "smoothed-descent") or polish(_orth_rows(W), "smoothed-descent")
+
+    def perturb():
+        B = upper_witness.U @ upper_witness.W
+        _, _, Vb = np.linalg.svd(B, full_matrices=False)
+        if polish(Vb[:r], "witness-svd"):
+            return True
+        Wu = upper_witness.W
+        if Wu.shape[0] == k:
+            weight = np.linalg.norm(upper_witness.U, axis=0) * np.linalg.norm(Wu, axis=1)
+            for j in np.argsort(weight)[: cfg["drops"]]:
+                Wd = np.delete(Wu, j, axis=0)
+                if np.linalg.matrix_rank(Wd) == r and polish(_orth_rows(Wd), f"witness-drop[{j}]"):
+                    return True
+        return False
+
+    plan = [("truncated-svd", tsvd)]
+    plan += [(f"alternating-l1[{i}]", lambda i=i: alt(i)) for i in range(cfg["starts"] + 1)]
+    plan.append(("smoothed-descent", smooth))
+    if upper_witness is not None and upper_witness.rank >= k:
+        plan.append(("witness-perturbation", perturb))
+    for name, fn in plan:
+        if run(name, fn):
+            break
+    res.seconds = time.perf_counter() - t0
+    return res

@@ -1,0 +1,374 @@
+"""The suites: soundness, gauge invariance, attack resistance, adversarial stress (SPEC 5-7, 10).
+
+Collected by the pytest plugin (``pytest --softrank-certifier MODULE:OBJECT``) or imported
+into a test module (``from softrank.suites.suite import *``). Each test taking the fixture
+``softrank_certifier`` runs once per loaded certifier that follows the relevant protocol;
+a failure saves its counterexample under ``--softrank-failures`` (default
+``softrank-failures/``), replayable with ``softrank verify``.
+
+Construction suites (``witness``):
+
+* ``test_construction_stress`` -- hypothesis searches hard-corner operators for a crash, a
+  protocol violation, a witness the checker rejects, or a rank below softrank's certified
+  lower bound;
+* ``test_construction_gauge`` -- gauge invariance (below).
+
+Lower-test suites (``certify``):
+
+* ``test_lower_soundness`` -- the checker accepts every certificate in float64 and in
+  intervals (and the two agree); its rank is at most softrank's checked upper witness and
+  at most the planted rank; re-stamped at a smaller ``eps`` it still checks (monotone);
+* ``test_lower_attack_resistance`` -- targeted rank-reduction attacks (SPEC 10); a
+  checker-confirmed witness of rank ``lower - 1`` fails the suite;
+* ``test_lower_gauge`` -- gauge invariance.
+
+Across all loaded certifiers: ``test_lower_le_upper_across_certifiers``; for softrank's own
+bracket: ``test_bracket_monotone_in_eps``.
+
+Gauge invariance (SPEC 7): ``Q -> Q S``, ``K -> K S^{-T}`` for diagonal ``S`` with
+condition ratios 4 and 16 and for dense ``S``. ``A`` must be unchanged within a bound the
+checker proves (``delta``), the interaction ``C = P_m (beta Q K^T) P_N`` unchanged up to
+rounding, and the certifier's rank unchanged -- or the difference explained by the margin:
+the better certificate must not also hold, with room, on the other computation of ``A``.
+Native radii and ``Gamma = beta rho_Q rho_K`` do move; the plugin's terminal summary says
+by how much.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import given, note
+from hypothesis import strategies as st
+
+from ..checker import check, distance_bound
+from ..operators import Operator
+from . import strategies as S
+from .builtin import reference_bracket
+from .config import CONFIG, suite_settings
+
+__all__ = [
+    "test_construction_stress", "test_construction_gauge", "test_lower_soundness",
+    "test_lower_attack_resistance", "test_lower_gauge", "test_lower_le_upper_across_certifiers",
+    "test_bracket_monotone_in_eps",
+]
+
+_MARGIN = 1e-6  # relative tolerance margin for gauge consistency (far above rounding)
+
+
+def _store():
+    from .failures import FailureStore
+
+    return FailureStore(CONFIG.failures_dir)
+
+
+def _fail(cert_name, test, op, eps, reason, **files):
+    d = _store().save(cert_name, test, op, eps, reason, **files)
+    pytest.fail(f"{reason}\n  operator {op.operator_id} {op.A.shape}, eps={eps!r}\n"
+                f"  counterexample saved in {d}", pytrace=False)
+
+
+def _cases():
+    return S.cases(max_side=CONFIG.max_side)
+
+
+def _kind(kind):
+    def mark(fn):
+        fn._softrank_kind = kind
+        return fn
+    return mark
+
+
+def _checked_witness(cname, test, op, eps, cert):
+    """The certifier's witness (None if it declined); fails the test if the checker rejects it."""
+    w = cert.witness(op, eps)
+    if w is None:
+        return None
+    rep = check(op.A, w)
+    if not rep.ok:
+        _fail(cname, test, op, eps,
+              f"{cname}: witness of rank {w.rank} claims ||A - U W||_inf <= {eps!r}; the checker "
+              f"rejects it: {rep.summary()}", witness=w)
+    return w
+
+
+def _checked_lower(cname, test, op, eps, cert):
+    c = cert.certify(op, eps)
+    if c is None:
+        return None
+    rep = check(op.A, c)
+    if rep.disagree:
+        _fail(cname, test, op, eps, f"{cname}: float64 and interval checks disagree on its "
+              f"certificate of rank {c.rank}: {rep.summary()}", lower=c)
+    if not rep.ok:
+        _fail(cname, test, op, eps, f"{cname}: claims r_eps >= {c.rank} but the checker rejects "
+              f"its certificate ({c.kind}): {rep.summary()}", lower=c)
+    return c
+
+
+# ------------------------------------------------------------------ constructions
+
+@_kind("construction")
+@suite_settings()
+@given(case=_cases())
+def test_construction_stress(softrank_certifier, case):
+    """Crash, protocol violation, rejected witness, or a rank below a certified lower bound."""
+    op, eps = case
+    cert, test = softrank_certifier, "construction_stress"
+    try:
+        w = _checked_witness(cert.name, test, op, eps, cert)
+    except AssertionError as exc:
+        if isinstance(exc, pytest.fail.Exception):
+            raise
+        _fail(cert.name, test, op, eps, str(exc))
+    if w is None:
+        return
+    ref = reference_bracket(op, eps)
+    note(f"witness rank {w.rank}; softrank bracket [{ref.lower}, {ref.upper}]")
+    if ref.lower_certificate is not None and w.rank < ref.lower:
+        _fail(cert.name, test, op, eps,
+              f"{cert.name}: witness of rank {w.rank} passes the checker but softrank certifies "
+              f"r_eps >= {ref.lower} ({ref.lower_method}): one of the two is unsound",
+              lower=ref.lower_certificate, witness=w,
+              refutes={"claimed": ref.lower, "eps": eps, "by": ref.lower_method})
+
+
+# ------------------------------------------------------------------ lower tests
+
+@_kind("lower")
+@suite_settings()
+@given(case=_cases())
+def test_lower_soundness(softrank_certifier, case):
+    op, eps = case
+    cert, test = softrank_certifier, "lower_soundness"
+    try:
+        c = _checked_lower(cert.name, test, op, eps, cert)
+    except AssertionError as exc:
+        if isinstance(exc, pytest.fail.Exception):
+            raise
+        _fail(cert.name, test, op, eps, str(exc))
+    if c is None:
+        return
+    ref = reference_bracket(op, eps)
+    note(f"certificate rank {c.rank}; softrank bracket [{ref.lower}, {ref.upper}]")
+    if ref.upper_witness is not None and c.rank > ref.upper:
+        _fail(cert.name, test, op, eps,
+              f"{cert.name}: claims r_eps >= {c.rank} but softrank's checked witness has rank "
+              f"{ref.upper} ({ref.upper_method})", lower=c, witness=ref.upper_witness,
+              refutes={"claimed": c.rank, "eps": eps, "by": cert.name})
+    k = S.planted_bound(op, eps)
+    if k is not None and c.rank > k:
+        _fail(cert.name, test, op, eps,
+              f"{cert.name}: claims r_eps >= {c.rank} on a planted instance with r_eps <= {k}",
+              lower=c)
+    smaller = dataclasses.replace(c, eps=eps / 2)
+    rep = check(op.A, smaller)
+    if not rep.ok:
+        _fail(cert.name, test, op, eps,
+              f"{cert.name}: its certificate holds at eps={eps!r} but not at eps={eps / 2!r} "
+              f"(r_eps is non-increasing in eps): {rep.summary()}", lower=c)
+
+
+@_kind("lower")
+@suite_settings(0.5)
+@given(case=_cases())
+def test_lower_attack_resistance(softrank_certifier, case):
+    from ..attacks import attack
+
+    op, eps = case
+    cert, test = softrank_certifier, "lower_attack_resistance"
+    try:
+        c = cert.certify(op, eps)
+    except AssertionError as exc:
+        _fail(cert.name, test, op, eps, str(exc))
+    if c is None:
+        return
+    ref = reference_bracket(op, eps)
+    res = attack(op.A, eps, c, upper_witness=ref.upper_witness, effort=CONFIG.effort)
+    CONFIG.attacks_tried += 1
+    note(f"attack on r_eps >= {c.rank}: best error {res.best_error!r} ({res.best_method})")
+    if res.succeeded:
+        CONFIG.attacks_succeeded += 1
+        _fail(cert.name, test, op, eps,
+              f"{cert.name}: claims r_eps >= {c.rank}; the attack found a witness of rank "
+              f"{res.witness.rank} with ||A - B||_inf <= {eps!r} ({res.witness.method}), "
+              "confirmed by the checker", lower=c, witness=res.witness,
+              refutes={"claimed": c.rank, "eps": eps, "by": cert.name})
+    CONFIG.closest_attack = min(CONFIG.closest_attack, res.best_error / eps)
+
+
+# ------------------------------------------------------------------ gauge invariance
+
+@st.composite
+def _gauge_cases(draw):
+    op = draw(S.attention_operators(max_side=CONFIG.max_side, regimes=("typical", "one-hot",
+                                                                       "low-rank", "duplicated")))
+    Sg = draw(S.gauges(op.Q.shape[1]))
+    eps = draw(S.tolerances(min_value=0.01, max_value=0.9))
+    return op, Sg, eps
+
+
+def _gauged(op, Sg):
+    Q2 = op.Q @ Sg
+    K2 = np.linalg.solve(Sg, op.K.T).T  # K S^{-T}
+    return Operator.from_factors(Q2, K2, op.beta, family=op.family, source=op.source,
+                                 seed=op.seed, meta=op.meta,
+                                 operator_id=op.operator_id + "-gauged")
+
+
+def _interaction(op):
+    L = op.beta * (op.Q @ op.K.T)
+    return L - L.mean(axis=0, keepdims=True) - L.mean(axis=1, keepdims=True) + L.mean()
+
+
+def _native(op):
+    rq = float(np.linalg.norm(op.Q, axis=1).max())
+    rk = float(np.linalg.norm(op.K, axis=1).max())
+    return rq, rk, op.beta * rq * rk
+
+
+def _gauge_pair(name, test, op, Sg, eps):
+    """The gauged operator, after checking A and C are unchanged; records native movement."""
+    op2 = _gauged(op, Sg)
+    delta = distance_bound(op.A, op2.A)
+    if not delta <= 1e-9:
+        _fail(name, test, op, eps, f"gauge changed A by up to {delta!r} (bound proved by the "
+              "checker), expected rounding only (<= 1e-9)")
+    C1, C2 = _interaction(op), _interaction(op2)
+    # relative to the logits' scale: C is a centring of beta Q K^T, its rounding is theirs
+    scale = max(float(op.beta * np.abs(op.Q @ op.K.T).max()), 1e-300)
+    c_change = float(np.abs(C1 - C2).max()) / scale
+    if c_change > 1e-9:
+        _fail(name, test, op, eps, f"gauge changed the interaction C by {c_change:.3g} "
+              "relative to the logits' scale")
+    r1, r2 = _native(op), _native(op2)
+    kind = "diagonal" if np.count_nonzero(Sg - np.diag(np.diag(Sg))) == 0 else "dense"
+    cond = float(np.linalg.cond(Sg))
+    CONFIG.gauge.append((kind, cond, r2[2] / r1[2], r2[0] / r1[0], c_change, delta))
+    return op2, delta
+
+
+def _consistent(better, ops, eps, delta, side):
+    """True if the better of two results does not hold with room on the other operator."""
+    cert, other = better
+    if side == "upper":
+        tight = eps - delta - _MARGIN * eps
+    else:
+        tight = eps + delta + _MARGIN * eps
+    if not 0 < tight < 1:
+        return True
+    return not check(other.A, dataclasses.replace(cert, eps=tight)).ok
+
+
+@_kind("construction")
+@suite_settings(0.5)
+@given(case=_gauge_cases())
+def test_construction_gauge(softrank_certifier, case):
+    op, Sg, eps = case
+    cert, test = softrank_certifier, "construction_gauge"
+    op2, delta = _gauge_pair(cert.name, test, op, Sg, eps)
+    try:
+        w1 = _checked_witness(cert.name, test, op, eps, cert)
+        w2 = _checked_witness(cert.name, test, op2, eps, cert)
+    except AssertionError as exc:
+        if isinstance(exc, pytest.fail.Exception):
+            raise
+        _fail(cert.name, test, op, eps, str(exc))
+    if w1 is None or w2 is None or w1.rank == w2.rank:
+        if (w1 is None) != (w2 is None):
+            CONFIG.gauge_rank_changes += 1
+        return
+    CONFIG.gauge_rank_changes += 1
+    better = (w1, op2) if w1.rank < w2.rank else (w2, op)
+    if not _consistent(better, (op, op2), eps, delta, "upper"):
+        _fail(cert.name, test, op, eps,
+              f"{cert.name}: witness rank {w1.rank} before and {w2.rank} after a gauge "
+              f"(A moved by <= {delta:.3g}), and the rank-{better[0].rank} witness holds on both "
+              "with room: the construction depends on the gauge", witness=better[0])
+
+
+@_kind("lower")
+@suite_settings(0.5)
+@given(case=_gauge_cases())
+def test_lower_gauge(softrank_certifier, case):
+    op, Sg, eps = case
+    cert, test = softrank_certifier, "lower_gauge"
+    op2, delta = _gauge_pair(cert.name, test, op, Sg, eps)
+    try:
+        c1 = _checked_lower(cert.name, test, op, eps, cert)
+        c2 = _checked_lower(cert.name, test, op2, eps, cert)
+    except AssertionError as exc:
+        if isinstance(exc, pytest.fail.Exception):
+            raise
+        _fail(cert.name, test, op, eps, str(exc))
+    if c1 is None or c2 is None or c1.rank == c2.rank:
+        if (c1 is None) != (c2 is None):
+            CONFIG.gauge_rank_changes += 1
+        return
+    CONFIG.gauge_rank_changes += 1
+    better = (c1, op2) if c1.rank > c2.rank else (c2, op)
+    if not _consistent(better, (op, op2), eps, delta, "lower"):
+        _fail(cert.name, test, op, eps,
+              f"{cert.name}: certified rank {c1.rank} before and {c2.rank} after a gauge "
+              f"(A moved by <= {delta:.3g}), and the rank-{better[0].rank} certificate holds on "
+              "both with room: the lower test depends on the gauge", lower=better[0])
+
+
+# ------------------------------------------------------------------ across certifiers
+
+@_kind("all")
+@suite_settings(0.5)
+@given(case=_cases())
+def test_lower_le_upper_across_certifiers(softrank_certifiers, case):
+    """Every checked lower bound <= every checked upper bound, over all loaded certifiers and
+    softrank's own bracket."""
+    op, eps = case
+    ref = reference_bracket(op, eps)
+    lowers = [("softrank", ref.lower_certificate)] if ref.lower_certificate is not None else []
+    uppers = [("softrank", ref.upper_witness)] if ref.upper_witness is not None else []
+    for cert in softrank_certifiers:
+        try:
+            if cert.is_construction:
+                w = cert.witness(op, eps)
+                if w is not None and check(op.A, w).ok:
+                    uppers.append((cert.name, w))
+            if cert.is_lower_test:
+                c = cert.certify(op, eps)
+                if c is not None and check(op.A, c).ok:
+                    lowers.append((cert.name, c))
+        except AssertionError:
+            continue  # protocol violations are the per-certifier suites' business
+    if not lowers or not uppers:
+        return
+    (ln, lc), (un, uw) = max(lowers, key=lambda t: t[1].rank), min(uppers, key=lambda t: t[1].rank)
+    note(f"best lower {lc.rank} ({ln}), best upper {uw.rank} ({un})")
+    if lc.rank > uw.rank:
+        _fail(f"{ln}-vs-{un}", "lower_le_upper", op, eps,
+              f"{ln} certifies r_eps >= {lc.rank} and {un} has a checked witness of rank "
+              f"{uw.rank}: the checker accepted an unsound certificate", lower=lc, witness=uw,
+              refutes={"claimed": lc.rank, "eps": eps, "by": ln})
+
+
+@_kind("none")
+@suite_settings(0.5)
+@given(op=st.one_of(S.attention_operators(max_side=CONFIG.max_side),
+                    S.planted_operators(max_side=CONFIG.max_side)),
+       eps_list=st.lists(S.tolerances(min_value=0.01), min_size=2, max_size=3, unique=True))
+def test_bracket_monotone_in_eps(op, eps_list):
+    """softrank's bracket: both ends non-increasing in eps, planted bounds respected."""
+    from ..certifiers.bracket import bracket
+
+    brs = sorted(bracket(op, eps_list), key=lambda b: b.eps)
+    for b in brs:
+        assert b.verdict in ("resolved", "open"), (b.eps, b.verdict, b.candidates)
+        k = S.planted_bound(op, b.eps)
+        if k is not None and b.lower > k:
+            _fail("softrank", "bracket_monotone", op, b.eps,
+                  f"lower {b.lower} above the planted rank {k}", lower=b.lower_certificate)
+    for a, b in zip(brs, brs[1:]):
+        if a.lower < b.lower or a.upper < b.upper:
+            _fail("softrank", "bracket_monotone", op, a.eps,
+                  f"brackets not monotone: eps {a.eps!r} -> [{a.lower}, {a.upper}], eps {b.eps!r}"
+                  f" -> [{b.lower}, {b.upper}]")
