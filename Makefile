@@ -24,7 +24,7 @@ quick: install
 	$(VENV)/bin/softrank audit --panel quick --out $(OUT)
 
 test: install
-	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not slow" --softrank-profile ci $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) $(OUT) .pytest_cache

@@ -23,7 +23,8 @@ __all__ = ["CSV_COLUMNS", "bracket_operator", "run_audit"]
 CSV_COLUMNS = [
     "operator_id", "family", "source", "layer", "head", "block", "m", "n", "eps",
     "lower", "upper", "ratio", "lower_method", "upper_method", "verdict", "seconds",
-    "lower_check", "upper_check", "planted_rank", "validated_rho", "candidates",
+    "lower_check", "upper_check", "planted_rank", "validated_rho", "attack", "attack_closest",
+    "attack_seconds", "candidates",
 ]
 
 
@@ -35,11 +36,40 @@ def _check_label(rep) -> str:
     return ("pass:" if rep.ok else "FAIL:") + tag
 
 
-def bracket_operator(op: Operator, eps_list, validated: bool = False) -> list[dict]:
+def _attack_cell(op: Operator, br, A, effort: str, out: Path | None) -> dict:
+    """Attack the cell's lower certificate (SPEC 10); a confirmed success makes it unsound."""
+    from ..attacks import attack
+
+    c = br.lower_certificate
+    if effort == "none" or c is None or c.rank < 2 or br.verdict == "error":
+        return {"attack": "", "attack_closest": "", "attack_seconds": ""}
+    res = attack(A, c.eps, c, upper_witness=br.upper_witness, effort=effort)
+    row = {"attack": "held", "attack_closest": round(res.best_error / c.eps, 4),
+           "attack_seconds": round(res.seconds, 4)}
+    if res.failures:
+        row["attack"] = "held(partial)"
+    if res.succeeded:
+        row["attack"] = "SUCCEEDED"
+        br.verdict = "unsound"
+        if out is not None:
+            from ..checker import save_certificate
+
+            d = Path(out) / "counterexamples" / f"{op.operator_id}-eps{br.eps:g}"
+            save_certificate(d / "lower.npz", c, A, producer=f"softrank {c.method}")
+            save_certificate(d / "witness.npz", res.witness, A, producer="softrank attack",
+                             refutes={"claimed": c.rank, "eps": c.eps, "by": c.method})
+    return row
+
+
+def bracket_operator(op: Operator, eps_list, validated: bool = False, attacks: str = "none",
+                     out: Path | None = None) -> list[dict]:
     """All cells of one operator as CSV-ready dicts (runs in a worker).
 
     ``validated``: bracket the exact softmax of the operator's factors (when it has them;
-    ``validated_rho`` is then the enclosure radius, empty otherwise)."""
+    ``validated_rho`` is then the enclosure radius, empty otherwise). ``attacks``: effort
+    of the targeted attack run on every lower certificate of rank >= 2 (``"none"`` to skip;
+    see :mod:`softrank.attacks`); a success is saved under ``out/counterexamples/`` and
+    the cell becomes ``unsound``."""
     from ..certifiers.bracket import bracket
 
     from ..certifiers.bracket import Bracket
@@ -51,7 +81,17 @@ def bracket_operator(op: Operator, eps_list, validated: bool = False) -> list[di
     except Exception as exc:  # an operator that crashes is recorded, never a bound
         brs = [Bracket(eps=float(e), lower=0, upper=-1, verdict="error",
                        candidates={"error": f"{type(exc).__name__}: {exc}"}) for e in eps_list]
+    A_att = op.A
+    if validated and op.Q is not None and attacks != "none":
+        from ..checker.validated import enclose_softmax
+
+        A_att = enclose_softmax(op.Q, op.K, op.beta)[0]  # the matrix the certificates are for
     for br in brs:
+        try:
+            att = _attack_cell(op, br, A_att, attacks, out)
+        except Exception as exc:  # recorded; an attack that crashes is never a verdict
+            att = {"attack": f"error: {type(exc).__name__}", "attack_closest": "",
+                   "attack_seconds": ""}
         ratio = br.upper / br.lower if br.lower > 0 and br.upper > 0 else ""
         rows.append({
             "operator_id": op.operator_id, "family": op.family, "source": op.source,
@@ -66,6 +106,7 @@ def bracket_operator(op: Operator, eps_list, validated: bool = False) -> list[di
             "upper_check": _check_label(br.checks.get("upper")),
             "planted_rank": prov.get("planted_rank", ""),
             "validated_rho": f"{br.rho:.3g}" if validated and op.Q is not None else "",
+            **att,
             "candidates": ";".join(f"{k}={v}" for k, v in br.candidates.items()
                                    if not isinstance(v, (list, dict))),
         })
@@ -73,8 +114,8 @@ def bracket_operator(op: Operator, eps_list, validated: bool = False) -> list[di
 
 
 def _task(args):
-    i, op, eps_list, validated = args
-    return i, bracket_operator(op, eps_list, validated)
+    i, op, eps_list, validated, attacks, out = args
+    return i, bracket_operator(op, eps_list, validated, attacks, out)
 
 
 def _worker_init():
@@ -90,7 +131,7 @@ def _fmt_time(s: float) -> str:
 
 
 def run_audit(operators: list[Operator], eps_list, out: Path, workers: int | None = None,
-              progress=True, validated: bool = False) -> list[dict]:
+              progress=True, validated: bool = False, attacks: str = "quick") -> list[dict]:
     """Bracket ``operators`` x ``eps_list``; returns the rows in operator order.
 
     Writes ``out/brackets.partial.csv`` incrementally and ``out/brackets.csv`` at the end.
@@ -125,7 +166,7 @@ def run_audit(operators: list[Operator], eps_list, out: Path, workers: int | Non
 
         if workers <= 1 or n <= 1:
             for i, op in enumerate(operators):
-                done(i, bracket_operator(op, eps_list, validated))
+                done(i, bracket_operator(op, eps_list, validated, attacks, out))
         else:
             saved = {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
             for k in saved:
@@ -134,7 +175,7 @@ def run_audit(operators: list[Operator], eps_list, out: Path, workers: int | Non
             try:
                 # largest operators first: better load balance at the end of the run
                 order = sorted(range(n), key=lambda i: -operators[i].A.size)
-                tasks = [(i, operators[i], tuple(eps_list), validated) for i in order]
+                tasks = [(i, operators[i], tuple(eps_list), validated, attacks, out) for i in order]
                 for i, rows in pool.imap_unordered(_task, tasks, chunksize=1):
                     done(i, rows)
             except BaseException:

@@ -60,6 +60,9 @@ def _parser() -> argparse.ArgumentParser:
                    "of the source rotation")
     a.add_argument("--workers", type=_int_arg(1), default=None, help="processes (default: all cores)")
     a.add_argument("--quiet", action="store_true", help="no progress lines")
+    a.add_argument("--attacks", choices=("none", "quick", "standard", "hard"), default="quick",
+                   help="effort of the targeted rank-reduction attack run on every lower "
+                        "certificate of rank >= 2 (default quick; SPEC 10)")
     a.add_argument("--validated", action="store_true",
                    help="bracket the exact softmax of each operator's float64 factors Q, K, beta "
                         "(ball-arithmetic enclosure; operators without factors as usual)")
@@ -102,13 +105,14 @@ def _cmd_audit(args) -> int:
     if not args.quiet:
         print(f"operators ready in {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
     rows = run_audit(ops, eps, out, workers=args.workers, progress=not args.quiet,
-                     validated=args.validated)
+                     validated=args.validated, attacks=args.attacks)
     summary = summarize(rows, panel.name, eps, time.perf_counter() - t0, args.seed)
     write_report(rows, summary, out)
     ov = summary["overall"]
     print(f"{summary['cells']} cells: {ov['resolved']} resolved ({ov['resolved_pct']} %), "
           f"{ov['open']} open, {ov['unsound']} unsound, {ov['error']} error; "
-          f"median upper/lower {ov['median_ratio']}; {summary['wall_seconds']:.0f} s. "
+          f"median upper/lower {ov['median_ratio']}; attacks {summary['attacks']['tried']} tried, "
+          f"{summary['attacks']['succeeded']} succeeded; {summary['wall_seconds']:.0f} s. "
           f"Report: {out / 'report.md'}")
     return 1 if ov["unsound"] or ov["error"] else 0
 
@@ -193,6 +197,7 @@ def _cmd_verify(args) -> int:
         raise SoftrankError(f"path: no .npz certificates under {str(p)!r}")
     ext = _load_matrix(args.matrix, "--matrix") if args.matrix else None
     failures = 0
+    held = []  # (operator hash, kind, eps, rank, file, header) of certificates that hold
     for f in files:
         try:
             cert, A, header = load_certificate(f)
@@ -217,8 +222,40 @@ def _cmd_verify(args) -> int:
         print(f"{'ok  ' if rep.ok else 'FAIL'} {f}: {side} {cert.rank} at eps {float(cert.eps)!r} "
               f"({cert.kind}, {cert.method}) -- {rep.summary()}")
         failures += not rep.ok
+        if rep.ok:
+            held.append((h, cert.kind, float(cert.eps), cert.rank, f, header))
     print(f"{len(files) - failures} of {len(files)} certificates hold")
-    return 0 if failures == 0 else 1
+    refuted = _contradictions(held)
+    return 0 if failures == 0 and not refuted else 1
+
+
+def _contradictions(held) -> int:
+    """Report claims refuted by certificates that hold (SPEC 10): a lower certificate
+    ``r_eps1 >= l`` and an upper witness ``r_eps2 <= u`` on one matrix with ``eps2 <= eps1``
+    and ``u < l`` cannot both be sound; and a counterexample witness (header ``refutes``)
+    that holds refutes the claim it names. Returns how many were found."""
+    n = 0
+    for h, kind, eps, rank, f, header in held:
+        ref = header.get("refutes")
+        if kind == "upper" and isinstance(ref, dict):
+            try:
+                claimed, ceps = int(ref["claimed"]), float(ref["eps"])
+            except (KeyError, TypeError, ValueError):
+                continue
+            if rank < claimed and eps <= ceps:
+                n += 1
+                print(f"REFUTED: {f} holds (r_eps <= {rank} at eps {eps!r}), so the claim "
+                      f"r_eps >= {claimed} at eps {ceps!r} by {ref.get('by', '?')!r} is false")
+    lowers = [x for x in held if x[1] != "upper"]
+    uppers = [x for x in held if x[1] == "upper"]
+    for lh, _, leps, lrank, lf, _ in lowers:
+        for uh, _, ueps, urank, uf, _ in uppers:
+            if lh == uh and ueps <= leps and urank < lrank:
+                n += 1
+                print(f"CONTRADICTION: {lf} (r_eps >= {lrank} at eps {leps!r}) and {uf} "
+                      f"(r_eps <= {urank} at eps {ueps!r}) both pass the checker: the checker "
+                      "or a certificate's proof is unsound")
+    return n
 
 
 def _sigterm(signum, frame):

@@ -81,6 +81,23 @@ def _tsvd_ratio(rows) -> dict:
     return {g: round(float(np.median(v)), 3) for g, v in sorted(by.items())}
 
 
+def _attacks(rows) -> dict:
+    """Targeted attacks on the lower certificates (SPEC 10): tried, succeeded, how close."""
+    att = [r for r in rows if r.get("attack", "") not in ("", None)]
+    closest = [float(r["attack_closest"]) for r in att if r.get("attack_closest", "") != ""]
+    secs = [float(r["attack_seconds"]) for r in att if r.get("attack_seconds", "") != ""]
+    return {
+        "tried": len(att),
+        "succeeded": sum(r["attack"] == "SUCCEEDED" for r in att),
+        "errors": sum(str(r["attack"]).startswith("error") for r in att),
+        "with_failed_methods": sum(r["attack"] == "held(partial)" for r in att),
+        "closest_best_error_over_eps": min(closest) if closest else None,
+        "median_best_error_over_eps": round(float(np.median(closest)), 4) if closest else None,
+        "seconds_total": round(sum(secs), 1),
+        "paper": "0 of 458 succeeded",
+    }
+
+
 def summarize(rows: list[dict], panel: str, eps_list, wall_seconds: float, seed: int) -> dict:
     """The audit summary (JSON-ready)."""
     by = defaultdict(list)
@@ -124,6 +141,7 @@ def summarize(rows: list[dict], panel: str, eps_list, wall_seconds: float, seed:
             "max_rho": max((float(r["validated_rho"]) for r in rows
                             if r.get("validated_rho", "") != ""), default=None),
         },
+        "attacks": _attacks(rows),
         "truncated_svd_vs_best": _tsvd_ratio(rows),
         "paper": PAPER,
     }
@@ -242,6 +260,16 @@ def _standing(s: dict) -> list[str]:
     return out
 
 
+def _attack_line(a: dict) -> str:
+    if not a["tried"]:
+        return "- targeted attacks (SPEC 10): none run (`--attacks none`, or no lower bound >= 2)"
+    return (f"- targeted attacks on lower certificates of rank >= 2 (SPEC 10): **{a['tried']} "
+            f"tried, {a['succeeded']} succeeded** (seed paper: 0 of 458); the closest came to "
+            f"{a['closest_best_error_over_eps']}x eps (median {a['median_best_error_over_eps']}x); "
+            f"{a['errors']} attack errors, {a['seconds_total']} s in total"
+            + (f"; counterexamples in `counterexamples/`" if a["succeeded"] else ""))
+
+
 def write_report(rows: list[dict], summary: dict, out: Path) -> None:
     """Write ``summary.json``, ``report.md`` and the PNG plots into ``out``."""
     out = Path(out)
@@ -275,6 +303,7 @@ def write_report(rows: list[dict], summary: dict, out: Path) -> None:
         f"{', '.join(f'{k} {v}' for k, v in s['certificates']['interval_backends'].items()) or '-'}); "
         f"candidates accepted in float64 but rejected by the interval check: "
         f"{s['certificates']['float64_interval_disagreements']}",
+        _attack_line(s["attacks"]),
         "",
         "## By family and tolerance",
         "",
