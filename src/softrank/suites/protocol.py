@@ -121,7 +121,11 @@ class Certifier:
                                  f"raised {type(exc).__name__}: {exc}") from exc
         if cert is None:
             return None
-        if getattr(cert, "kind", None) not in _LOWER_KINDS:
+        from ..checker import certificates as C
+
+        lower_types = (C.TrivialCertificate, C.FrobeniusCertificate, C.KeyGroupCertificate,
+                       C.DecodedInverseCertificate, C.SubspaceCertificate)
+        if not isinstance(cert, lower_types):
             raise CertifierError(f"{self.name}: certify must return a lower certificate of kind "
                                  f"{_LOWER_KINDS} or None, got {type(cert).__name__}")
         if float(cert.eps) != float(eps):
@@ -138,7 +142,11 @@ def _import(module: str):
         # like ``python -m``: a module in the current directory is importable
         if exc.name and module.startswith(exc.name) and cwd not in sys.path:
             sys.path.insert(0, cwd)
-            return importlib.import_module(module)
+            try:
+                return importlib.import_module(module)
+            except Exception:
+                sys.path.remove(cwd)  # leave sys.path as it was
+                raise
         raise
 
 

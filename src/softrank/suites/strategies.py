@@ -47,8 +47,8 @@ def _int(name, v, lo, hi=None):
     return int(v)
 
 
-def _unit(name, v, lo_open=True):
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not (0 < v < 1):
+def _unit(name, v):
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not (0 < v < 1):
         raise InvalidArgumentError(f"{name}: expected a number in (0, 1), got {v!r}")
     return float(v)
 
@@ -215,7 +215,9 @@ def tolerances(*, min_value: float = 1e-4, max_value: float = 0.999) -> st.Searc
 
 
 def cases(*, max_side: int = 16, min_eps: float = 1e-3) -> st.SearchStrategy:
-    """``(operator, eps)`` pairs: random-factor and planted operators with tolerances."""
+    """``(operator, eps)`` pairs: random-factor and planted operators with tolerances in
+    ``[min_eps, 0.999]``."""
+    min_eps = _unit("min_eps", min_eps)
     ops = st.one_of(attention_operators(max_side=max_side),
                     planted_operators(max_side=max_side))
     return st.tuples(ops, tolerances(min_value=min_eps))
