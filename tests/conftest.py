@@ -28,3 +28,5 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+# the suites (tests/test_suites_builtin.py) follow --softrank-profile, else this default
+os.environ.setdefault("SOFTRANK_PROFILE", "ci")

@@ -121,7 +121,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     tr.section("softrank suites")
     tr.write_line(f"profile {C.profile}; counterexamples go to {os.path.abspath(C.failures_dir)}")
     if C.attacks_tried:
-        close = f"; closest approach best_error/eps = {C.closest_attack:.3g}" if C.closest_attack < float("inf") else ""
+        close = f"; closest approach best_error/eps = {C.closest_attack:.4g}" if C.closest_attack < float("inf") else ""
         tr.write_line(f"attacks: {C.attacks_tried} tried, {C.attacks_succeeded} succeeded{close}")
     if C.gauge:
         import numpy as np

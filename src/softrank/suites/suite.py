@@ -52,7 +52,7 @@ from .config import CONFIG, suite_settings
 __all__ = [
     "test_construction_stress", "test_construction_gauge", "test_lower_soundness",
     "test_lower_attack_resistance", "test_lower_gauge", "test_lower_le_upper_across_certifiers",
-    "test_bracket_monotone_in_eps",
+    "test_bracket_monotone_in_eps", "test_bracket_gauge",
 ]
 
 _MARGIN = 1e-6  # relative tolerance margin for gauge consistency (far above rounding)
@@ -87,6 +87,9 @@ def _checked_witness(cname, test, op, eps, cert):
     if w is None:
         return None
     rep = check(op.A, w)
+    if rep.disagree:
+        _fail(cname, test, op, eps, f"{cname}: float64 and interval checks disagree on its "
+              f"witness of rank {w.rank}: {rep.summary()}", witness=w)
     if not rep.ok:
         _fail(cname, test, op, eps,
               f"{cname}: witness of rank {w.rank} claims ||A - U W||_inf <= {eps!r}; the checker "
@@ -372,3 +375,31 @@ def test_bracket_monotone_in_eps(op, eps_list):
             _fail("softrank", "bracket_monotone", op, a.eps,
                   f"brackets not monotone: eps {a.eps!r} -> [{a.lower}, {a.upper}], eps {b.eps!r}"
                   f" -> [{b.lower}, {b.upper}]")
+
+
+@_kind("none")
+@suite_settings(0.5)
+@given(case=_gauge_cases())
+def test_bracket_gauge(case):
+    """softrank's bracket before and after a gauge: equal ends, or a difference the margin
+    explains (the better certificate does not hold with room on the other computation)."""
+    from ..certifiers.bracket import bracket
+
+    op, Sg, eps = case
+    op2, delta = _gauge_pair("softrank", "bracket_gauge", op, Sg, eps)
+    b1, b2 = bracket(op, eps), bracket(op2, eps)
+    note(f"[{b1.lower}, {b1.upper}] before, [{b2.lower}, {b2.upper}] after the gauge")
+    if b1.lower != b2.lower:
+        CONFIG.gauge_rank_changes += 1
+        better = (b1.lower_certificate, op2) if b1.lower > b2.lower else (b2.lower_certificate, op)
+        if not _consistent(better, (op, op2), eps, delta, "lower"):
+            _fail("softrank", "bracket_gauge", op, eps,
+                  f"lower end {b1.lower} before and {b2.lower} after a gauge, and the better "
+                  "certificate holds on both with room", lower=better[0])
+    if b1.upper != b2.upper:
+        CONFIG.gauge_rank_changes += 1
+        better = (b1.upper_witness, op2) if b1.upper < b2.upper else (b2.upper_witness, op)
+        if not _consistent(better, (op, op2), eps, delta, "upper"):
+            _fail("softrank", "bracket_gauge", op, eps,
+                  f"upper end {b1.upper} before and {b2.upper} after a gauge, and the better "
+                  "witness holds on both with room", witness=better[0])
