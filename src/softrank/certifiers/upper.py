@@ -219,12 +219,15 @@ class AlternatingL1:
                 break  # a degenerate step: keep the best W seen so far
             if not (np.isfinite(U).all() and np.isfinite(W).all()):
                 break
-            # U W is invariant under U D, D^-1 W: keep W's rows at unit length, or the
-            # iteration drifts (U -> 0, W -> inf) until the LP polish rejects W's scale
+            # U W is invariant under U D, D^-1 W: the iteration can drift (U -> 0,
+            # W -> inf) until the LP polish rejects W's scale; bring W's rows back to unit
+            # length when they leave [1e-6, 1e6] (only then: the weighting is not exactly
+            # scale-free, and rescaling every step changes the iterates)
             nrm = np.linalg.norm(W, axis=1)
             if not (nrm > 0).all():
                 break
-            W, U = W / nrm[:, None], U * nrm
+            if nrm.max() > 1e6 or nrm.min() < 1e-6:
+                W, U = W / nrm[:, None], U * nrm
         R = A - U @ W
         if np.isfinite(R).all() and np.abs(R).sum(axis=1).max() < best_err:
             best_W = W
