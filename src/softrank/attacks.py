@@ -204,14 +204,12 @@ def attack(A, eps: float, claimed, *, upper_witness: UpperWitness | None = None,
         solver = L1Regression(W)
         U = np.zeros((m, W.shape[0]))
         order = np.argsort(-_row_errors(A, np.linalg.lstsq(W.T, A.T, rcond=None)[0].T, W))
-        worst = 0.0
         for i in order:
             u = solver.solve(A[i])
             if u is None:
                 return False
             U[i] = u
             e = float(np.abs(A[i] - u @ W).sum())
-            worst = max(worst, e)
             if not np.isfinite(e) or e > target:
                 return False
         return consider(U, W, method + "+lp")

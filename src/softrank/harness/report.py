@@ -267,7 +267,7 @@ def _attack_line(a: dict) -> str:
             f"tried, {a['succeeded']} succeeded** (seed paper: 0 of 458); the closest came to "
             f"{a['closest_best_error_over_eps']}x eps (median {a['median_best_error_over_eps']}x); "
             f"{a['errors']} attack errors, {a['seconds_total']} s in total"
-            + (f"; counterexamples in `counterexamples/`" if a["succeeded"] else ""))
+            + ("; counterexamples in `counterexamples/`" if a["succeeded"] else ""))
 
 
 def write_report(rows: list[dict], summary: dict, out: Path) -> None:
