@@ -130,6 +130,12 @@ def _verify(path):
                           capture_output=True, text=True, timeout=TIMEOUT)
 
 
+def _replay(path):
+    # from the repository root, where the examples' modules are importable
+    return subprocess.run([sys.executable, "-m", "softrank.suites.replay", str(path)], cwd=REPO,
+                          env=_env(), capture_output=True, text=True, timeout=TIMEOUT)
+
+
 # ------------------------------------------------------------------ end to end
 
 
@@ -159,19 +165,24 @@ def test_broken_construction_fails_and_its_counterexample_replays(runs):
     r = runs["broken-construction"]
     assert r.returncode == 1, r
     assert "test_construction_stress[broken-construction]" in _failed(r), r
-    d = r.failures / "broken-construction" / "construction_stress"
-    assert d in r.saved_dirs(), r
+    stress = [d for d in r.saved_dirs() if d.parent.name == "construction_stress"]
+    assert stress, r
+    d = stress[0]
+    assert d.name in ("rejected", "no-margin"), r
     case = json.loads((d / "case.json").read_text())
     assert case["certifier"] == "broken-construction" and 0 < case["eps"] < 1
     # the saved witness really is outside eps: recompute its error with numpy and the checker
     w, A, _ = load_certificate(d / "witness.npz")
     assert np.array_equal(A, np.load(d / "A.npy"))
     assert w.eps == case["eps"]
-    assert np.abs(A - w.U @ w.W).sum(axis=1).max() > w.eps
+    if d.name == "rejected":
+        assert np.abs(A - w.U @ w.W).sum(axis=1).max() > w.eps
     assert not check(A, w).ok
     v = _verify(d)
     assert v.returncode == 1, v.stdout + v.stderr
     assert "FAIL" in v.stdout
+    rp = _replay(d)
+    assert rp.returncode == 1 and "REPRODUCED" in rp.stdout, rp.stdout + rp.stderr
 
 
 def test_broken_lower_test_fails_and_its_counterexamples_replay(runs):
@@ -181,7 +192,8 @@ def test_broken_lower_test_fails_and_its_counterexamples_replay(runs):
     assert "test_lower_soundness[off-by-one-lower-test]" in failed, r
     assert "test_lower_attack_resistance[off-by-one-lower-test]" in failed, r
     base = r.failures / "off-by-one-lower-test"
-    soundness, attack = base / "lower_soundness", base / "lower_attack_resistance"
+    soundness = base / "lower_soundness" / "rejected"
+    attack = base / "lower_attack_resistance" / "attack-succeeded"
     saved = r.saved_dirs()
     assert soundness in saved and attack in saved, r
     for d in (soundness, attack):
@@ -195,6 +207,8 @@ def test_broken_lower_test_fails_and_its_counterexamples_replay(runs):
         v = _verify(d)
         assert v.returncode == 1, v.stdout + v.stderr
         assert "FAIL" in v.stdout
+        rp = _replay(d)
+        assert rp.returncode == 1 and "REPRODUCED" in rp.stdout, rp.stdout + rp.stderr
     assert "REFUTED" in _verify(attack).stdout
     # the attack's counterexample: a checked witness one rank below the claim
     lower, A, _ = load_certificate(attack / "lower.npz")

@@ -17,12 +17,11 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 import numpy as np
 import scipy.linalg
 
-from ..checker import CheckReport, check, check_float64
+from ..checker import check, check_float64
 from ..errors import InvalidArgumentError
 from ..operators import Operator
 from . import lower as lo_

@@ -237,6 +237,16 @@ def structure_error(cert, shape) -> str | None:
     malformed data: shapes, finiteness, index ranges, distinctness and disjointness.
     """
     m, N = shape
+    # exact classes only: a subclass could override ``rank`` or ``kind`` and have one claim
+    # checked under another kind's condition
+    expected = {UpperWitness: "upper", TrivialCertificate: "trivial",
+                FrobeniusCertificate: "frobenius", KeyGroupCertificate: "key-groups",
+                DecodedInverseCertificate: "decoded", SubspaceCertificate: "subspace"}
+    if type(cert) not in expected:
+        return (f"not a softrank certificate: {type(cert).__module__}.{type(cert).__qualname__} "
+                "(subclasses are not accepted)")
+    if getattr(cert, "kind", None) != expected[type(cert)]:
+        return f"kind {getattr(cert, 'kind', None)!r} does not match {type(cert).__name__}"
     try:
         eps = float(cert.eps)
     except (TypeError, ValueError):

@@ -6,7 +6,7 @@ Profiles (``--softrank-profile``, or the environment variable ``SOFTRANK_PROFILE
 profile   examples    max side   attack effort           randomness    database
 ========  ==========  =========  ======================  ============  ==============
 ``dev``   30          16         ``standard``            random        ``.hypothesis/softrank-dev``
-``ci``    25          16         ``quick``               derandomized  none
+``ci``    50          16         ``quick``               derandomized  none
 ``deep``  2000        32         ``hard``                random        ``.hypothesis/softrank-deep``
 ========  ==========  =========  ======================  ============  ==============
 
@@ -30,7 +30,7 @@ _SUPPRESS = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filte
 
 PROFILES = {
     "dev": {"max_examples": 30, "max_side": 16, "effort": "standard"},
-    "ci": {"max_examples": 25, "max_side": 16, "effort": "quick"},
+    "ci": {"max_examples": 50, "max_side": 16, "effort": "quick"},
     "deep": {"max_examples": 2000, "max_side": 32, "effort": "hard"},
 }
 
@@ -80,6 +80,10 @@ register_profiles()
 
 def suite_settings(fraction: float = 1.0):
     """The selected profile's settings (``fraction`` of its examples, at least 3)."""
-    prof = CONFIG.profile if CONFIG.profile in PROFILES else "dev"
-    base = settings.get_profile(f"softrank-{prof}")
+    if CONFIG.profile not in PROFILES:
+        from ..errors import InvalidArgumentError
+
+        raise InvalidArgumentError(f"SOFTRANK_PROFILE: expected one of {sorted(PROFILES)}, got "
+                                   f"{CONFIG.profile!r}")
+    base = settings.get_profile(f"softrank-{CONFIG.profile}")
     return settings(base, max_examples=max(3, int(base.max_examples * fraction)))

@@ -1,11 +1,14 @@
 """Saved counterexamples: every suite failure leaves files that replay it (SPEC 6, 10).
 
-``DIR/<certifier>/<test>/`` holds ``case.json`` (tolerance, reason, how to replay),
-``A.npy`` (and ``Q.npy``, ``K.npy`` with ``beta`` in ``case.json`` when known), and the
-certificates involved as ``.npz`` files that ``softrank verify DIR/<certifier>/<test>``
-re-checks: a witness saved as a counterexample carries the claim it refutes in its header,
-and ``verify`` exits non-zero when the refutation holds. A directory is rewritten on each
-failure of its test, so after hypothesis has shrunk an example it holds the shrunk one.
+``DIR/<certifier>/<test>/<tag>/`` (``tag``: the kind of failure) holds ``case.json``
+(tolerance, reason, the certifier's ``MODULE:OBJECT``, how to replay), ``A.npy`` (and
+``Q.npy``, ``K.npy`` with ``beta`` in ``case.json`` when known), and the certificates
+involved as ``.npz`` files. ``python -m softrank.suites.replay DIR/...`` calls the certifier
+again on the saved operator and re-checks what it returns (every kind of failure);
+``softrank verify DIR/...`` re-checks the saved certificates without the certifier: a
+witness saved as a counterexample carries the claim it refutes in its header, and
+``verify`` exits non-zero when the refutation holds. A directory is rewritten on each
+failure of its kind, so after hypothesis has shrunk an example it holds the shrunk one.
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ __all__ = ["FailureStore"]
 
 
 def _slug(s: str) -> str:
-    return re.sub(r"[^\w.-]+", "_", s)[:80] or "_"
+    """A safe single path component (no dots, separators or empty names)."""
+    return re.sub(r"[^\w-]+", "_", str(s))[:80].strip("_") or "_"
 
 
 class FailureStore:
@@ -34,26 +38,37 @@ class FailureStore:
         self.saved: list[Path] = []
 
     def save(self, certifier: str, test: str, operator, eps: float, reason: str, *,
-             lower=None, witness=None, refutes: dict | None = None) -> Path:
-        """Save one failing case; returns its directory.
+             tag: str = "failure", spec: str = "", lower=None, witness=None,
+             refutes: dict | None = None, arrays: dict | None = None) -> Path:
+        """Save one failing case; returns its directory ``root/certifier/test/tag``.
 
-        ``lower``: the lower certificate involved; ``witness``: an upper witness (a
-        counterexample when ``refutes`` names the claim ``r_eps >= claimed`` it beats).
+        ``tag`` names the kind of failure (one directory each, so that distinct failures of
+        one test are all kept); ``spec`` is the certifier's ``MODULE:OBJECT`` (for
+        ``python -m softrank.suites.replay``); ``lower``: the lower certificate involved;
+        ``witness``: an upper witness (a counterexample when ``refutes`` names the claim
+        ``r_eps >= claimed`` it beats).
         """
-        d = self.root / _slug(certifier) / _slug(test)
+        root = self.root.resolve()
+        d = root / _slug(certifier) / _slug(test) / _slug(tag)
+        if root not in d.resolve().parents:  # _slug makes this impossible; belt and braces
+            raise ValueError(f"failure directory {d} escapes {root}")
         if d.exists():
             shutil.rmtree(d)
         d.mkdir(parents=True)
         np.save(d / "A.npy", operator.A)
-        case = {"certifier": certifier, "test": test, "eps": float(eps), "reason": reason,
+        case = {"certifier": certifier, "spec": spec, "test": test, "tag": tag,
+                "eps": float(eps), "reason": reason,
                 "operator_id": operator.operator_id, "shape": list(operator.A.shape),
                 "meta": {k: v for k, v in operator.meta.items()
                          if isinstance(v, (int, float, str, list))},
-                "replay": [f"softrank bracket {d / 'A.npy'} --eps {float(eps)!r}"]}
+                "replay": [f"python -m softrank.suites.replay {d}"]}
         if operator.Q is not None:
             np.save(d / "Q.npy", operator.Q)
             np.save(d / "K.npy", operator.K)
             case["beta"] = float(operator.beta)
+        for name, X in (arrays or {}).items():  # e.g. the gauge S of a gauge test
+            np.save(d / f"{_slug(name)}.npy", X)
+            case.setdefault("arrays", []).append(f"{_slug(name)}.npy")
         if lower is not None:
             save_certificate(d / "lower.npz", lower, operator.A, producer=certifier)
         if witness is not None:

@@ -5,7 +5,8 @@ Options
 ``--softrank-certifier MODULE:OBJECT`` (repeatable)
     A construction or lower test following :mod:`softrank.suites.protocol`;
     ``builtin:NAME`` for one of softrank's own, ``builtin:all`` for all of them (the default
-    when the option is absent). Given without test paths, pytest runs the suites only.
+    when the option is absent). Given without test paths, pytest runs the suites only;
+    with test paths, the suites and those paths.
 ``--softrank-profile dev|ci|deep``
     Hypothesis settings of the suite tests (:mod:`softrank.suites.config`); other tests
     keep their own profile. Default ``dev`` (or ``$SOFTRANK_PROFILE``).
@@ -47,11 +48,17 @@ def pytest_configure(config):
     profile = config.getoption("softrank_profile")
     if not specs and profile is None:
         return  # not asked for: stay out of the way (suites imported explicitly still work)
-    from .config import CONFIG
+    from .config import CONFIG, PROFILES
 
     if profile is not None:
         CONFIG.profile = profile
-    CONFIG.failures_dir = config.getoption("softrank_failures")
+    elif CONFIG.profile not in PROFILES:
+        raise pytest.UsageError(f"SOFTRANK_PROFILE: expected one of {sorted(PROFILES)}, got "
+                                f"{CONFIG.profile!r}")
+    fdir = config.getoption("softrank_failures")
+    if os.path.exists(fdir) and not os.path.isdir(fdir):
+        raise pytest.UsageError(f"--softrank-failures: {fdir!r} exists and is not a directory")
+    CONFIG.failures_dir = fdir
     if specs:
         from .builtin import builtin_certifiers
         from .protocol import load_certifier
@@ -66,6 +73,9 @@ def pytest_configure(config):
         if config.args_source != pytest.Config.ArgsSource.ARGS:
             # no test paths given: run the suites themselves
             config.args[:] = [_suite_path()]
+        elif _suite_path() not in config.args:
+            # test paths given: run the suites as well as them
+            config.args.append(_suite_path())
 
 
 def _certifiers():

@@ -25,6 +25,7 @@ import importlib
 import os
 import re
 import sys
+import traceback
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -53,9 +54,6 @@ class CertifierError(SoftrankError, AssertionError):
     Subclasses ``AssertionError`` so that a suite reports it as a test failure."""
 
 
-_LOWER_KINDS = ("trivial", "frobenius", "key-groups", "decoded", "subspace")
-
-
 @dataclass(frozen=True)
 class Certifier:
     """A loaded certifier with protocol checks around its calls.
@@ -81,17 +79,29 @@ class Certifier:
     def is_lower_test(self) -> bool:
         return callable(getattr(self.obj, "certify", None))
 
+    def _call(self, method: str, operator, eps: float):
+        """Call ``obj.method`` on a private copy of ``operator``; a change to the copy (a
+        certifier writing into ``operator.A`` or the factors) is a failure."""
+        copy = _copy(operator)
+        try:
+            out = getattr(self.obj, method)(copy, eps)
+        except Exception as exc:
+            tb = "".join(traceback.format_exception(exc)[-6:])
+            raise CertifierError(f"{self.name}: {method}(operator {operator.A.shape}, eps={eps!r}) "
+                                 f"raised {type(exc).__name__}: {exc}\n{tb}") from exc
+        for name in ("A", "Q", "K"):
+            a, b = getattr(operator, name), getattr(copy, name)
+            if a is not None and not np.array_equal(a, b):
+                raise CertifierError(f"{self.name}: {method} modified operator.{name} in place")
+        return out
+
     def witness(self, operator, eps: float) -> UpperWitness | None:
         """Call the construction; validate what it returns (raises :class:`CertifierError`)."""
         A = operator.A
-        try:
-            out = self.obj.witness(operator, eps)
-        except Exception as exc:
-            raise CertifierError(f"{self.name}: witness(operator {A.shape}, eps={eps!r}) raised "
-                                 f"{type(exc).__name__}: {exc}") from exc
+        out = self._call("witness", operator, eps)
         if out is None:
             return None
-        if isinstance(out, UpperWitness):
+        if type(out) is UpperWitness:
             U, W = out.U, out.W
         else:
             try:
@@ -100,10 +110,14 @@ class Certifier:
                 raise CertifierError(f"{self.name}: witness must return (U, W), an UpperWitness "
                                      f"or None, got {type(out).__name__}") from exc
         try:
-            U = np.asarray(U, dtype=np.float64)
-            W = np.asarray(W, dtype=np.float64)
+            cplx = np.iscomplexobj(U) or np.iscomplexobj(W)
+            if not cplx:
+                U = np.asarray(U, dtype=np.float64)
+                W = np.asarray(W, dtype=np.float64)
         except Exception as exc:
             raise CertifierError(f"{self.name}: U, W are not numeric arrays ({exc})") from exc
+        if cplx:
+            raise CertifierError(f"{self.name}: U, W must be real, got complex factors")
         m, N = A.shape
         if U.ndim != 2 or W.ndim != 2 or U.shape[0] != m or W.shape[1] != N or U.shape[1] != W.shape[0]:
             raise CertifierError(f"{self.name}: expected U (m={m}, k) and W (k, N={N}), got U "
@@ -114,24 +128,36 @@ class Certifier:
 
     def certify(self, operator, eps: float) -> LowerCertificate | None:
         """Call the lower test; validate the type and tolerance of what it returns."""
-        try:
-            cert = self.obj.certify(operator, eps)
-        except Exception as exc:
-            raise CertifierError(f"{self.name}: certify(operator {operator.A.shape}, eps={eps!r}) "
-                                 f"raised {type(exc).__name__}: {exc}") from exc
+        cert = self._call("certify", operator, eps)
         if cert is None:
             return None
         from ..checker import certificates as C
 
         lower_types = (C.TrivialCertificate, C.FrobeniusCertificate, C.KeyGroupCertificate,
                        C.DecodedInverseCertificate, C.SubspaceCertificate)
-        if not isinstance(cert, lower_types):
-            raise CertifierError(f"{self.name}: certify must return a lower certificate of kind "
-                                 f"{_LOWER_KINDS} or None, got {type(cert).__name__}")
-        if float(cert.eps) != float(eps):
+        if type(cert) not in lower_types:
+            raise CertifierError(f"{self.name}: certify must return a lower certificate (one of "
+                                 f"{[t.__name__ for t in lower_types]}, not a subclass) or None, "
+                                 f"got {type(cert).__module__}.{type(cert).__qualname__}")
+        try:
+            same = float(cert.eps) == float(eps)
+        except (TypeError, ValueError):
+            same = False
+        if not same:
             raise CertifierError(f"{self.name}: certificate issued at eps={cert.eps!r}, asked for "
                                  f"eps={eps!r}")
         return cert
+
+
+def _copy(operator):
+    """A copy of ``operator`` whose arrays the certifier may do anything with."""
+    from ..operators import Operator
+
+    return Operator(A=np.array(operator.A), Q=None if operator.Q is None else np.array(operator.Q),
+                    K=None if operator.K is None else np.array(operator.K), beta=operator.beta,
+                    family=operator.family, source=operator.source, layer=operator.layer,
+                    head=operator.head, block=operator.block, seed=operator.seed,
+                    meta=dict(operator.meta), operator_id=operator.operator_id)
 
 
 def _import(module: str):
@@ -181,7 +207,7 @@ def load_certifier(spec: str) -> Certifier:
         If ``spec`` is malformed, the module cannot be imported or has no such object, or the
         object follows neither protocol.
     """
-    if not isinstance(spec, str) or not re.fullmatch(r"[\w.]+:[\w.]+", spec):
+    if not isinstance(spec, str) or not re.fullmatch(r"[\w.]+:[\w.-]+", spec):
         raise InvalidArgumentError(f"--softrank-certifier: expected MODULE:OBJECT, got {spec!r}")
     module, _, attr = spec.partition(":")
     if module == "builtin":

@@ -211,13 +211,42 @@ def tolerances(*, min_value: float = 1e-4, max_value: float = 0.999) -> st.Searc
     corners = sorted({min_value, max_value} | ({0.5} if min_value <= 0.5 <= max_value else set()))
     lo, hi = math.log10(min_value), math.log10(max_value)
     logu = st.floats(lo, hi).map(lambda x: float(min(max(10.0 ** x, min_value), max_value)))
-    return st.one_of(st.sampled_from(corners), logu)
+    return st.one_of(logu, st.sampled_from(corners))
+
+
+def _truncation_errors(A: np.ndarray) -> np.ndarray:
+    """Max row l1 error of every truncated SVD of ``A`` (ranks 1 .. min(m, N) - 1)."""
+    U, s, Vt = np.linalg.svd(A, full_matrices=False)
+    R = A.copy()
+    out = []
+    for k in range(s.size - 1):
+        R -= np.outer(U[:, k] * s[k], Vt[k])
+        out.append(np.abs(R).sum(axis=1).max())
+    return np.array(out)
+
+
+@st.composite
+def _case(draw, max_side, min_eps):
+    op = draw(st.one_of(attention_operators(max_side=max_side),
+                        planted_operators(max_side=max_side)))
+    if draw(st.booleans()):
+        return op, draw(tolerances(min_value=min_eps))
+    # knife edge: eps at (or a hair off) the error of some truncated SVD of this operator,
+    # where a construction's stopping rule or a certificate's margin decides the rank
+    errs = _truncation_errors(op.A)
+    errs = errs[(errs >= min_eps) & (errs <= 0.999)]
+    if errs.size == 0:
+        return op, draw(tolerances(min_value=min_eps))
+    e = float(errs[draw(st.integers(0, errs.size - 1))])
+    rel = draw(st.sampled_from([0.0, 1e-9, -1e-9, 1e-3, -1e-3, 0.03, -0.03]))
+    return op, float(min(max(e * (1 + rel), min_eps), 0.999))
 
 
 def cases(*, max_side: int = 16, min_eps: float = 1e-3) -> st.SearchStrategy:
     """``(operator, eps)`` pairs: random-factor and planted operators with tolerances in
-    ``[min_eps, 0.999]``."""
+    ``[min_eps, 0.999]``; half of them are knife edges: ``eps`` equal to, or within a
+    relative 1e-9, 1e-3 or 3e-2 of, the max-row error of one of the operator's truncated
+    SVDs, where a stopping rule or a margin decides the rank."""
+    max_side = _int("max_side", max_side, 1, 256)
     min_eps = _unit("min_eps", min_eps)
-    ops = st.one_of(attention_operators(max_side=max_side),
-                    planted_operators(max_side=max_side))
-    return st.tuples(ops, tolerances(min_value=min_eps))
+    return _case(max_side, min_eps)

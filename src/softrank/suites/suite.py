@@ -40,7 +40,8 @@ import dataclasses
 
 import numpy as np
 import pytest
-from hypothesis import given, note
+from hypothesis import currently_in_test_context, given
+from hypothesis import note as _hnote
 from hypothesis import strategies as st
 
 from ..checker import check, distance_bound
@@ -58,16 +59,69 @@ __all__ = [
 _MARGIN = 1e-6  # relative tolerance margin for gauge consistency (far above rounding)
 
 
+def note(msg: str) -> None:
+    """hypothesis's ``note`` inside a test; nothing when replayed outside hypothesis."""
+    if currently_in_test_context():
+        _hnote(msg)
+
+
 def _store():
     from .failures import FailureStore
 
     return FailureStore(CONFIG.failures_dir)
 
 
+def _spec(name: str) -> str:
+    for c in CONFIG.certifiers:
+        if c.name == name:
+            return c.spec
+    return ""
+
+
+def _tag(reason: str, files: dict) -> str:
+    """The kind of failure: one saved directory per kind."""
+    for key, tag in (("raised", "raised"), ("modified operator", "mutated-input"),
+                     ("disagree", "arithmetics-disagree"), ("no margin", "no-margin"),
+                     ("up to float64 rounding", "no-margin"), ("the checker rejects", "rejected"),
+                     ("planted", "above-planted-rank"), ("attack found", "attack-succeeded"),
+                     ("gauge", "gauge"), ("not monotone", "not-monotone"),
+                     ("not at eps", "not-monotone")):
+        if key in reason:
+            return tag
+    if "refutes" in files:
+        return "contradiction"
+    return "protocol"
+
+
+_CTX: dict = {}  # inputs of the running example beyond (operator, eps): the gauge "S"
+
+
+class SuiteFailure(pytest.fail.Exception):
+    """A suite found a defect; the message says which, and where the counterexample is
+    (a pytest failure without a Python traceback: the message is the report)."""
+
+
+_FAILURE_TYPES: dict = {}
+
+
+def _failure_type(tag: str) -> type:
+    """One subclass per kind of failure, so that hypothesis reports distinct kinds found in
+    one test separately (it tells bugs apart by exception type and origin)."""
+    cls = _FAILURE_TYPES.get(tag)
+    if cls is None:
+        name = "SuiteFailure_" + "".join(ch if ch.isalnum() else "_" for ch in tag)
+        cls = _FAILURE_TYPES[tag] = type(name, (SuiteFailure,), {"__module__": __name__})
+    return cls
+
+
 def _fail(cert_name, test, op, eps, reason, **files):
-    d = _store().save(cert_name, test, op, eps, reason, **files)
-    pytest.fail(f"{reason}\n  operator {op.operator_id} {op.A.shape}, eps={eps!r}\n"
-                f"  counterexample saved in {d}", pytrace=False)
+    __tracebackhide__ = True
+    tag = _tag(reason, files)
+    d = _store().save(cert_name, test, op, eps, reason, tag=tag, spec=_spec(cert_name),
+                      arrays=dict(_CTX), **files)
+    raise _failure_type(tag)(f"{reason}\n  operator {op.operator_id} {op.A.shape}, eps={eps!r}"
+                             f"\n  counterexample saved in {d}\n  replay: python -m "
+                             f"softrank.suites.replay {d}", pytrace=False) from None
 
 
 def _cases():
@@ -81,15 +135,29 @@ def _kind(kind):
     return mark
 
 
+def _disagreement(cname, test, op, eps, rep, what, **files):
+    """Fail on a float64/interval mismatch, saying which way it went."""
+    if not rep.disagree:
+        return
+    if rep.interval.ok:  # float64 (with rounding bounds) cannot confirm what intervals can
+        _fail(cname, test, op, eps,
+              f"{cname}: its {what} holds only up to float64 rounding (the interval check "
+              f"accepts it, the float64 check with rounding bounds cannot): nothing is reported "
+              f"that both do not accept; keep a margin (e.g. aim at eps (1 - 1e-9)). "
+              f"{rep.summary()}", **files)
+    _fail(cname, test, op, eps,
+          f"{cname}: the float64 check accepts its {what} and the interval check rejects it: "
+          f"the arithmetics disagree (a checker defect; please report it). {rep.summary()}",
+          **files)
+
+
 def _checked_witness(cname, test, op, eps, cert):
     """The certifier's witness (None if it declined); fails the test if the checker rejects it."""
     w = cert.witness(op, eps)
     if w is None:
         return None
     rep = check(op.A, w)
-    if rep.disagree:
-        _fail(cname, test, op, eps, f"{cname}: float64 and interval checks disagree on its "
-              f"witness of rank {w.rank}: {rep.summary()}", witness=w)
+    _disagreement(cname, test, op, eps, rep, f"witness of rank {w.rank}", witness=w)
     if not rep.ok:
         _fail(cname, test, op, eps,
               f"{cname}: witness of rank {w.rank} claims ||A - U W||_inf <= {eps!r}; the checker "
@@ -102,9 +170,7 @@ def _checked_lower(cname, test, op, eps, cert):
     if c is None:
         return None
     rep = check(op.A, c)
-    if rep.disagree:
-        _fail(cname, test, op, eps, f"{cname}: float64 and interval checks disagree on its "
-              f"certificate of rank {c.rank}: {rep.summary()}", lower=c)
+    _disagreement(cname, test, op, eps, rep, f"certificate of rank {c.rank}", lower=c)
     if not rep.ok:
         _fail(cname, test, op, eps, f"{cname}: claims r_eps >= {c.rank} but the checker rejects "
               f"its certificate ({c.kind}): {rep.summary()}", lower=c)
@@ -119,12 +185,11 @@ def _checked_lower(cname, test, op, eps, cert):
 def test_construction_stress(softrank_certifier, case):
     """Crash, protocol violation, rejected witness, or a rank below a certified lower bound."""
     op, eps = case
+    _CTX.clear()
     cert, test = softrank_certifier, "construction_stress"
     try:
         w = _checked_witness(cert.name, test, op, eps, cert)
     except AssertionError as exc:
-        if isinstance(exc, pytest.fail.Exception):
-            raise
         _fail(cert.name, test, op, eps, str(exc))
     if w is None:
         return
@@ -145,12 +210,11 @@ def test_construction_stress(softrank_certifier, case):
 @given(case=_cases())
 def test_lower_soundness(softrank_certifier, case):
     op, eps = case
+    _CTX.clear()
     cert, test = softrank_certifier, "lower_soundness"
     try:
         c = _checked_lower(cert.name, test, op, eps, cert)
     except AssertionError as exc:
-        if isinstance(exc, pytest.fail.Exception):
-            raise
         _fail(cert.name, test, op, eps, str(exc))
     if c is None:
         return
@@ -181,6 +245,7 @@ def test_lower_attack_resistance(softrank_certifier, case):
     from ..attacks import attack
 
     op, eps = case
+    _CTX.clear()
     cert, test = softrank_certifier, "lower_attack_resistance"
     try:
         c = cert.certify(op, eps)
@@ -270,14 +335,14 @@ def _consistent(better, ops, eps, delta, side):
 @given(case=_gauge_cases())
 def test_construction_gauge(softrank_certifier, case):
     op, Sg, eps = case
+    _CTX.clear()
+    _CTX["S"] = Sg
     cert, test = softrank_certifier, "construction_gauge"
     op2, delta = _gauge_pair(cert.name, test, op, Sg, eps)
     try:
         w1 = _checked_witness(cert.name, test, op, eps, cert)
         w2 = _checked_witness(cert.name, test, op2, eps, cert)
     except AssertionError as exc:
-        if isinstance(exc, pytest.fail.Exception):
-            raise
         _fail(cert.name, test, op, eps, str(exc))
     if w1 is None or w2 is None or w1.rank == w2.rank:
         if (w1 is None) != (w2 is None):
@@ -297,14 +362,14 @@ def test_construction_gauge(softrank_certifier, case):
 @given(case=_gauge_cases())
 def test_lower_gauge(softrank_certifier, case):
     op, Sg, eps = case
+    _CTX.clear()
+    _CTX["S"] = Sg
     cert, test = softrank_certifier, "lower_gauge"
     op2, delta = _gauge_pair(cert.name, test, op, Sg, eps)
     try:
         c1 = _checked_lower(cert.name, test, op, eps, cert)
         c2 = _checked_lower(cert.name, test, op2, eps, cert)
     except AssertionError as exc:
-        if isinstance(exc, pytest.fail.Exception):
-            raise
         _fail(cert.name, test, op, eps, str(exc))
     if c1 is None or c2 is None or c1.rank == c2.rank:
         if (c1 is None) != (c2 is None):
@@ -328,6 +393,7 @@ def test_lower_le_upper_across_certifiers(softrank_certifiers, case):
     """Every checked lower bound <= every checked upper bound, over all loaded certifiers and
     softrank's own bracket."""
     op, eps = case
+    _CTX.clear()
     ref = reference_bracket(op, eps)
     lowers = [("softrank", ref.lower_certificate)] if ref.lower_certificate is not None else []
     uppers = [("softrank", ref.upper_witness)] if ref.upper_witness is not None else []
@@ -363,6 +429,7 @@ def test_bracket_monotone_in_eps(op, eps_list):
     """softrank's bracket: both ends non-increasing in eps, planted bounds respected."""
     from ..certifiers.bracket import bracket
 
+    _CTX.clear()
     brs = sorted(bracket(op, eps_list), key=lambda b: b.eps)
     for b in brs:
         assert b.verdict in ("resolved", "open"), (b.eps, b.verdict, b.candidates)
@@ -386,6 +453,8 @@ def test_bracket_gauge(case):
     from ..certifiers.bracket import bracket
 
     op, Sg, eps = case
+    _CTX.clear()
+    _CTX["S"] = Sg
     op2, delta = _gauge_pair("softrank", "bracket_gauge", op, Sg, eps)
     b1, b2 = bracket(op, eps), bracket(op2, eps)
     note(f"[{b1.lower}, {b1.upper}] before, [{b2.lower}, {b2.upper}] after the gauge")
