@@ -54,7 +54,10 @@ def _attack_cell(op: Operator, br, A, effort: str, out: Path | None) -> dict:
         if out is not None:
             from ..checker import save_certificate
 
-            d = Path(out) / "counterexamples" / f"{op.operator_id}-eps{br.eps:g}"
+            import re
+
+            name = re.sub(r"[^\w.-]+", "_", f"{op.operator_id}-eps{br.eps:g}").lstrip(".")
+            d = Path(out) / "counterexamples" / name
             save_certificate(d / "lower.npz", c, A, producer=f"softrank {c.method}")
             save_certificate(d / "witness.npz", res.witness, A, producer="softrank attack",
                              refutes={"claimed": c.rank, "eps": c.eps, "by": c.method})
