@@ -10,6 +10,7 @@ import sys
 import numpy as np
 import pytest
 
+from softrank.errors import SoftrankError
 from softrank.harness.cli import main
 
 
@@ -156,7 +157,7 @@ def test_audit_panel_file_end_to_end(tmp_path, capsys):
     report = (out / "report.md").read_text()
     assert "resolved" in report and "BERT native" in report
     assert (out / "families.png").stat().st_size > 1000
-    assert not (out / "brackets.partial.csv").exists()
+    assert (out / "ledger.sqlite").exists()
 
 
 def test_audit_is_deterministic_and_worker_independent(tmp_path):
@@ -204,30 +205,96 @@ def test_audit_minilm_entry(tmp_path):
     assert (out / "minilm_w32_eps0.5.png").exists()
 
 
-def test_killed_audit_keeps_finished_cells(tmp_path):
-    """SIGKILL after the first finished operator: its cells are on disk, complete."""
+def _strip(rows):
+    return [{k: v for k, v in r.items() if k not in ("seconds", "attack_seconds")} for r in rows]
+
+
+def test_killed_audit_resumes_to_the_uninterrupted_result(tmp_path, capsys):
+    """SIGKILL after the first finished operator: its cells are in the ledger, whole; the
+    same run without --resume refuses to overwrite them; --resume finishes it with the same
+    cells and brackets as an uninterrupted run, and no duplicates."""
     import os
     import signal
+    import sqlite3
 
     p = tmp_path / "slow.toml"
     p.write_text("eps = [0.2, 0.5]\n" + "".join(
         f"[[synthetic]]\nfamily = 'gaussian_head'\nm = 48\nN = 48\nseed = {s}\n" for s in range(6)))
+    ref = tmp_path / "ref"
+    assert main(["audit", "--panel", str(p), "--out", str(ref), "--workers", "1", "--quiet"]) == 0
     out = tmp_path / "rep"
     proc = subprocess.Popen([sys.executable, "-m", "softrank.harness.cli", "audit", "--panel", str(p),
                              "--out", str(out), "--workers", "1"],
                             stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
     try:
         for line in proc.stderr:
-            if line.startswith("[   1/6]"):
+            if "cells]" in line:  # one operator committed
                 break
         os.kill(proc.pid, signal.SIGKILL)
     finally:
         proc.wait(timeout=60)
     assert not (out / "brackets.csv").exists()
-    rows = _rows(out / "brackets.partial.csv")
-    assert len(rows) >= 2 and len(rows) % 2 == 0  # whole operators only: 2 cells each
-    for r in rows:
-        assert r["verdict"] in ("open", "resolved") and 1 <= int(r["lower"]) <= int(r["upper"])
+    with sqlite3.connect(out / "ledger.sqlite") as conn:
+        kept = conn.execute("SELECT COUNT(*) FROM cells").fetchone()[0]
+    assert 2 <= kept < 12 and kept % 2 == 0  # whole operators only: 2 cells each
+    capsys.readouterr()
+    assert main(["audit", "--panel", str(p), "--out", str(out), "--workers", "1", "--quiet"]) == 2
+    assert "--resume" in capsys.readouterr().err
+    assert main(["audit", "--panel", str(p), "--out", str(out), "--workers", "2", "--quiet",
+                 "--resume"]) == 0
+    rows = _rows(out / "brackets.csv")
+    assert len({(r["operator_id"], r["eps"]) for r in rows}) == len(rows) == 12
+    assert _strip(rows) == _strip(_rows(ref / "brackets.csv"))
+    # a finished run can be run again into the same directory (its ledger is replaced)
+    assert main(["audit", "--panel", str(p), "--out", str(out), "--workers", "1", "--quiet"]) == 0
+
+
+def test_resume_refuses_a_different_run(tmp_path, capsys):
+    p = _panel(tmp_path)
+    out = tmp_path / "o"
+    assert main(["audit", "--panel", str(p), "--out", str(out), "--quiet", "--workers", "1"]) == 0
+    capsys.readouterr()
+    assert main(["audit", "--panel", str(p), "--out", str(out), "--quiet", "--resume",
+                 "--eps", "0.3"]) == 2
+    err = capsys.readouterr().err
+    assert "--resume" in err and "eps" in err
+    assert main(["audit", "--panel", str(p), "--out", str(tmp_path / "none"), "--quiet",
+                 "--resume"]) == 2
+    assert "no ledger" in capsys.readouterr().err
+
+
+def test_cell_timeout_is_an_error_never_a_bound(tmp_path):
+    from softrank.certifiers.bracket import bracket
+    from softrank.generators.synthetic import gaussian_head
+
+    op = gaussian_head(48, 48, 16, 2.0, seed=0)
+    brs = bracket(op, [0.1, 0.3], time_limit=1e-6)
+    for b in brs:
+        assert b.verdict == "error" and b.lower_certificate is None and b.upper_witness is None
+        assert "time limit" in b.candidates["error"]
+    with pytest.raises(SoftrankError, match="time_limit"):
+        bracket(op, 0.1, time_limit=0)
+
+
+def test_parquet_export_matches_the_csv(tmp_path):
+    pq = pytest.importorskip("pyarrow.parquet")
+    p = _panel(tmp_path)
+    out = tmp_path / "o"
+    assert main(["audit", "--panel", str(p), "--out", str(out), "--quiet", "--workers", "1"]) == 0
+    t = pq.read_table(out / "brackets.parquet").to_pylist()
+    rows = _rows(out / "brackets.csv")
+    assert [(r["operator_id"], float(r["eps"]), int(r["lower"]), int(r["upper"])) for r in rows] == \
+        [(r["operator_id"], r["eps"], r["lower"], r["upper"]) for r in t]
+
+
+def test_dask_executor_gives_the_same_cells(tmp_path):
+    pytest.importorskip("distributed")
+    p = _panel(tmp_path)
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert main(["audit", "--panel", str(p), "--out", str(a), "--workers", "1", "--quiet"]) == 0
+    assert main(["audit", "--panel", str(p), "--out", str(b), "--workers", "2", "--quiet",
+                 "--executor", "dask"]) == 0
+    assert _strip(_rows(a / "brackets.csv")) == _strip(_rows(b / "brackets.csv"))
 
 
 def test_audit_out_is_a_file(tmp_path, capsys):

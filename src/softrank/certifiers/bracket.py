@@ -184,9 +184,16 @@ def _first_passing(A, cands, interval, rejected):
     return None, None
 
 
-def _bracket_one(ws: _Workspace, eps_req: float, interval: bool, rho: float = 0.0) -> Bracket:
+class CellTimeout(Exception):
+    """A cell ran past its time limit: an ``error`` verdict, never a bound."""
+
+
+def _bracket_one(ws: _Workspace, eps_req: float, interval: bool, rho: float = 0.0,
+                 deadline: float | None = None) -> Bracket:
     """One tolerance; ``rho > 0`` (validated mode) certifies the lower side at ``eps + rho``
-    and the upper side at ``eps - rho`` (:mod:`softrank.checker.validated`)."""
+    and the upper side at ``eps - rho`` (:mod:`softrank.checker.validated`). ``deadline``
+    (``time.perf_counter()`` value) is checked before every method: past it the cell raises
+    :class:`CellTimeout` (a method already running is not interrupted)."""
     A = ws.A
     eps = eps_req + rho  # the lower side's tolerance
     cand_ranks: dict = {}
@@ -198,6 +205,8 @@ def _bracket_one(ws: _Workspace, eps_req: float, interval: bool, rho: float = 0.
     def attempt(name, fn, *args):
         """Run one certifier; an exception costs that method only, and is recorded."""
         t = time.perf_counter()
+        if deadline is not None and t > deadline:
+            raise CellTimeout(f"time limit reached before {name}")
         try:
             return fn(*args)
         except Exception as exc:
@@ -343,7 +352,8 @@ def _monotone(brs: list[Bracket], A: np.ndarray, interval: bool) -> None:
         _set_verdict(br)
 
 
-def bracket(A, eps, *, interval: bool = True, validated: bool = False) -> Bracket | list[Bracket]:
+def bracket(A, eps, *, interval: bool = True, validated: bool = False,
+            time_limit: float | None = None) -> Bracket | list[Bracket]:
     """Certified brackets ``lower <= r_eps(A) <= upper`` (SPEC 2, 4, 5).
 
     Parameters
@@ -359,6 +369,10 @@ def bracket(A, eps, *, interval: bool = True, validated: bool = False) -> Bracke
         instead of its float64 ``A`` (SPEC 6, validated input mode): the softmax is enclosed
         in ball arithmetic, ``A`` replaced by the enclosure's midpoint, and each side
         certified with the tolerance moved by the enclosure radius ``rho``.
+    time_limit : float, optional
+        Seconds per tolerance (the shared set-up is charged to the first, the largest
+        ``eps``). Checked before each method; a tolerance past it gets an ``error``
+        verdict (``candidates["error"]`` says so), never a bound.
 
     Returns
     -------
@@ -374,6 +388,9 @@ def bracket(A, eps, *, interval: bool = True, validated: bool = False) -> Bracke
     """
     op = A if isinstance(A, Operator) else Operator(A=A)
     eps_list = validate_eps(eps)
+    if time_limit is not None and not (isinstance(time_limit, (int, float)) and
+                                       not isinstance(time_limit, bool) and time_limit > 0):
+        raise InvalidArgumentError(f"time_limit: expected seconds > 0 or None, got {time_limit!r}")
     t0 = time.perf_counter()
     rho = 0.0
     A_used = op.A
@@ -401,7 +418,8 @@ def bracket(A, eps, *, interval: bool = True, validated: bool = False) -> Bracke
         try:
             if ws is None:
                 raise RuntimeError(f"set-up failed: {setup_error}")
-            br = _bracket_one(ws, e, interval, rho)
+            deadline = None if time_limit is None else t0 + float(time_limit)
+            br = _bracket_one(ws, e, interval, rho, deadline)
         except Exception as exc:  # a crash is an error verdict, never a bound
             br = Bracket(eps=e, lower=0, upper=-1, verdict="error",
                          candidates={"error": f"{type(exc).__name__}: {exc}"})

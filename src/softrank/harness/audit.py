@@ -1,19 +1,18 @@
 """The audit run: bracket every operator of a panel at every tolerance (SPEC 1, 6).
 
-Cells (operator x tolerance) are computed in worker processes (``multiprocessing.Pool``,
-spawn context, one BLAS thread each; on interrupt or SIGTERM the workers are terminated) and written to ``brackets.partial.csv`` as each
-operator finishes, so an interrupted run keeps every finished cell; at the end the rows
-are written in panel order to ``brackets.csv`` and the summary, report and plots are made.
-Results do not depend on the number of workers or the completion order.
+Cells (operator x tolerance) are computed by an executor (:mod:`.executors`: a local
+process pool, or Dask distributed) and committed to the run's ledger (:mod:`.store`, SQLite
+in WAL mode) operator by operator, so an interrupted or killed run keeps every finished cell
+and ``--resume`` continues it; at the end ``brackets.csv`` and ``brackets.parquet`` are
+exported from the ledger in panel order and the summary, report and plots are made. Results
+do not depend on the executor, the number of workers or the completion order.
 """
 
 from __future__ import annotations
 
-import csv
 import os
 import sys
 import time
-from multiprocessing import get_context
 from pathlib import Path
 
 from ..operators import Operator
@@ -65,14 +64,15 @@ def _attack_cell(op: Operator, br, A, effort: str, out: Path | None) -> dict:
 
 
 def bracket_operator(op: Operator, eps_list, validated: bool = False, attacks: str = "none",
-                     out: Path | None = None) -> list[dict]:
+                     out: Path | None = None, cell_timeout: float | None = None) -> list[dict]:
     """All cells of one operator as CSV-ready dicts (runs in a worker).
 
     ``validated``: bracket the exact softmax of the operator's factors (when it has them;
     ``validated_rho`` is then the enclosure radius, empty otherwise). ``attacks``: effort
     of the targeted attack run on every lower certificate of rank >= 2 (``"none"`` to skip;
     see :mod:`softrank.attacks`); a success is saved under ``out/counterexamples/`` and
-    the cell becomes ``unsound``."""
+    the cell becomes ``unsound``. ``cell_timeout``: seconds per cell (see
+    :func:`softrank.bracket`'s ``time_limit``)."""
     from ..certifiers.bracket import bracket
 
     from ..certifiers.bracket import Bracket
@@ -80,7 +80,8 @@ def bracket_operator(op: Operator, eps_list, validated: bool = False, attacks: s
     prov = op.provenance()
     rows = []
     try:
-        brs = bracket(op, list(eps_list), validated=validated and op.Q is not None)
+        brs = bracket(op, list(eps_list), validated=validated and op.Q is not None,
+                      time_limit=cell_timeout)
     except Exception as exc:  # an operator that crashes is recorded, never a bound
         brs = [Bracket(eps=float(e), lower=0, upper=-1, verdict="error",
                        candidates={"error": f"{type(exc).__name__}: {exc}"}) for e in eps_list]
@@ -117,8 +118,8 @@ def bracket_operator(op: Operator, eps_list, validated: bool = False, attacks: s
 
 
 def _task(args):
-    i, op, eps_list, validated, attacks, out = args
-    return i, bracket_operator(op, eps_list, validated, attacks, out)
+    i, op, eps_list, validated, attacks, out, cell_timeout = args
+    return i, bracket_operator(op, eps_list, validated, attacks, out, cell_timeout)
 
 
 def _worker_init():
@@ -133,79 +134,117 @@ def _fmt_time(s: float) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
 
 
+class _Progress:
+    """Cells done, rate and time left: a bar redrawn in place on a terminal, one line per
+    operator otherwise (logs)."""
+
+    def __init__(self, total_cells: int, done_cells: int, stream, enabled: bool):
+        self.total, self.done, self.start_done = total_cells, done_cells, done_cells
+        self.stream, self.enabled = stream, enabled
+        self.tty = enabled and hasattr(stream, "isatty") and stream.isatty()
+        self.t0 = time.perf_counter()
+
+    def update(self, op_id: str, rows: list[dict]) -> None:
+        self.done += len(rows)
+        if not self.enabled:
+            return
+        el = max(time.perf_counter() - self.t0, 1e-9)
+        rate = (self.done - self.start_done) / el * 60
+        left = (self.total - self.done) / max(rate / 60, 1e-9)
+        frac = self.done / max(self.total, 1)
+        if self.tty:
+            bar = "#" * int(30 * frac) + "-" * (30 - int(30 * frac))
+            print(f"\r[{bar}] {self.done}/{self.total} cells  {rate:6.1f} cells/min  "
+                  f"~{_fmt_time(left)} left ", end="", file=self.stream, flush=True)
+        else:
+            lo_up = " ".join(f"[{r['lower']},{r['upper']}]" for r in rows)
+            print(f"[{self.done:5d}/{self.total} cells] {op_id[:44]:44s} {lo_up}  "
+                  f"{rate:6.1f} cells/min, ~{_fmt_time(left)} left", file=self.stream, flush=True)
+
+    def close(self) -> None:
+        if self.tty:
+            print(file=self.stream, flush=True)
+
+
 def run_audit(operators: list[Operator], eps_list, out: Path, workers: int | None = None,
-              progress=True, validated: bool = False, attacks: str = "quick") -> list[dict]:
+              progress=True, validated: bool = False, attacks: str = "quick",
+              executor: str = "local", scheduler: str | None = None,
+              cell_timeout: float | None = None, resume: bool = False,
+              identity: dict | None = None) -> list[dict]:
     """Bracket ``operators`` x ``eps_list``; returns the rows in operator order.
 
-    Writes ``out/brackets.partial.csv`` incrementally and ``out/brackets.csv`` at the end.
-    ``workers``: processes (default: all cores); 1 runs in this process.
+    Every finished operator's cells are committed to ``out/ledger.sqlite``
+    (:class:`~softrank.harness.store.Ledger`) as they arrive; at the end ``brackets.csv``
+    and ``brackets.parquet`` are exported from it. Results do not depend on the executor,
+    the number of workers or the completion order.
+
+    Parameters
+    ----------
+    workers : int, optional
+        Processes (default: all cores); 1 runs in this process (local executor).
+    executor : {"local", "dask"}
+        A local process pool, or Dask distributed: a local cluster of ``workers``
+        single-threaded processes, or the cluster at ``scheduler`` (``tcp://host:port``).
+    cell_timeout : float, optional
+        Seconds per cell (operator x tolerance); a cell past it is an ``error`` verdict.
+    resume : bool
+        Continue the run whose ledger is in ``out``: finished operators are not recomputed.
+    identity : dict, optional
+        Extra description of the run (panel, seed) that a resumed run must match.
     """
+    from .store import Ledger
+
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    partial = out / "brackets.partial.csv"
+    eps_list = tuple(float(e) for e in eps_list)
+    ident = dict(identity or {})
+    ident.update({"eps": list(eps_list), "validated": bool(validated), "attacks": attacks,
+                  "cell_timeout": cell_timeout,
+                  "operators": [op.operator_id for op in operators]})
+    ledger = Ledger(out, ident, resume=resume)
     n = len(operators)
+    index = {op.operator_id: i for i, op in enumerate(operators)}
+    finished = ledger.finished(len(eps_list)) & set(index)
+    todo = [i for i in range(n) if operators[i].operator_id not in finished]
     workers = workers or os.cpu_count() or 1
-    results: dict[int, list[dict]] = {}
-    t0 = time.perf_counter()
     stream = sys.stderr
+    bar = _Progress(n * len(eps_list), len(finished) * len(eps_list), stream, progress)
+    if progress and finished:
+        print(f"resuming: {len(finished)} of {n} operators already in {ledger.path}",
+              file=stream, flush=True)
 
-    with partial.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=CSV_COLUMNS)
-        writer.writeheader()
-        fh.flush()
+    def done(i, rows):
+        ledger.add(i, rows)
+        bar.update(operators[i].operator_id, rows)
 
-        def done(i, rows):
-            results[i] = rows
-            writer.writerows(rows)
-            fh.flush()
-            os.fsync(fh.fileno())
-            if progress:
-                k = len(results)
-                el = time.perf_counter() - t0
-                eta = el / k * (n - k)
-                lo_up = " ".join(f"[{r['lower']},{r['upper']}]" for r in rows)
-                print(f"[{k:4d}/{n}] {operators[i].operator_id[:48]:48s} {lo_up}  "
-                      f"{k / el * 60:5.1f} ops/min, ~{_fmt_time(eta)} left", file=stream, flush=True)
+    # largest operators first: better load balance at the end of the run
+    order = sorted(todo, key=lambda i: -operators[i].A.size)
+    tasks = [(i, operators[i], eps_list, validated, attacks, out, cell_timeout) for i in order]
+    try:
+        if executor == "dask":
+            from .executors import dask_map
 
-        if workers <= 1 or n <= 1:
-            for i, op in enumerate(operators):
-                done(i, bracket_operator(op, eps_list, validated, attacks, out))
+            for i, rows in dask_map(_task, tasks, workers, scheduler):
+                done(i, rows)
+        elif workers <= 1 or len(tasks) <= 1:
+            for t in tasks:
+                done(*_task(t))
         else:
-            saved = {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
-            for k in saved:
-                os.environ[k] = "1"  # one BLAS thread per worker: workers already use the cores
-            pool = get_context("spawn").Pool(workers, initializer=_worker_init)
-            try:
-                # largest operators first: better load balance at the end of the run
-                order = sorted(range(n), key=lambda i: -operators[i].A.size)
-                tasks = [(i, operators[i], tuple(eps_list), validated, attacks, out) for i in order]
-                for i, rows in pool.imap_unordered(_task, tasks, chunksize=1):
-                    done(i, rows)
-            except BaseException:
-                # interrupted, terminated or a worker failed: keep what is finished and end
-                # the workers now (a worker left running would outlive this process)
-                pool.terminate()
-                pool.join()
-                if progress:
-                    print(f"stopped after {len(results)} of {n} operators; their cells are in "
-                          f"{partial}", file=stream, flush=True)
-                raise
-            else:
-                pool.close()
-                pool.join()
-            finally:
-                for k, v in saved.items():
-                    if v is None:
-                        os.environ.pop(k, None)
-                    else:
-                        os.environ[k] = v
+            from .executors import local_map
 
-    rows = [r for i in range(n) for r in results[i]]
-    tmp = out / "brackets.csv.tmp"
-    with tmp.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=CSV_COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows)
-    tmp.replace(out / "brackets.csv")
-    partial.unlink()
+            for i, rows in local_map(_task, tasks, workers, _worker_init):
+                done(i, rows)
+    except BaseException:
+        bar.close()
+        if progress:
+            print(f"stopped: {ledger.count()} cells of {n * len(eps_list)} are kept in "
+                  f"{ledger.path}; continue with --resume", file=stream, flush=True)
+        ledger.close()
+        raise
+    bar.close()
+    rows = ledger.rows()
+    ledger.export_csv(rows, out / "brackets.csv", CSV_COLUMNS)
+    ledger.export_parquet(rows, out / "brackets.parquet", CSV_COLUMNS)
+    ledger.mark_complete()
+    ledger.close()
     return rows

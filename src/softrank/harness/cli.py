@@ -27,6 +27,16 @@ def _eps_arg(s: str) -> float:
     return v
 
 
+def _pos_float(s: str) -> float:
+    try:
+        v = float(s)
+    except ValueError:
+        v = float("nan")
+    if not v > 0 or v == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {s!r}")
+    return v
+
+
 def _int_arg(lo: int):
     def parse(s: str) -> int:
         try:
@@ -60,6 +70,17 @@ def _parser() -> argparse.ArgumentParser:
                    "of the source rotation")
     a.add_argument("--workers", type=_int_arg(1), default=None, help="processes (default: all cores)")
     a.add_argument("--quiet", action="store_true", help="no progress lines")
+    a.add_argument("--executor", choices=("local", "dask"), default="local",
+                   help="local process pool (default) or Dask distributed")
+    a.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="with --executor dask: join this cluster (tcp://host:port) instead of "
+                        "starting a local one")
+    a.add_argument("--cell-timeout", type=_pos_float, default=None, metavar="SECONDS",
+                   help="time limit per cell (operator x tolerance); a cell past it is an "
+                        "'error' verdict, never a bound")
+    a.add_argument("--resume", action="store_true",
+                   help="continue the run whose ledger (ledger.sqlite) is in --out: finished "
+                        "cells are kept, not recomputed")
     a.add_argument("--attacks", choices=("none", "quick", "standard", "hard"), default="quick",
                    help="effort of the targeted rank-reduction attack run on every lower "
                         "certificate of rank >= 2 (default quick; SPEC 10)")
@@ -104,8 +125,12 @@ def _cmd_audit(args) -> int:
     ops = materialize(panel.specs)
     if not args.quiet:
         print(f"operators ready in {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+    if args.scheduler and args.executor != "dask":
+        raise SoftrankError("--scheduler: needs --executor dask")
     rows = run_audit(ops, eps, out, workers=args.workers, progress=not args.quiet,
-                     validated=args.validated, attacks=args.attacks)
+                     validated=args.validated, attacks=args.attacks, executor=args.executor,
+                     scheduler=args.scheduler, cell_timeout=args.cell_timeout,
+                     resume=args.resume, identity={"panel": args.panel, "seed": args.seed})
     summary = summarize(rows, panel.name, eps, time.perf_counter() - t0, args.seed)
     write_report(rows, summary, out)
     ov = summary["overall"]

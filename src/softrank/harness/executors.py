@@ -1,0 +1,93 @@
+"""Executors for the audit: a local process pool and Dask distributed.
+
+Both take a module-level function ``fn`` and a list of picklable tasks and yield
+``fn(task)`` results as they complete (any order: the ledger and the exports restore panel
+order). A worker process that dies loses only the task it was running: every finished
+task's cells were already handed back and committed by the caller.
+"""
+
+from __future__ import annotations
+
+import os
+from multiprocessing import get_context
+
+__all__ = ["local_map", "dask_map"]
+
+_BLAS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+class _one_blas_thread:
+    """Workers already use the cores: one BLAS thread each (set for spawned children)."""
+
+    def __enter__(self):
+        self.saved = {k: os.environ.get(k) for k in _BLAS}
+        for k in _BLAS:
+            os.environ[k] = "1"
+
+    def __exit__(self, *exc):
+        for k, v in self.saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def local_map(fn, tasks, workers: int, initializer=None):
+    """``multiprocessing`` pool (spawn), one task at a time per worker; on any exception or
+    interrupt in the caller the workers are terminated (none outlives the run)."""
+    with _one_blas_thread():
+        pool = get_context("spawn").Pool(workers, initializer=initializer)
+    try:
+        yield from pool.imap_unordered(fn, tasks, chunksize=1)
+    except BaseException:
+        pool.terminate()
+        pool.join()
+        raise
+    else:
+        pool.close()
+        pool.join()
+
+
+def dask_map(fn, tasks, workers: int, scheduler: str | None = None):
+    """Dask distributed: ``scheduler`` is an existing cluster's address (``tcp://host:port``);
+    None starts a local cluster of ``workers`` single-threaded processes on loopback.
+
+    Raises
+    ------
+    InvalidArgumentError
+        If ``distributed`` is not installed (``pip install softrank[dist]``) or the
+        scheduler cannot be reached.
+    """
+    from ..errors import InvalidArgumentError
+
+    try:
+        from distributed import Client, LocalCluster, as_completed
+    except ImportError as exc:
+        raise InvalidArgumentError("--executor dask: needs Dask distributed "
+                                   "(pip install 'softrank[dist]')") from exc
+    cluster = None
+    try:
+        if scheduler:
+            try:
+                client = Client(scheduler, timeout="30s")
+            except Exception as exc:
+                raise InvalidArgumentError(f"--scheduler: cannot reach {scheduler!r} "
+                                           f"({type(exc).__name__}: {exc})") from exc
+        else:
+            with _one_blas_thread():
+                cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                       host="127.0.0.1", dashboard_address=None)
+            client = Client(cluster)
+        try:
+            futures = [client.submit(fn, t, pure=False) for t in tasks]
+            try:
+                for fut in as_completed(futures):
+                    yield fut.result()
+            except BaseException:
+                client.cancel(futures)
+                raise
+        finally:
+            client.close()
+    finally:
+        if cluster is not None:
+            cluster.close()
