@@ -6,7 +6,7 @@ OUT ?= softrank-report
 PANEL ?= default
 PYTEST_ARGS ?=
 
-.PHONY: install audit test quick clean
+.PHONY: install audit test quick bench clean
 
 install: $(VENV)/.installed
 
@@ -25,6 +25,12 @@ quick: install
 
 test: install
 	$(PY) -m pytest -m "not slow" --softrank-profile ci $(PYTEST_ARGS)
+
+# asv benchmarks of this commit (sizes: SOFTRANK_BENCH_SIZES=64,128; filter: ASV_ARGS="-b Checker")
+bench: install
+	$(VENV)/bin/asv machine --yes > /dev/null
+	$(VENV)/bin/asv run -E existing:$(abspath $(PY)) --set-commit-hash $$(git rev-parse HEAD) \
+		--show-stderr $(ASV_ARGS)
 
 clean:
 	rm -rf $(VENV) $(OUT) .pytest_cache

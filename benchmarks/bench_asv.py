@@ -1,0 +1,200 @@
+"""asv benchmarks: time, peak memory and tightness of every certifier and of the checker.
+
+Operators: Gaussian-factor heads ``softmax(beta Q K^T)`` (``d = 32``, temperature 2,
+seed 0) at sizes ``n x n``, ``n`` in ``SOFTRANK_BENCH_SIZES`` (default 64, 128, 256, 512),
+and eps 0.25. Constructions run as the bracket runs them: the least rank between a
+certified lower bound and the truncated SVD's rank. ``track_*`` values are gaps
+(``upper - lower``): asv treats smaller as better. MiniLM heads are captured once per
+session in ``setup_cache`` (model loading is expensive).
+
+Run with ``make bench``; compare two commits with ``asv continuous -E existing A B`` (see
+README).
+"""
+
+import os
+
+import numpy as np
+
+EPS = 0.25
+SIZES = [int(s) for s in os.environ.get("SOFTRANK_BENCH_SIZES", "64,128,256,512").split(",")]
+
+
+def _operator(n):
+    from softrank.generators.synthetic import gaussian_head
+
+    return gaussian_head(n, n, 32, 2.0, seed=0)
+
+
+class _Base:
+    params = ([], SIZES)
+    timeout = 3600
+    number = 1
+    repeat = (1, 3, 60.0)
+    warmup_time = 0.0
+
+    def setup(self, name, n):
+        self.A = _operator(n).A
+        self.svd = np.linalg.svd(self.A, full_matrices=False)
+
+
+class Constructions(_Base):
+    """Each construction's least-rank search (SPEC 4)."""
+
+    params = (["truncated-svd", "l1-refit", "row-basis", "alternating-l1", "key-support",
+               "hybrid"], SIZES)
+    param_names = ["construction", "n"]
+
+    def setup(self, name, n):
+        from softrank.certifiers import lower as lo_
+        from softrank.certifiers import upper as up_
+
+        super().setup(name, n)
+        self.hi = up_.TruncatedSVD(self.A, self.svd).least_rank(EPS)
+        kg = lo_.key_groups(self.A, EPS)
+        self.lo = kg.rank if kg is not None else 1
+
+    def _run(self, name):
+        from softrank.certifiers import lower as lo_
+        from softrank.certifiers import upper as up_
+
+        A, svd, lo, hi = self.A, self.svd, self.lo, self.hi
+        if name == "truncated-svd":
+            return up_.TruncatedSVD(A, svd).least_rank(EPS)
+        if name == "key-support":
+            w = up_.key_support(A, EPS)
+            return None if w is None else w.rank
+        if name == "hybrid":
+            out = up_.Hybrid(A).least_rank(EPS, lo, hi)
+            return None if out is None else out[0]
+        con = {"l1-refit": lambda: up_.L1Refit(A, svd[2]),
+               "row-basis": lambda: up_.L1Refit(A, A[lo_.row_order(A)], "row-basis"),
+               "alternating-l1": lambda: up_.AlternatingL1(A, svd)}[name]()
+        return con.least_rank(EPS, lo, hi)
+
+    def time_least_rank(self, name, n):
+        self._run(name)
+
+    def peakmem_least_rank(self, name, n):
+        self._run(name)
+
+    def track_rank_over_lower(self, name, n):
+        k = self._run(name)
+        return (self.hi if k is None else k) - self.lo
+
+
+class LowerFamilies(_Base):
+    """Each lower-certificate family (SPEC 5)."""
+
+    params = (["trivial", "frobenius", "key-groups", "truncated-pseudoinverse", "lp-decoder",
+               "subspace"], SIZES)
+    param_names = ["family", "n"]
+
+    def _run(self, name):
+        from softrank.suites.builtin import LOWER_TESTS
+
+        return LOWER_TESTS[name](self.A, EPS)
+
+    def time_certificate(self, name, n):
+        self._run(name)
+
+    def peakmem_certificate(self, name, n):
+        self._run(name)
+
+    def track_gap_to_tsvd(self, name, n):
+        from softrank.certifiers.upper import TruncatedSVD
+
+        c = self._run(name)
+        return TruncatedSVD(self.A, self.svd).least_rank(EPS) - (0 if c is None else c.rank)
+
+
+class Checker(_Base):
+    """The checker on a truncated-SVD witness and a subspace certificate, float64 alone and
+    with the interval cross-check (SPEC 6)."""
+
+    params = (["upper", "subspace"], SIZES)
+    param_names = ["certificate", "n"]
+
+    def setup(self, name, n):
+        from softrank.certifiers.upper import TruncatedSVD
+        from softrank.suites.builtin import LOWER_TESTS
+
+        super().setup(name, n)
+        if name == "upper":
+            t = TruncatedSVD(self.A, self.svd)
+            self.cert = t.witness(EPS, t.least_rank(EPS))
+        else:
+            self.cert = LOWER_TESTS["subspace"](self.A, EPS)
+
+    def time_float64(self, name, n):
+        from softrank.checker import check
+
+        check(self.A, self.cert, interval=False)
+
+    def time_float64_and_interval(self, name, n):
+        from softrank.checker import check
+
+        check(self.A, self.cert)
+
+    def peakmem_float64_and_interval(self, name, n):
+        from softrank.checker import check
+
+        check(self.A, self.cert)
+
+
+class Brackets:
+    """Full brackets on fixed seeded operators: time, the gap, and time over one SVD."""
+
+    params = (["gaussian-64", "sphere-d3", "planted-k8", "minilm-w64-L0H0", "minilm-w128-L0H0"],)
+    param_names = ["operator"]
+    timeout = 3600
+    number = 1
+    repeat = (1, 3, 60.0)
+
+    def setup_cache(self):
+        from softrank.generators import synthetic
+
+        ops = {"gaussian-64": synthetic.gaussian_head(64, 64, 32, 2.0, seed=0).A,
+               "sphere-d3": synthetic.sphere(3, 16.0, 64, 64, seed=0).A,
+               "planted-k8": synthetic.planted(64, 64, 8, 0.04, seed=0).A}
+        try:  # model loading: once per benchmark session
+            from softrank.generators.heads import minilm_operators
+            from softrank.generators.text import stdlib_sources
+
+            src = stdlib_sources(8)
+            for w in (64, 128):
+                ops[f"minilm-w{w}-L0H0"] = minilm_operators(w, [(0, 0, src[0])])[0].A
+        except Exception:  # the [models] extra is not installed: those cases are skipped
+            pass
+        return ops
+
+    def setup(self, ops, name):
+        if name not in ops:
+            raise NotImplementedError(f"{name}: needs the [models] extra")
+        self.A = ops[name]
+
+    def time_bracket(self, ops, name):
+        from softrank import bracket
+
+        bracket(self.A, EPS)
+
+    def track_gap(self, ops, name):
+        from softrank import bracket
+
+        b = bracket(self.A, EPS)
+        return b.upper - b.lower
+
+    def track_time_over_svd(self, ops, name):
+        import time
+
+        from softrank import bracket
+
+        t = time.perf_counter()
+        for _ in range(3):
+            np.linalg.svd(self.A)
+        svd = (time.perf_counter() - t) / 3
+        t = time.perf_counter()
+        bracket(self.A, EPS)
+        return (time.perf_counter() - t) / svd
+
+    track_time_over_svd.unit = "x one SVD"
+    track_gap.unit = "ranks"
