@@ -22,7 +22,7 @@ __all__ = ["CSV_COLUMNS", "bracket_operator", "run_audit"]
 CSV_COLUMNS = [
     "operator_id", "family", "source", "layer", "head", "block", "m", "n", "eps",
     "lower", "upper", "ratio", "lower_method", "upper_method", "verdict", "seconds",
-    "lower_check", "upper_check", "planted_rank", "validated_rho", "attack", "attack_closest",
+    "svd_seconds", "lower_check", "upper_check", "planted_rank", "validated_rho", "attack", "attack_closest",
     "attack_seconds", "candidates",
 ]
 
@@ -63,6 +63,18 @@ def _attack_cell(op: Operator, br, A, effort: str, out: Path | None) -> dict:
     return row
 
 
+def _svd_seconds(A) -> float:
+    """Median time of one float64 SVD of ``A`` (3 runs): the floor every certifier pays."""
+    import numpy as np
+
+    ts = []
+    for _ in range(3):
+        t = time.perf_counter()
+        np.linalg.svd(A, full_matrices=False)
+        ts.append(time.perf_counter() - t)
+    return float(np.median(ts))
+
+
 def bracket_operator(op: Operator, eps_list, validated: bool = False, attacks: str = "none",
                      out: Path | None = None, cell_timeout: float | None = None) -> list[dict]:
     """All cells of one operator as CSV-ready dicts (runs in a worker).
@@ -85,6 +97,7 @@ def bracket_operator(op: Operator, eps_list, validated: bool = False, attacks: s
     except Exception as exc:  # an operator that crashes is recorded, never a bound
         brs = [Bracket(eps=float(e), lower=0, upper=-1, verdict="error",
                        candidates={"error": f"{type(exc).__name__}: {exc}"}) for e in eps_list]
+    svd_s = _svd_seconds(op.A)
     A_att = op.A
     if validated and op.Q is not None and attacks != "none":
         from ..checker.validated import enclose_softmax
@@ -106,6 +119,7 @@ def bracket_operator(op: Operator, eps_list, validated: bool = False, attacks: s
             "ratio": round(ratio, 6) if ratio != "" else "",
             "lower_method": br.lower_method, "upper_method": br.upper_method,
             "verdict": br.verdict, "seconds": round(br.seconds, 4),
+            "svd_seconds": round(svd_s, 6),
             "lower_check": _check_label(br.checks.get("lower")),
             "upper_check": _check_label(br.checks.get("upper")),
             "planted_rank": prov.get("planted_rank", ""),

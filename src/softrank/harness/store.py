@@ -153,7 +153,8 @@ class Ledger:
         except ImportError:
             return None
         ints = {"layer", "head", "m", "n", "lower", "upper", "planted_rank"}
-        floats = {"eps", "ratio", "seconds", "attack_closest", "attack_seconds", "validated_rho"}
+        floats = {"eps", "ratio", "seconds", "svd_seconds", "attack_closest", "attack_seconds",
+                  "validated_rho"}
         data = {}
         for c in columns:
             vals = [r.get(c, "") for r in rows]
