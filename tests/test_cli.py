@@ -404,3 +404,23 @@ def test_audit_seed_must_be_non_negative(tmp_path):
     with pytest.raises(SystemExit) as e:
         main(["audit", "--panel", "quick", "--seed", "-1"])
     assert e.value.code == 2
+
+
+def _die_on_three(x):
+    import os
+
+    if x == 3:
+        os._exit(1)  # a worker killed mid-task
+    return x
+
+
+def test_a_dead_worker_stops_the_run_instead_of_hanging():
+    from concurrent.futures.process import BrokenProcessPool
+
+    from softrank.harness.executors import local_map
+
+    got = []
+    with pytest.raises(BrokenProcessPool):
+        for r in local_map(_die_on_three, [1, 2, 3, 4, 5, 6], 2):
+            got.append(r)
+    assert 3 not in got

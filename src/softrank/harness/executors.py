@@ -33,19 +33,39 @@ class _one_blas_thread:
 
 
 def local_map(fn, tasks, workers: int, initializer=None):
-    """``multiprocessing`` pool (spawn), one task at a time per worker; on any exception or
-    interrupt in the caller the workers are terminated (none outlives the run)."""
+    """A process pool (``concurrent.futures``, spawn), one task at a time per worker.
+
+    Results are yielded as tasks finish. A worker that dies (killed, out of memory) breaks
+    the pool: ``BrokenProcessPool`` is raised instead of waiting forever, after every result
+    that finished before it was yielded (so the caller has committed them). On any exception
+    or interrupt in the caller the workers are terminated: none outlives the run.
+    """
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
     with _one_blas_thread():
-        pool = get_context("spawn").Pool(workers, initializer=initializer)
+        ex = ProcessPoolExecutor(workers, mp_context=get_context("spawn"),
+                                 initializer=initializer)
     try:
-        yield from pool.imap_unordered(fn, tasks, chunksize=1)
+        pending = set()
+        it = iter(tasks)
+        for t in it:  # keep at most 2 tasks per worker queued: largest-first order holds
+            pending.add(ex.submit(fn, t))
+            if len(pending) >= 2 * workers:
+                break
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in done:
+                yield fut.result()
+                nxt = next(it, None)
+                if nxt is not None:
+                    pending.add(ex.submit(fn, nxt))
     except BaseException:
-        pool.terminate()
-        pool.join()
+        for p in list(getattr(ex, "_processes", {}).values()):
+            p.terminate()
+        ex.shutdown(wait=False, cancel_futures=True)
         raise
     else:
-        pool.close()
-        pool.join()
+        ex.shutdown(wait=True)
 
 
 def dask_map(fn, tasks, workers: int, scheduler: str | None = None):
