@@ -162,14 +162,6 @@ class L1Refit:
         return UpperWitness(eps, st["U"].copy(), self.Vt[:k], self.method)
 
 
-def _weighted_grams(wt: np.ndarray, X: np.ndarray) -> np.ndarray:
-    """``G[i] = X^T diag(wt[i]) X`` for every row ``i`` of ``wt`` (``wt (r, n)``, ``X (n, k)``)
-    as one matrix product ``wt @ (x_j x_j^T)_j`` (one GEMM instead of ``r`` small ones)."""
-    n, k = X.shape
-    outer = (X[:, :, None] * X[:, None, :]).reshape(n, k * k)
-    return (wt @ outer).reshape(wt.shape[0], k, k)
-
-
 class AlternatingL1:
     """Alternating l1 with minimax reweighting, finished by an exact LP polish (SPEC 4, 3).
 
@@ -217,11 +209,11 @@ class AlternatingL1:
             rho /= rho.mean()
             wt = 1.0 / np.maximum(np.abs(R), d)  # (m, N)
             try:
-                G = _weighted_grams(wt, W.T)  # (m, k, k): W diag(wt_i) W^T
+                G = (W[None, :, :] * wt[:, None, :]) @ W.T  # (m, k, k)
                 U = solve(G, ((wt * A) @ W.T)[..., None])
                 R = A - U @ W
                 wt = rho[:, None] / np.maximum(np.abs(R), d)
-                G = _weighted_grams(wt.T, U)  # (N, k, k): U^T diag(wt_j) U
+                G = (U.T[None, :, :] * wt.T[:, None, :]) @ U  # (N, k, k)
                 W = solve(G, ((wt * A).T @ U)[..., None]).T
             except np.linalg.LinAlgError:
                 break  # a degenerate step: keep the best W seen so far
