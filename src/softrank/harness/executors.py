@@ -42,9 +42,9 @@ def local_map(fn, tasks, workers: int, initializer=None):
     """
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
-    with _one_blas_thread():
-        ex = ProcessPoolExecutor(workers, mp_context=get_context("spawn"),
-                                 initializer=initializer)
+    blas = _one_blas_thread()
+    blas.__enter__()  # for the pool's whole life: it spawns its workers lazily, on submit
+    ex = ProcessPoolExecutor(workers, mp_context=get_context("spawn"), initializer=initializer)
     try:
         pending = set()
         it = iter(tasks)
@@ -66,6 +66,8 @@ def local_map(fn, tasks, workers: int, initializer=None):
         raise
     else:
         ex.shutdown(wait=True)
+    finally:
+        blas.__exit__(None, None, None)
 
 
 def dask_map(fn, tasks, workers: int, scheduler: str | None = None):
@@ -94,9 +96,11 @@ def dask_map(fn, tasks, workers: int, scheduler: str | None = None):
                 raise InvalidArgumentError(f"--scheduler: cannot reach {scheduler!r} "
                                            f"({type(exc).__name__}: {exc})") from exc
         else:
-            with _one_blas_thread():
-                cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                       host="127.0.0.1", dashboard_address=None)
+            # for the cluster's whole life: a restarted worker process reads it again
+            blas = _one_blas_thread()
+            blas.__enter__()
+            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                   host="127.0.0.1", dashboard_address=None)
             client = Client(cluster)
         try:
             futures = [client.submit(fn, t, pure=False) for t in tasks]
@@ -111,3 +115,4 @@ def dask_map(fn, tasks, workers: int, scheduler: str | None = None):
     finally:
         if cluster is not None:
             cluster.close()
+            blas.__exit__(None, None, None)
