@@ -330,58 +330,47 @@ def _consistent(better, ops, eps, delta, side):
     return not check(other.A, dataclasses.replace(cert, eps=tight)).ok
 
 
+def _gauge_side(cert, test, case, side):
+    """One certifier before and after a gauge: equal ranks, or a change the margin explains.
+    ``side`` is ``"upper"`` (a construction) or ``"lower"`` (a lower test)."""
+    op, Sg, eps = case
+    _CTX.clear()
+    _CTX["S"] = Sg
+    op2, delta = _gauge_pair(cert.name, test, op, Sg, eps)
+    get = _checked_witness if side == "upper" else _checked_lower
+    try:
+        r1 = get(cert.name, test, op, eps, cert)
+        r2 = get(cert.name, test, op2, eps, cert)
+    except AssertionError as exc:
+        _fail(cert.name, test, op, eps, str(exc))
+    if r1 is None or r2 is None or r1.rank == r2.rank:
+        if (r1 is None) != (r2 is None):
+            CONFIG.gauge_rank_changes += 1
+        return
+    CONFIG.gauge_rank_changes += 1
+    first_better = r1.rank < r2.rank if side == "upper" else r1.rank > r2.rank
+    better = (r1, op2) if first_better else (r2, op)
+    if not _consistent(better, (op, op2), eps, delta, side):
+        what = "witness" if side == "upper" else "certificate"
+        _fail(cert.name, test, op, eps,
+              f"{cert.name}: {what} rank {r1.rank} before and {r2.rank} after a gauge "
+              f"(A moved by <= {delta:.3g}), and the rank-{better[0].rank} {what} holds on both "
+              f"with room: the certifier depends on the gauge",
+              **{"witness" if side == "upper" else "lower": better[0]})
+
+
 @_kind("construction")
 @suite_settings(0.5)
 @given(case=_gauge_cases())
 def test_construction_gauge(softrank_certifier, case):
-    op, Sg, eps = case
-    _CTX.clear()
-    _CTX["S"] = Sg
-    cert, test = softrank_certifier, "construction_gauge"
-    op2, delta = _gauge_pair(cert.name, test, op, Sg, eps)
-    try:
-        w1 = _checked_witness(cert.name, test, op, eps, cert)
-        w2 = _checked_witness(cert.name, test, op2, eps, cert)
-    except AssertionError as exc:
-        _fail(cert.name, test, op, eps, str(exc))
-    if w1 is None or w2 is None or w1.rank == w2.rank:
-        if (w1 is None) != (w2 is None):
-            CONFIG.gauge_rank_changes += 1
-        return
-    CONFIG.gauge_rank_changes += 1
-    better = (w1, op2) if w1.rank < w2.rank else (w2, op)
-    if not _consistent(better, (op, op2), eps, delta, "upper"):
-        _fail(cert.name, test, op, eps,
-              f"{cert.name}: witness rank {w1.rank} before and {w2.rank} after a gauge "
-              f"(A moved by <= {delta:.3g}), and the rank-{better[0].rank} witness holds on both "
-              "with room: the construction depends on the gauge", witness=better[0])
+    _gauge_side(softrank_certifier, "construction_gauge", case, "upper")
 
 
 @_kind("lower")
 @suite_settings(0.5)
 @given(case=_gauge_cases())
 def test_lower_gauge(softrank_certifier, case):
-    op, Sg, eps = case
-    _CTX.clear()
-    _CTX["S"] = Sg
-    cert, test = softrank_certifier, "lower_gauge"
-    op2, delta = _gauge_pair(cert.name, test, op, Sg, eps)
-    try:
-        c1 = _checked_lower(cert.name, test, op, eps, cert)
-        c2 = _checked_lower(cert.name, test, op2, eps, cert)
-    except AssertionError as exc:
-        _fail(cert.name, test, op, eps, str(exc))
-    if c1 is None or c2 is None or c1.rank == c2.rank:
-        if (c1 is None) != (c2 is None):
-            CONFIG.gauge_rank_changes += 1
-        return
-    CONFIG.gauge_rank_changes += 1
-    better = (c1, op2) if c1.rank > c2.rank else (c2, op)
-    if not _consistent(better, (op, op2), eps, delta, "lower"):
-        _fail(cert.name, test, op, eps,
-              f"{cert.name}: certified rank {c1.rank} before and {c2.rank} after a gauge "
-              f"(A moved by <= {delta:.3g}), and the rank-{better[0].rank} certificate holds on "
-              "both with room: the lower test depends on the gauge", lower=better[0])
+    _gauge_side(softrank_certifier, "lower_gauge", case, "lower")
 
 
 # ------------------------------------------------------------------ across certifiers
