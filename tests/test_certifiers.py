@@ -454,6 +454,7 @@ class _HighsProxy:
 
         class _S:
             col_value = np.full(len(sol.col_value), np.nan)
+            row_dual = np.full(len(sol.row_dual), np.nan)
 
         return _S()
 
@@ -531,7 +532,7 @@ def test_failing_highs_yields_no_lp_bound(highs_mode, name, mode):
 @pytest.mark.parametrize("name", list(LP_OPS))
 def test_time_limit_result_yields_no_lp_bound(monkeypatch, name):
     monkeypatch.setattr(EqualityLP, "solve",
-                        lambda self, b: LPResult("Time limit reached", None, None))
+                        lambda self, b=None, **kw: LPResult("Time limit reached", None, None))
     op = LP_OPS[name]()
     brs = bracket(op, LP_EPS)
     _assert_no_lp_bound(op, brs, allow_error=False)
@@ -543,7 +544,7 @@ def test_nan_optimal_result_yields_no_reported_lp_bound(monkeypatch, name):
     # an "optimal" LPResult carrying NaN (violating LPResult's own contract): whatever the
     # certifiers make of it, the checker must keep it out of the bracket
     monkeypatch.setattr(EqualityLP, "solve",
-                        lambda self, b: LPResult("optimal", np.full(self.shape[1], np.nan), 0.0))
+                        lambda self, b=None, **kw: LPResult("optimal", np.full(self.shape[1], np.nan), 0.0))
     op = LP_OPS[name]()
     brs = bracket(op, LP_EPS)
     _assert_no_lp_bound(op, brs, allow_error=False)
@@ -551,14 +552,14 @@ def test_nan_optimal_result_yields_no_reported_lp_bound(monkeypatch, name):
 
 def test_nan_optimal_result_produces_no_lp_candidates(monkeypatch):
     monkeypatch.setattr(EqualityLP, "solve",
-                        lambda self, b: LPResult("optimal", np.full(self.shape[1], np.nan), 0.0))
+                        lambda self, b=None, **kw: LPResult("optimal", np.full(self.shape[1], np.nan), 0.0))
     brs = bracket(LP_OPS["sphere"](), LP_EPS)
     assert not _lp_candidates(brs)
 
 
 @pytest.mark.parametrize("name", list(LP_OPS))
 def test_solve_raising_yields_error_or_non_lp_bracket(monkeypatch, name):
-    def boom(self, b):
+    def boom(self, b=None, **kw):
         raise RuntimeError("solver exploded")
 
     monkeypatch.setattr(EqualityLP, "solve", boom)
