@@ -566,3 +566,51 @@ def test_solve_raising_yields_error_or_non_lp_bracket(monkeypatch, name):
     op = LP_OPS[name]()
     brs = bracket(op, LP_EPS)
     _assert_no_lp_bound(op, brs, allow_error=True)
+
+
+# ------------------------------------------------------------------ rank searches
+
+
+@pytest.mark.parametrize("guess", [None, 1, 3, 7, 8, 9, 15, 40])
+@pytest.mark.parametrize("lo, hi, t", [(1, 20, 8), (5, 20, 5), (1, 8, 8), (3, 3, 3), (1, 30, 1)])
+def test_least_feasible_finds_the_threshold_with_any_guess(lo, hi, t, guess):
+    from softrank.certifiers.upper import least_feasible
+
+    probed = []
+
+    def feasible(k):
+        assert lo <= k <= hi, f"probed {k} outside [{lo}, {hi}]"
+        probed.append(k)
+        return k >= t
+
+    g = None if guess is None else (lambda: guess)
+    assert least_feasible(feasible, lo, hi, guess=g) == t
+    assert len(probed) == len(set(probed)), f"a rank probed twice: {probed}"
+    # a guess at the answer costs 2 probes (it and the rank below), never more than 2+2log2
+    if guess == t and t > lo:
+        assert len(probed) == 2
+    assert len(probed) <= 2 + 2 * int(np.ceil(np.log2(hi - lo + 1)))
+
+
+@pytest.mark.parametrize("guess", [None, 2, 9])
+def test_least_feasible_none_when_hi_fails(guess):
+    from softrank.certifiers.upper import least_feasible
+
+    g = None if guess is None else (lambda: guess)
+    assert least_feasible(lambda k: False, 1, 10, guess=g) is None
+    assert least_feasible(lambda k: True, 5, 4, guess=g) is None  # empty range
+
+
+def test_least_feasible_guess_asked_again_after_hi():
+    # a guess with nothing to predict from before hi is probed, and a prediction after
+    from softrank.certifiers.upper import least_feasible
+
+    calls = []
+
+    def guess():
+        calls.append(len(calls))
+        return None if len(calls) == 1 else 6
+
+    probed = []
+    assert least_feasible(lambda k: probed.append(k) or k >= 6, 1, 20, guess=guess) == 6
+    assert calls == [0, 1] and probed == [20, 6, 5]

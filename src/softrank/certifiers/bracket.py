@@ -144,7 +144,7 @@ class _Workspace:
         self.svd = np.linalg.svd(A, full_matrices=False)
         self.tsvd = up_.TruncatedSVD(A, self.svd)
         self.refit = up_.L1Refit(A, self.svd[2])
-        self.alt = up_.AlternatingL1(A, self.svd)
+        self.alt = up_.AlternatingL1(A, self.svd, tsvd_errors=self.tsvd.errors)
         self._hybrid = None
         self.rows = lo_.row_order(A)
         self.rowbasis = up_.L1Refit(A, A[self.rows], method="row-basis")
