@@ -1,0 +1,712 @@
+"""Learned heads from local checkpoints of several families (SPEC 3, 9).
+
+Supported families (``config.model_type``): BERT-style encoders (``bert``), GPT-2 (``gpt2``,
+fused ``c_attn``, optional per-layer scaling), Qwen2 and Llama (``qwen2``, ``llama``:
+rotary embeddings, grouped-query attention) and ViT (``vit``).
+
+**Capture by role.** Every supported model in transformers 5.x computes attention through
+``transformers.AttentionInterface``: each attention module calls one registered function
+with ``query (B, H, T, d)`` and ``key (B, H_kv, T, d)`` -- after the fused or separate
+projections, the head split and any rotary embedding -- and with the model's own
+``scaling``. softrank registers a function under the name ``"softrank_capture"`` that records
+those tensors and the additive attention mask (built by transformers' eager mask function),
+then runs the model module's own ``eager_attention_forward``, so the capture pass computes
+exactly what an eager pass computes. No module path is hard-coded: an attention module is
+whatever calls the interface; the layer is its ``layer_idx`` (or its order in the pass).
+
+**Operators.** For sequence ``b``, layer ``l``, query head ``h``:
+``Q = query[b, h, query_positions]``, ``K = key[b, h // (H / H_kv), key_positions]``
+(grouped-query attention: consecutive query heads share a key head), ``beta`` = the model's
+scaling (``1/sqrt(d_head)``; GPT-2 with ``scale_attn_by_inverse_layer_idx`` divides it by
+``l + 1``), and ``A = softmax_rows(beta Q K^T)`` in float64 from the float32 factors: the
+model's attention restricted to the block's keys and renormalised. The mask of every block
+is checked: each query must see every key of its block (else the operator is not the
+model's attention), and the mask may hold nothing but 0 and the masked value.
+
+**Blocks.** Bidirectional models (BERT, ViT) give native operators: queries = keys = all
+``w`` tokens. Causal models give common-prefix blocks: keys ``[0, w)``, queries ``[w, 2w)``
+by default (``key_positions``/``query_positions`` set them), so every query sees the same
+keys (SPEC 3). Sequences of different lengths are batched with right padding, an explicit
+attention mask and ``position_ids = 0 .. T-1`` per sequence, so padding never moves a
+token's position (rotary models) and no real token attends a pad.
+
+**Verification.** :func:`capture` (``verify=True``, the default) runs every batch a second
+time with eager attention and ``output_attentions=True`` and compares each operator with the
+model's own probabilities on its query and key positions, renormalised over the block's
+keys; a difference above ``atol`` (1e-5) is an error, so a capture that lost the rotary
+embedding or mapped a query head to the wrong key head cannot pass silently.
+
+Loading is offline (``local_files_only=True``) and safetensors-only; torch and transformers
+are imported inside the functions, so importing this module is light.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import pathlib
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import CheckpointError, InvalidArgumentError
+from ..operators import Operator
+
+__all__ = [
+    "FAMILIES", "Checkpoint", "Source", "load_checkpoint", "read_sources", "capture",
+    "key_head", "head_geometry", "CAPTURE_NAME",
+]
+
+#: ``config.model_type`` -> attention pattern. Only families with a test on a tiny
+#: random-initialised config are listed; other model types are refused by name.
+FAMILIES = {"bert": "bidirectional", "vit": "bidirectional",
+            "gpt2": "causal", "qwen2": "causal", "llama": "causal"}
+
+#: Name under which the capture function is registered in ``transformers.AttentionInterface``.
+CAPTURE_NAME = "softrank_capture"
+
+_IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
+
+
+# ------------------------------------------------------------------------- checkpoints
+
+
+@dataclass
+class Checkpoint:
+    """A loaded checkpoint: model (eval, float32, eager attention) and its preprocessor.
+
+    Attributes
+    ----------
+    path : pathlib.Path
+    model : transformers.PreTrainedModel
+    tokenizer : tokenizer or None (text families)
+    image_processor : image processor or None (``vit``)
+    model_type : str
+        ``config.model_type`` (a key of :data:`FAMILIES`).
+    causal : bool
+    n_layers, n_heads, n_kv_heads, d_head : int
+    """
+
+    path: pathlib.Path
+    model: Any
+    tokenizer: Any
+    image_processor: Any
+    model_type: str
+    causal: bool
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    d_head: int
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @classmethod
+    def from_model(cls, model: Any, tokenizer: Any = None, image_processor: Any = None,
+                   path: Any = "") -> "Checkpoint":
+        """Wrap an already loaded model (eval mode) and its preprocessor.
+
+        Raises
+        ------
+        CheckpointError
+            If ``config.model_type`` is not in :data:`FAMILIES` or the head counts do not
+            divide.
+        """
+        c = model.config
+        model_type = getattr(c, "model_type", None)
+        if model_type not in FAMILIES:
+            raise CheckpointError(f"model: model_type {model_type!r} is not supported; "
+                                  f"supported: {', '.join(sorted(FAMILIES))}")
+        n_heads = int(c.num_attention_heads)
+        n_kv = int(getattr(c, "num_key_value_heads", None) or n_heads)
+        if n_heads % n_kv:
+            raise CheckpointError(f"model: {n_heads} query heads are not a multiple of "
+                                  f"{n_kv} key heads")
+        d_head = int(getattr(c, "head_dim", None) or c.hidden_size // n_heads)
+        return cls(pathlib.Path(path), model, tokenizer, image_processor, model_type,
+                   FAMILIES[model_type] == "causal", int(c.num_hidden_layers), n_heads, n_kv,
+                   d_head)
+
+    @property
+    def max_positions(self) -> int | None:
+        c = self.model.config
+        v = getattr(c, "max_position_embeddings", None) or getattr(c, "n_positions", None)
+        return int(v) if v else None
+
+
+def load_checkpoint(checkpoint_dir: Any) -> Checkpoint:
+    """Load a local checkpoint of a supported family, offline and from safetensors only.
+
+    Parameters
+    ----------
+    checkpoint_dir : str or pathlib.Path
+        Directory with ``config.json``, ``*.safetensors`` and a tokenizer
+        (``tokenizer.json`` or ``vocab.txt``; text families) or ``preprocessor_config.json``
+        (``vit``).
+
+    Returns
+    -------
+    Checkpoint
+        The base model (``AutoModel``) in eval mode, float32, ``attn_implementation="eager"``.
+
+    Raises
+    ------
+    CheckpointError
+        Naming the directory: missing, no ``config.json``, a ``model_type`` outside
+        :data:`FAMILIES`, weights only as pickle (``*.bin``) or missing, no tokenizer or
+        image processor, or transformers fails to load it.
+    """
+    path = pathlib.Path(checkpoint_dir)
+    where = f"checkpoint_dir: {str(path)!r}"
+    if not path.is_dir():
+        raise CheckpointError(f"{where} is not an existing directory")
+    cfg_file = path / "config.json"
+    if not cfg_file.is_file():
+        raise CheckpointError(f"{where} lacks config.json")
+    try:
+        cfg = json.loads(cfg_file.read_text())
+    except (OSError, ValueError) as exc:
+        raise CheckpointError(f"{where}: config.json is not readable JSON ({exc})") from exc
+    model_type = cfg.get("model_type") if isinstance(cfg, dict) else None
+    if model_type not in FAMILIES:
+        raise CheckpointError(
+            f"{where}: model_type {model_type!r} is not supported; supported: "
+            f"{', '.join(sorted(FAMILIES))}")
+    if not any(path.glob("*.safetensors")):
+        pickled = sorted(p.name for p in path.glob("*.bin"))
+        raise CheckpointError(
+            f"{where} has no *.safetensors weights" + (
+                f" (only pickle weights {', '.join(pickled)}, which softrank does not load)"
+                if pickled else ""))
+    if model_type == "vit":
+        if not (path / "preprocessor_config.json").is_file():
+            raise CheckpointError(f"{where} lacks preprocessor_config.json (image processor)")
+    elif not ((path / "tokenizer.json").is_file() or (path / "vocab.txt").is_file()):
+        raise CheckpointError(f"{where} lacks a tokenizer (tokenizer.json or vocab.txt)")
+    try:
+        import torch
+        from transformers import AutoImageProcessor, AutoModel, AutoTokenizer
+    except ImportError as exc:
+        raise CheckpointError(f"{where}: loading needs torch and transformers; install "
+                              "softrank[models]") from exc
+    try:
+        model = AutoModel.from_pretrained(path, local_files_only=True, use_safetensors=True,
+                                          attn_implementation="eager", dtype=torch.float32)
+        tok = proc = None
+        if model_type == "vit":
+            proc = AutoImageProcessor.from_pretrained(path, local_files_only=True)
+        else:
+            tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise CheckpointError(f"{where}: cannot load ({exc})") from exc
+    model.eval()
+    try:
+        return Checkpoint.from_model(model, tok, proc, path)
+    except CheckpointError as exc:
+        raise CheckpointError(f"{where}: {exc}") from exc
+
+
+def key_head(h: int, n_heads: int, n_kv_heads: int) -> int:
+    """Key head of query head ``h`` under grouped-query attention: ``h // (H / H_kv)``
+    (transformers' ``repeat_kv`` repeats each key head for consecutive query heads)."""
+    return h // (n_heads // n_kv_heads)
+
+
+# ------------------------------------------------------------------------------ inputs
+
+
+@dataclass
+class Source:
+    """One input: ``kind`` is ``"text"`` (``data`` a str), ``"ids"`` (1-D int ndarray of
+    token ids) or ``"image"`` (an ``(H, W, 3)`` uint8/float ndarray or a PIL image)."""
+
+    name: str
+    kind: str
+    data: Any = field(repr=False)
+
+
+def _stdlib(spec: str) -> list[Source]:
+    from .text import stdlib_sources
+
+    every = stdlib_sources(64)
+    if spec == "stdlib":
+        return [Source(n, "text", t) for n, t in every]
+    name = spec.split(":", 1)[1]
+    texts = dict(every)
+    if name not in texts:
+        raise InvalidArgumentError(
+            f"source: {spec!r} names none of the 64 standard-library sources; choose from "
+            f"{', '.join(list(texts)[:8])}, ... (softrank.generators.text.stdlib_sources)")
+    return [Source(name, "text", texts[name])]
+
+
+def _skimage(spec: str) -> Source:
+    name = spec.split(":", 1)[1]
+    try:
+        from skimage import data as skdata
+    except ImportError as exc:
+        raise InvalidArgumentError(f"source: {spec!r} needs scikit-image "
+                                   "(pip install scikit-image)") from exc
+    fn = getattr(skdata, name, None)
+    if not callable(fn) or name.startswith("_") or name in ("download_all", "lbp_frontal_face_cascade_filename"):
+        raise InvalidArgumentError(f"source: {spec!r}: skimage.data has no image {name!r}")
+    try:
+        img = np.asarray(fn())
+    except Exception as exc:  # images that need a download are refused, never fetched
+        raise InvalidArgumentError(f"source: {spec!r} is not available offline ({exc})") from exc
+    if img.ndim == 2:
+        img = np.stack([img] * 3, axis=-1)
+    if img.ndim != 3 or img.shape[-1] not in (3, 4):
+        raise InvalidArgumentError(f"source: {spec!r} is not a colour image "
+                                   f"(shape {img.shape})")
+    return Source(f"skimage-{name}", "image", img[..., :3])
+
+
+def _file(p: pathlib.Path, spec: str) -> Source:
+    suffix = p.suffix.lower()
+    if suffix in _IMAGE_SUFFIXES:
+        from PIL import Image, UnidentifiedImageError
+
+        try:
+            with Image.open(p) as im:
+                return Source(p.stem, "image", np.asarray(im.convert("RGB")))
+        except (OSError, UnidentifiedImageError) as exc:
+            raise InvalidArgumentError(f"source: {spec!r} is not a readable image ({exc})") from exc
+    if suffix == ".npy":
+        try:
+            arr = np.load(p, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise InvalidArgumentError(f"source: {spec!r} is not a readable .npy array ({exc})") from exc
+        if arr.ndim == 1 and np.issubdtype(arr.dtype, np.integer):
+            return Source(p.stem, "ids", arr.astype(np.int64))
+        if arr.ndim == 3 and arr.shape[0] == 3 and np.issubdtype(arr.dtype, np.number):
+            if not np.isfinite(arr).all():
+                raise InvalidArgumentError(f"source: {spec!r} holds NaN or inf pixels")
+            return Source(p.stem, "image", np.moveaxis(arr, 0, -1))
+        raise InvalidArgumentError(
+            f"source: {spec!r} has shape {arr.shape} and dtype {arr.dtype}; expected 1-D "
+            "integer token ids or (3, H, W) pixels")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidArgumentError(f"source: {spec!r} is not a readable UTF-8 text file ({exc})") from exc
+    if not text.strip():
+        raise InvalidArgumentError(f"source: {spec!r} is empty")
+    return Source(p.stem, "text", text)
+
+
+def read_sources(specs: Sequence[str] | str, base: pathlib.Path | None = None) -> list[Source]:
+    """Inputs from source specs.
+
+    Parameters
+    ----------
+    specs : str or sequence of str
+        Each one of: ``stdlib`` (64 standard-library docstring sources, SPEC 9) or
+        ``stdlib:MODULE``; ``skimage:NAME`` (an image bundled with scikit-image, e.g.
+        ``skimage:astronaut``); a text file (UTF-8); a ``.npy`` of 1-D integer token ids or of
+        ``(3, H, W)`` pixels; a ``.png``/``.jpg`` image; or a directory (its files, sorted).
+    base : pathlib.Path, optional
+        Relative paths are taken from here (a panel file's directory).
+
+    Returns
+    -------
+    list of Source
+
+    Raises
+    ------
+    InvalidArgumentError
+        Naming ``source`` and the spec: not found, unreadable, wrong shape or dtype, empty.
+    """
+    if isinstance(specs, str):
+        specs = [specs]
+    out: list[Source] = []
+    for spec in specs:
+        if not isinstance(spec, str) or not spec:
+            raise InvalidArgumentError(f"source: expected a non-empty string, got {spec!r}")
+        if spec == "stdlib" or spec.startswith("stdlib:"):
+            out.extend(_stdlib(spec))
+            continue
+        if spec.startswith("skimage:"):
+            out.append(_skimage(spec))
+            continue
+        p = pathlib.Path(spec)
+        if base is not None and not p.is_absolute():
+            p = base / p
+        if p.is_dir():
+            files = sorted(f for f in p.iterdir() if f.is_file() and not f.name.startswith("."))
+            if not files:
+                raise InvalidArgumentError(f"source: directory {spec!r} has no files")
+            out.extend(_file(f, str(f)) for f in files)
+        elif p.is_file():
+            out.append(_file(p, spec))
+        else:
+            raise InvalidArgumentError(f"source: {spec!r} is not a file, a directory, 'stdlib[:MODULE]' "
+                                       "or 'skimage:NAME'")
+    names = [s.name for s in out]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise InvalidArgumentError(f"source: names repeat ({', '.join(dup)}); operator ids would collide")
+    return out
+
+
+# ----------------------------------------------------------------------------- capture
+
+
+_REGISTERED = False
+
+
+def _register() -> None:
+    """Register the capture function and its mask (transformers' eager mask) once."""
+    global _REGISTERED
+    if _REGISTERED:
+        return
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, eager_mask
+
+    AttentionInterface.register(CAPTURE_NAME, _capture_attention)
+    AttentionMaskInterface.register(CAPTURE_NAME, eager_mask)
+    _REGISTERED = True
+
+
+_RECORD: list | None = None
+
+
+def _capture_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0,
+                       **kwargs):
+    """Record ``query``, ``key``, mask and scaling, then compute eager attention."""
+    if _RECORD is not None:
+        _RECORD.append({
+            "module": module,
+            "layer_idx": getattr(module, "layer_idx", None),
+            "query": query.detach().to("cpu").double().numpy(),
+            "key": key.detach().to("cpu").double().numpy(),
+            "mask": None if attention_mask is None else attention_mask.detach().to("cpu").double().numpy(),
+            "scaling": scaling,
+        })
+    eager = getattr(sys.modules.get(type(module).__module__), "eager_attention_forward", None)
+    if eager is None:
+        raise CheckpointError(f"model: {type(module).__name__} has no eager_attention_forward "
+                              "in its modeling module")
+    return eager(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout,
+                 **kwargs)
+
+
+@dataclass
+class _Batch:
+    sources: list
+    inputs: dict
+    lengths: list
+
+
+def _encode(ck: Checkpoint, src: Source, length: int | None) -> np.ndarray:
+    """Token ids of a text or ids source, truncated to ``length`` tokens (None: all, up to
+    the model's maximum). Text keeps the tokenizer's special tokens (BERT: [CLS] ... [SEP])."""
+    cap = ck.max_positions
+    if src.kind == "text":
+        n = length if length is not None else cap
+        enc = ck.tokenizer(src.data, add_special_tokens=True, truncation=n is not None,
+                           max_length=n)
+        ids = np.asarray(enc["input_ids"], dtype=np.int64)
+    elif src.kind == "ids":
+        ids = src.data[:length] if length is not None else src.data[:cap]
+        vocab = int(ck.model.config.vocab_size)
+        if ids.size and (ids.min() < 0 or ids.max() >= vocab):
+            raise InvalidArgumentError(f"source: {src.name!r} has token ids outside [0, {vocab})")
+    else:
+        raise InvalidArgumentError(f"source: {src.name!r} is an image; {ck.name} "
+                                   f"({ck.model_type}) takes text or token ids")
+    return ids
+
+
+def _batches(ck: Checkpoint, sources: list[Source], lengths: list[int | None],
+             batch_size: int) -> list[_Batch]:
+    import torch
+
+    out = []
+    for i in range(0, len(sources), batch_size):
+        chunk = sources[i:i + batch_size]
+        if ck.model_type == "vit":
+            for s in chunk:
+                if s.kind != "image":
+                    raise InvalidArgumentError(f"source: {s.name!r} is {s.kind}; {ck.name} "
+                                               "(vit) takes images")
+            pv = ck.image_processor([s.data for s in chunk], return_tensors="pt")["pixel_values"]
+            T = (ck.model.config.image_size // ck.model.config.patch_size) ** 2 + 1
+            out.append(_Batch(chunk, {"pixel_values": pv.float()}, [T] * len(chunk)))
+            continue
+        ids = [_encode(ck, s, n) for s, n in zip(chunk, lengths[i:i + batch_size])]
+        T = max(len(x) for x in ids)
+        input_ids = torch.zeros((len(ids), T), dtype=torch.long)
+        mask = torch.zeros((len(ids), T), dtype=torch.long)
+        for r, x in enumerate(ids):
+            input_ids[r, :len(x)] = torch.as_tensor(x)
+            mask[r, :len(x)] = 1
+        inputs = {"input_ids": input_ids, "attention_mask": mask,
+                  "position_ids": torch.arange(T).expand(len(ids), T).clone()}
+        if ck.model_type == "bert":
+            inputs["token_type_ids"] = torch.zeros_like(input_ids)
+        out.append(_Batch(chunk, inputs, [len(x) for x in ids]))
+    return out
+
+
+def _run_capture(ck: Checkpoint, batch: _Batch) -> list[dict]:
+    """One forward pass through the capture function: per layer, its record."""
+    import torch
+
+    global _RECORD
+    _register()
+    model = ck.model
+    if model.training:
+        raise InvalidArgumentError("model: expected eval mode (dropout off), got training mode")
+    prev = model.config._attn_implementation
+    _RECORD = []
+    try:
+        model.set_attn_implementation(CAPTURE_NAME)
+        with torch.no_grad():
+            model(**batch.inputs)
+        rec = _RECORD
+    finally:
+        _RECORD = None
+        model.set_attn_implementation(prev)
+    if len(rec) != ck.n_layers:
+        raise CheckpointError(f"model: {len(rec)} attention calls in one pass, expected one per "
+                              f"layer ({ck.n_layers})")
+    idx = [r["layer_idx"] for r in rec]
+    if all(isinstance(i, int) for i in idx):
+        if sorted(idx) != list(range(ck.n_layers)):
+            raise CheckpointError(f"model: attention layer indices {idx} are not 0..{ck.n_layers - 1}")
+        rec = sorted(rec, key=lambda r: r["layer_idx"])
+    for l, r in enumerate(rec):
+        q, k = r["query"], r["key"]
+        if q.shape[1] != ck.n_heads or k.shape[1] != ck.n_kv_heads or q.shape[2] != k.shape[2]:
+            raise CheckpointError(
+                f"model: layer {l} attention has query {q.shape} and key {k.shape}; expected "
+                f"{ck.n_heads} query and {ck.n_kv_heads} key heads over one sequence")
+    return rec
+
+
+def _allowed(mask: np.ndarray | None, b: int, T: int, layer: int) -> np.ndarray:
+    """Boolean (T, T): which keys each query may attend, from the additive eager mask."""
+    if mask is None:
+        return np.ones((T, T), dtype=bool)
+    m = mask[b, 0] if mask.ndim == 4 else mask[b]
+    finite_masked = m < -1e30
+    if not np.all((m == 0) | finite_masked | np.isneginf(m)):
+        raise CheckpointError(f"model: layer {layer} adds position terms to the logits (mask "
+                              "values other than 0 and the masked value); not supported")
+    return m == 0
+
+
+def _positions(ck: Checkpoint, T: int, width: int | None, key_positions, query_positions,
+               name: str):
+    if key_positions is not None or query_positions is not None:
+        if key_positions is None or query_positions is None:
+            raise InvalidArgumentError("key_positions, query_positions: give both or neither")
+        kp = np.asarray(key_positions, dtype=np.int64)
+        qp = np.asarray(query_positions, dtype=np.int64)
+    elif ck.causal:
+        w = width if width is not None else T // 2
+        kp, qp = np.arange(w), np.arange(w, 2 * w)
+    else:
+        w = width if width is not None else T
+        kp = qp = np.arange(w)
+    for arg, p in (("key_positions", kp), ("query_positions", qp)):
+        if p.ndim != 1 or p.size < 2 or len(set(p.tolist())) != p.size:
+            raise InvalidArgumentError(f"{arg}: expected at least 2 distinct positions, got {p.tolist()[:8]}")
+        if p.min() < 0 or p.max() >= T:
+            raise InvalidArgumentError(
+                f"{arg}: positions up to {int(p.max())} do not fit source {name!r}, which has "
+                f"{T} tokens (width {width})")
+    return kp, qp
+
+
+def head_geometry(Q: np.ndarray, K: np.ndarray, beta: float) -> dict:
+    """Native geometry of one head (SPEC 7): ``rho_Q = max_i ||q_i||_2``,
+    ``rho_K = max_j ||k_j||_2``, ``Gamma = beta rho_Q rho_K`` and the singular values of ``Q``
+    and ``K`` (descending). Gauge-dependent by design: ``Q -> Q S``, ``K -> K S^{-T}`` moves
+    them while ``A`` stays."""
+    rq = float(np.linalg.norm(Q, axis=1).max())
+    rk = float(np.linalg.norm(K, axis=1).max())
+    return {"rho_Q": rq, "rho_K": rk, "Gamma": float(beta) * rq * rk,
+            "sv_Q": np.linalg.svd(Q, compute_uv=False), "sv_K": np.linalg.svd(K, compute_uv=False)}
+
+
+def capture(ck: Checkpoint, sources: Sequence[Source], *, width: int | None = None,
+            layers: Sequence[int] | None = None, heads: Sequence[int] | None = None,
+            key_positions=None, query_positions=None, family: str | None = None,
+            batch_size: int = 8, verify: bool = True, atol: float = 1e-5) -> list[Operator]:
+    """Operators of every (source, layer, head) (SPEC 3, 9); see the module docstring.
+
+    Parameters
+    ----------
+    ck : Checkpoint
+        From :func:`load_checkpoint`.
+    sources : sequence of Source
+        Text or token ids (text families), images (``vit``).
+    width : int, optional
+        Block width ``w``: native operators take the first ``w`` tokens (the text is
+        tokenised and truncated to ``w``, special tokens kept); causal models take keys
+        ``[0, w)`` and queries ``[w, 2w)`` of the first ``2w`` tokens. None: the whole
+        sequence (native) or ``w = T // 2`` (causal). ``vit``: the sequence is fixed by the
+        image size (``1 + patches``); ``width`` must be None or that length.
+    layers, heads : sequence of int, optional
+        Default all. ``heads`` are query heads.
+    key_positions, query_positions : sequence of int, optional
+        Explicit block (both or neither), positions in the input sequence; every query must
+        be allowed to attend every key by the model's mask.
+    family : str, optional
+        Provenance family (default ``model_type``).
+    batch_size : int
+        Sources per forward pass (padded on the right; results do not depend on it beyond
+        float32 rounding).
+    verify : bool
+        Compare every operator with the model's eager attention probabilities (one more
+        forward pass per batch); ``meta["eager_max_abs_diff"]`` records the difference.
+    atol : float
+        Largest difference accepted by the verification.
+
+    Returns
+    -------
+    list of Operator
+        Source-major, then layer, then head. Each has ``A (m, N)``, ``Q (m, d)``,
+        ``K (N, d)`` float64, ``beta``, ``layer``, ``head``, ``block`` and ``meta`` with
+        ``query_positions``, ``key_positions``, ``width``, ``checkpoint``, ``model_type``,
+        ``key_head`` and the native geometry (``rho_Q``, ``rho_K``, ``Gamma``).
+
+    Raises
+    ------
+    InvalidArgumentError
+        Bad ``width``, ``layers``, ``heads``, positions, or a source too short or of the
+        wrong kind (messages name the argument and the source).
+    CheckpointError
+        If a block's queries may not attend all its keys (causal order, sliding window,
+        padding), the mask carries position terms, the model's attention calls do not
+        match its config, or (``verify``) an operator differs from the model's attention
+        by more than ``atol``.
+    """
+    if not sources:
+        raise InvalidArgumentError("sources: expected at least one source, got none")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise InvalidArgumentError(f"batch_size: expected an int >= 1, got {batch_size!r}")
+    cap = ck.max_positions
+    if width is not None:
+        if isinstance(width, bool) or not isinstance(width, (int, np.integer)) or width < 2:
+            raise InvalidArgumentError(f"width: expected an int >= 2, got {width!r}")
+        width = int(width)
+        need = 2 * width if ck.causal else width
+        if cap is not None and need > cap and key_positions is None:
+            raise InvalidArgumentError(
+                f"width: {width} needs {need} positions, more than the model's {cap}")
+    ls = _indices("layers", layers, ck.n_layers)
+    hs = _indices("heads", heads, ck.n_heads)
+    if key_positions is not None and query_positions is not None:
+        length = int(max(np.max(key_positions), np.max(query_positions))) + 1
+    elif width is not None:
+        length = 2 * width if ck.causal else width
+    else:
+        length = None
+    if ck.model_type == "vit":
+        T_img = (ck.model.config.image_size // ck.model.config.patch_size) ** 2 + 1
+        if width is not None and width != T_img:
+            raise InvalidArgumentError(
+                f"width: {ck.name} (vit) has {T_img} tokens per image (CLS + patches); "
+                f"width must be {T_img} or omitted, got {width}")
+    fam = family or ck.model_type
+    ops: list[Operator] = []
+    for batch in _batches(ck, list(sources), [length] * len(sources), batch_size):
+        rec = _run_capture(ck, batch)
+        att = _run_eager(ck, batch) if verify else None
+        for b, src in enumerate(batch.sources):
+            T = batch.lengths[b]
+            if length is not None and T < length:
+                raise InvalidArgumentError(
+                    f"width: source {src.name!r} has only {T} tokens, fewer than the "
+                    f"{length} that width={width} needs")
+            kp, qp = _positions(ck, T, width, key_positions, query_positions, src.name)
+            w_label = width if width is not None else (len(kp))
+            for l in ls:
+                r = rec[l]
+                allowed = _allowed(r["mask"], b, r["query"].shape[2], l)
+                if not allowed[np.ix_(qp, kp)].all():
+                    raise CheckpointError(
+                        f"model: layer {l} masks some keys of the block (queries "
+                        f"{int(qp.min())}..{int(qp.max())}, keys {int(kp.min())}..{int(kp.max())}) "
+                        f"for source {src.name!r}; every query must see every key (SPEC 3)")
+                scaling = r["scaling"] if r["scaling"] is not None else r["query"].shape[-1] ** -0.5
+                for h in hs:
+                    kh = key_head(h, ck.n_heads, ck.n_kv_heads)
+                    Q = r["query"][b, h][qp]
+                    K = r["key"][b, kh][kp]
+                    block = (f"native:0-{len(kp)}" if ck.causal is False and key_positions is None
+                             else f"keys:{_span(kp)},queries:{_span(qp)}")
+                    geo = head_geometry(Q, K, float(scaling))
+                    op = Operator.from_factors(
+                        Q, K, beta=float(scaling), family=fam, source=src.name, layer=l, head=h,
+                        block=block,
+                        meta={"width": w_label, "checkpoint": ck.name,
+                              "model_type": ck.model_type, "key_head": kh,
+                              "query_positions": qp.tolist(), "key_positions": kp.tolist(),
+                              "rho_Q": geo["rho_Q"], "rho_K": geo["rho_K"],
+                              "Gamma": geo["Gamma"]},
+                        operator_id=f"{fam}-w{w_label}-L{l}H{h}-{src.name}")
+                    if att is not None:
+                        d = _eager_difference(att, b, op)
+                        if not d <= atol:
+                            raise CheckpointError(
+                                f"capture: operator {op.operator_id} differs from the model's "
+                                f"eager attention by {d:.3g} (> {atol:g}); the captured Q, K "
+                                "do not reproduce the model")
+                        op.meta["eager_max_abs_diff"] = d
+                    ops.append(op)
+    return ops
+
+
+def _span(p: np.ndarray) -> str:
+    p = np.asarray(p)
+    if p.size and np.array_equal(p, np.arange(p[0], p[0] + p.size)):
+        return f"{int(p[0])}-{int(p[0]) + p.size}"
+    return "[" + ",".join(str(int(x)) for x in p) + "]"
+
+
+def _indices(name: str, values: Sequence[int] | None, bound: int) -> list[int]:
+    if values is None:
+        return list(range(bound))
+    out = []
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= v < bound:
+            raise InvalidArgumentError(f"{name}: expected ints in [0, {bound}), got {v!r}")
+        out.append(int(v))
+    return out
+
+
+# ------------------------------------------------------------------------ verification
+
+
+def _run_eager(ck: Checkpoint, batch: _Batch) -> list[np.ndarray]:
+    """The model's own attention probabilities on a batch: per layer ``(B, H, T, T)``."""
+    import torch
+
+    model = ck.model
+    prev = model.config._attn_implementation
+    try:
+        model.set_attn_implementation("eager")
+        with torch.no_grad():
+            att = model(**batch.inputs, output_attentions=True).attentions
+    finally:
+        model.set_attn_implementation(prev)
+    if att is None or len(att) != ck.n_layers:
+        raise CheckpointError("model: returned no attention probabilities under eager attention")
+    return [a.double().numpy() for a in att]
+
+
+def _eager_difference(att: list[np.ndarray], b: int, op: Operator) -> float:
+    """Max |model probabilities on the block, renormalised over its keys - A|."""
+    qp = np.asarray(op.meta["query_positions"])
+    kp = np.asarray(op.meta["key_positions"])
+    P = att[op.layer][b, op.head][np.ix_(qp, kp)]
+    P = P / P.sum(axis=1, keepdims=True)
+    return float(np.abs(P - op.A).max())
