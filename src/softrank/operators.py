@@ -21,7 +21,8 @@ import numpy as np
 from .checker.certificates import matrix_hash
 from .errors import InvalidOperatorError
 
-__all__ = ["Operator", "softmax_rows", "ROW_SUM_TOL", "operator_hash"]
+__all__ = ["Operator", "softmax_rows", "ROW_SUM_TOL", "operator_hash", "save_operator",
+           "load_operator", "OPERATOR_FORMAT", "FACTOR_TOL"]
 
 #: Largest accepted ``|sum_j A_ij - 1|``. Float64 softmax rows of width up to a few thousand
 #: sum to 1 within ~1e-13; float32-derived matrices that were renormalised in float64 do too.
@@ -231,3 +232,126 @@ class Operator:
             "hash": self.hash,
             **{k: v for k, v in self.meta.items()},
         }
+
+
+#: Format tag of operator files written by :func:`save_operator` (``softrank heads``).
+OPERATOR_FORMAT = "softrank-operator/1"
+
+#: Largest accepted ``|A - softmax_rows(beta Q K^T)|`` in an operator file with factors.
+FACTOR_TOL = 1e-9
+
+
+def save_operator(path: Any, op: Operator) -> None:
+    """Write an operator as ``.npz`` (no pickle): ``A``, ``Q``, ``K``, ``beta`` (when it has
+    factors), ``layer``, ``head`` (-1 when unknown), ``query_positions``, ``key_positions``
+    (from ``meta``, else empty) and ``provenance`` (a JSON string of
+    :meth:`Operator.provenance` plus ``format``). Written to a temporary name and renamed, so
+    an interrupted write leaves no partial file."""
+    import json
+    import os
+    import pathlib
+
+    path = pathlib.Path(path)
+    meta = dict(op.meta)
+    arrays = {"A": op.A,
+              "layer": np.int64(-1 if op.layer is None else op.layer),
+              "head": np.int64(-1 if op.head is None else op.head),
+              "query_positions": np.asarray(meta.get("query_positions", []), dtype=np.int64),
+              "key_positions": np.asarray(meta.get("key_positions", []), dtype=np.int64)}
+    if op.Q is not None:
+        arrays.update(Q=op.Q, K=op.K, beta=np.float64(op.beta))
+    prov = {k: v for k, v in op.provenance().items()
+            if k not in ("query_positions", "key_positions")}
+    prov["format"] = OPERATOR_FORMAT
+    arrays["provenance"] = np.array(json.dumps(prov, default=_json_default))
+    tmp = path.with_name(path.name + ".part")
+    with open(tmp, "wb") as fh:
+        np.savez(fh, **arrays)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def _json_default(v):
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    raise TypeError(f"not JSON serialisable: {type(v).__name__}")
+
+
+def load_operator(path: Any, arg: str = "path") -> Operator:
+    """Read an operator from ``.npy`` (a bare ``A``) or ``.npz`` (:func:`save_operator`'s
+    format, or any archive with an ``A`` array and optionally ``Q``, ``K``, ``beta``).
+
+    Raises
+    ------
+    InvalidOperatorError
+        Naming ``arg`` and the file: unreadable, a certificate file, no ``A``, invalid
+        ``A``/``Q``/``K``/``beta``, or ``A`` differs from ``softmax_rows(beta Q K^T)`` by more
+        than :data:`FACTOR_TOL`.
+    """
+    import json
+    import pathlib
+
+    p = pathlib.Path(path)
+    where = f"{arg}: {str(p)!r}"
+    try:
+        data = np.load(p, allow_pickle=False)
+    except FileNotFoundError:
+        raise InvalidOperatorError(f"{where} not found") from None
+    except IsADirectoryError:
+        raise InvalidOperatorError(f"{where} is a directory, expected a .npy or .npz file") from None
+    except (OSError, ValueError) as exc:
+        raise InvalidOperatorError(f"{where} is not a readable .npy/.npz file ({exc})") from exc
+    if isinstance(data, np.ndarray):
+        try:
+            return Operator(A=data, family="matrix", source=p.name, operator_id=f"matrix-{p.stem}")
+        except InvalidOperatorError as exc:
+            raise InvalidOperatorError(f"{where}: {exc}") from exc
+    with data:
+        files = set(data.files)
+        if "A" not in files:
+            kind = " (a certificate: use `softrank verify`)" if "header" in files else ""
+            raise InvalidOperatorError(f"{where} holds no array 'A'{kind}")
+        A = data["A"]
+        has_f = {"Q", "K", "beta"} & files
+        if has_f and has_f != {"Q", "K", "beta"}:
+            raise InvalidOperatorError(f"{where}: factors incomplete, has {sorted(has_f)} of "
+                                       "Q, K, beta")
+        prov = {}
+        if "provenance" in files:
+            try:
+                prov = json.loads(str(data["provenance"]))
+            except ValueError as exc:
+                raise InvalidOperatorError(f"{where}: provenance is not JSON ({exc})") from exc
+            if not isinstance(prov, dict):
+                raise InvalidOperatorError(f"{where}: provenance is not a JSON object")
+        meta = {k: v for k, v in prov.items()
+                if k not in ("operator_id", "family", "source", "layer", "head", "block",
+                             "seed", "m", "n", "hash", "format")}
+        for k in ("query_positions", "key_positions"):
+            if k in files and data[k].size:
+                meta[k] = data[k].astype(np.int64).tolist()
+        layer = int(data["layer"]) if "layer" in files and int(data["layer"]) >= 0 else prov.get("layer")
+        head = int(data["head"]) if "head" in files and int(data["head"]) >= 0 else prov.get("head")
+        kw = dict(family=prov.get("family", "matrix"), source=prov.get("source", p.name),
+                  layer=layer, head=head, block=prov.get("block", ""), seed=prov.get("seed"),
+                  meta=meta, operator_id=prov.get("operator_id") or f"matrix-{p.stem}")
+        try:
+            if has_f:
+                Q, K, beta = data["Q"], data["K"], float(data["beta"])
+                op = Operator(A=A, Q=Q, K=K, beta=beta, **kw)
+                dev = float(np.abs(op.A - softmax_rows(op.beta * (op.Q @ op.K.T))).max())
+                if not dev <= FACTOR_TOL:
+                    raise InvalidOperatorError(
+                        f"A: differs from softmax_rows(beta Q K^T) of the file's factors by "
+                        f"{dev:.3g} (> {FACTOR_TOL:g})")
+            else:
+                op = Operator(A=A, **kw)
+        except InvalidOperatorError as exc:
+            raise InvalidOperatorError(f"{where}: {exc}") from exc
+        if "hash" in prov and prov["hash"] != op.hash:
+            raise InvalidOperatorError(f"{where}: A's hash {op.hash} differs from the "
+                                       f"provenance's {prov['hash']}")
+    return op

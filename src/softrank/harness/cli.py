@@ -1,4 +1,4 @@
-"""``softrank`` command line: ``audit``, ``bracket``, ``verify``.
+"""``softrank`` command line: ``audit``, ``bracket``, ``verify``, ``heads``.
 
 Exit codes: 0 success; 1 a check failed (``verify``) or a cell was unsound/errored
 (``audit``, ``bracket``); 2 bad arguments or input (the message names the argument).
@@ -88,14 +88,41 @@ def _parser() -> argparse.ArgumentParser:
                    help="bracket the exact softmax of each operator's float64 factors Q, K, beta "
                         "(ball-arithmetic enclosure; operators without factors as usual)")
 
-    b = sub.add_parser("bracket", help="bracket one matrix saved as .npy")
-    b.add_argument("file", help="(m, N) float64 row-stochastic matrix (.npy)")
+    b = sub.add_parser("bracket", help="bracket one operator saved as .npy or .npz")
+    b.add_argument("file", help="(m, N) float64 row-stochastic matrix (.npy), or an operator "
+                                "file (.npz with A and optionally Q, K, beta: `softrank heads`)")
     b.add_argument("--eps", type=_eps_arg, nargs="+", required=True)
     b.add_argument("--json", action="store_true", help="print a JSON list")
     b.add_argument("--save-certificates", metavar="DIR", default=None,
                    help="write the certificates as .npz files into DIR")
     b.add_argument("--no-interval", action="store_true",
                    help="skip the interval cross-check (float64 checker only)")
+
+    h = sub.add_parser("heads", help="capture per-head operators from a local checkpoint "
+                                      "(BERT, GPT-2, Qwen2/Llama, ViT)")
+    h.add_argument("checkpoint", metavar="CHECKPOINT_DIR",
+                   help="local directory: config.json, *.safetensors, tokenizer or image "
+                        "processor (nothing is downloaded)")
+    h.add_argument("--source", action="append", required=True, metavar="INPUT",
+                   help="repeatable: a text file, a directory, .npy token ids or (3, H, W) "
+                        "pixels, a .png/.jpg image, 'stdlib' / 'stdlib:MODULE' (standard-"
+                        "library docstrings) or 'skimage:NAME' (a scikit-image image)")
+    h.add_argument("--width", type=_int_arg(2), default=None,
+                   help="block width w: native models take the first w tokens; causal models "
+                        "keys [0, w) and queries [w, 2w) (default: the whole input)")
+    h.add_argument("--layers", type=_int_arg(0), nargs="+", default=None, help="default all")
+    h.add_argument("--heads", type=_int_arg(0), nargs="+", default=None,
+                   help="query heads (default all)")
+    h.add_argument("--keys", default=None, metavar="START:STOP",
+                   help="explicit key positions (with --queries), e.g. 0:64")
+    h.add_argument("--queries", default=None, metavar="START:STOP",
+                   help="explicit query positions (with --keys), e.g. 64:128")
+    h.add_argument("--family", default=None, help="family name in the operator ids "
+                   "(default: the config's model_type)")
+    h.add_argument("--batch-size", type=_int_arg(1), default=8, help="inputs per forward pass")
+    h.add_argument("--no-verify", action="store_true",
+                   help="skip the comparison with the model's eager attention (1e-5)")
+    h.add_argument("--out", required=True, help="directory for one .npz per (input, layer, head)")
 
     v = sub.add_parser("verify", help="re-check saved certificates without trusting the producer")
     v.add_argument("path", help="a certificate .npz or a directory of them")
@@ -185,8 +212,9 @@ def _cmd_bracket(args) -> int:
     from ..operators import Operator
     from .. import __version__
 
-    A = _load_matrix(args.file, "file")
-    op = Operator(A=A, source=Path(args.file).name)
+    from ..operators import load_operator
+
+    op = load_operator(args.file, "file")
     d = _out_dir(args.save_certificates, "--save-certificates") if args.save_certificates else None
     brs = bracket(op, list(args.eps), interval=not args.no_interval)
     if d is not None:
@@ -195,15 +223,71 @@ def _cmd_bracket(args) -> int:
                 if cert is not None:  # index first: distinct tolerances never share a name
                     save_certificate(d / f"{t:02d}_eps{br.eps!r}_{side}_{cert.kind}.npz", cert,
                                      op.A, producer=f"softrank {__version__}")
+    geo = _geometry(op)
     if args.json:
-        print(json.dumps([br.to_dict() for br in brs], indent=2))
+        print(json.dumps([{**br.to_dict(), **({"geometry": geo} if geo else {})} for br in brs],
+                         indent=2))
     else:
+        print(f"operator {op.operator_id}: {op.shape[0]} x {op.shape[1]}" + (
+            f"; native geometry rho_Q {geo['rho_Q']:.4g}, rho_K {geo['rho_K']:.4g}, "
+            f"Gamma {geo['Gamma']:.4g} (gauge-dependent)" if geo else ""))
         w = max(6, *(len(repr(br.eps)) for br in brs))
         print(f"{'eps':>{w}}  {'lower':>5}  {'upper':>5}  verdict   lower method / upper method")
         for br in brs:
             print(f"{br.eps!r:>{w}}  {br.lower:5d}  {br.upper:5d}  {br.verdict:8s}  "
                   f"{br.lower_method} / {br.upper_method}")
     return 1 if any(br.verdict in ("unsound", "error") for br in brs) else 0
+
+
+def _geometry(op) -> dict:
+    """Native geometry of an operator with factors (SPEC 7), JSON-ready; {} without."""
+    if op.Q is None:
+        return {}
+    from ..generators.capture import head_geometry
+
+    g = head_geometry(op.Q, op.K, op.beta)
+    return {"rho_Q": g["rho_Q"], "rho_K": g["rho_K"], "Gamma": g["Gamma"],
+            "sv_Q": [float(x) for x in g["sv_Q"]], "sv_K": [float(x) for x in g["sv_K"]]}
+
+
+def _span_arg(s: str | None, arg: str):
+    if s is None:
+        return None
+    try:
+        a, b = (int(x) for x in s.split(":"))
+    except ValueError:
+        raise SoftrankError(f"{arg}: expected START:STOP (integers), got {s!r}") from None
+    if not 0 <= a < b:
+        raise SoftrankError(f"{arg}: expected 0 <= START < STOP, got {s!r}")
+    return list(range(a, b))
+
+
+def _cmd_heads(args) -> int:
+    from ..generators.capture import capture, load_checkpoint, read_sources
+    from ..operators import save_operator
+
+    keys, queries = _span_arg(args.keys, "--keys"), _span_arg(args.queries, "--queries")
+    if (keys is None) != (queries is None):
+        raise SoftrankError("--keys, --queries: give both or neither")
+    if keys is not None and args.width is not None:
+        raise SoftrankError("--width: not with --keys/--queries (they fix the block)")
+    sources = read_sources(args.source)
+    out = _out_dir(args.out, "--out")
+    t0 = time.perf_counter()
+    ck = load_checkpoint(args.checkpoint)
+    ops = capture(ck, sources, width=args.width, layers=args.layers, heads=args.heads,
+                  key_positions=keys, query_positions=queries, family=args.family,
+                  batch_size=args.batch_size, verify=not args.no_verify)
+    for op in ops:
+        save_operator(out / f"{op.operator_id}.npz", op)
+    worst = max((op.meta.get("eager_max_abs_diff", 0.0) for op in ops), default=0.0)
+    print(f"{len(ops)} operators ({len(sources)} inputs x {len(set(o.layer for o in ops))} "
+          f"layers x {len(set(o.head for o in ops))} heads, {ck.model_type}, "
+          f"{ops[0].shape[0]}x{ops[0].shape[1]} first) -> {out}/ in "
+          f"{time.perf_counter() - t0:.1f} s" + (
+              "" if args.no_verify else
+              f"; largest difference from the model's eager attention {worst:.2e}"))
+    return 0
 
 
 def _cmd_verify(args) -> int:
@@ -298,6 +382,8 @@ def main(argv=None) -> int:
             return _cmd_audit(args)
         if args.command == "bracket":
             return _cmd_bracket(args)
+        if args.command == "heads":
+            return _cmd_heads(args)
         return _cmd_verify(args)
     except SoftrankError as exc:
         print(f"softrank {args.command}: error: {exc}", file=sys.stderr)

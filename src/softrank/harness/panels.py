@@ -28,13 +28,25 @@ A panel file (TOML) lists the same things::
     d = 2
     n = 8
 
-    [[matrix]]                      # a saved matrix (.npy, float64, rows summing to 1)
-    path = "my_head.npy"            # relative to the panel file
-    family = "mine"
+    [[matrix]]                      # a saved matrix (.npy, float64, rows summing to 1) or
+    path = "my_head.npy"            # an operator file (.npz from `softrank heads`),
+    family = "mine"                 # relative to the panel file
+
+    [[heads]]                       # heads of a local checkpoint (BERT, GPT-2, Qwen2,
+    checkpoint = "ckpt/qwen2"       # Llama, ViT; softrank.generators.capture), relative
+    sources = ["stdlib:json", "texts/"]   # to the panel file; inputs as for `softrank heads`
+    widths = [32, 64]               # default: the whole input; causal models give
+    layers = [0, 1]                 # keys [0, w), queries [w, 2w); default all layers
+    heads = [0, 3]                  # default all (query) heads
+    family = "qwen2-tiny"           # default: the config's model_type
+
+Every (source, width, layer, head) of a ``[[heads]]`` entry is one operator; each
+checkpoint is loaded once and every operator verified against the model's eager attention.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,7 +55,7 @@ import numpy as np
 
 from ..certifiers.bracket import validate_eps
 from ..errors import PanelError, SoftrankError
-from ..operators import Operator
+from ..operators import Operator, load_operator
 
 __all__ = ["Panel", "build_panel", "materialize", "DEFAULT_EPS", "PANELS"]
 
@@ -120,6 +132,90 @@ def _int_list(where: str, name: str, vals, lo: int, hi: int) -> list[int]:
     return vals
 
 
+def _config_counts(ckdir: Path, where: str) -> tuple[int, int]:
+    """(layers, query heads) from a checkpoint's config.json, without loading the model."""
+    import json
+
+    try:
+        cfg = json.loads((ckdir / "config.json").read_text())
+    except FileNotFoundError as exc:
+        raise PanelError(f"panel: {where}: checkpoint {str(ckdir)!r} has no config.json") from exc
+    except (OSError, ValueError) as exc:
+        raise PanelError(f"panel: {where}: checkpoint {str(ckdir)!r}: config.json is not "
+                         f"readable JSON ({exc})") from exc
+    n_l = cfg.get("num_hidden_layers", cfg.get("n_layer"))
+    n_h = cfg.get("num_attention_heads", cfg.get("n_head"))
+    if not (isinstance(n_l, int) and isinstance(n_h, int) and n_l > 0 and n_h > 0):
+        raise PanelError(f"panel: {where}: checkpoint {str(ckdir)!r}: config.json gives no "
+                         "layer and head counts")
+    return n_l, n_h
+
+
+def _heads_specs(h: dict, i: int, path: Path) -> list[dict]:
+    """One spec per (source, width, layer, head) of a ``[[heads]]`` entry."""
+    from ..generators.capture import read_sources
+
+    where = f"[[heads]] entry {i}"
+    bad = set(h) - {"checkpoint", "sources", "widths", "layers", "heads", "family"}
+    if bad:
+        raise PanelError(f"panel: {where} has unknown keys {sorted(bad)}; expected checkpoint, "
+                         "sources, widths, layers, heads, family")
+    if not isinstance(h.get("checkpoint"), str) or not h["checkpoint"]:
+        raise PanelError(f"panel: {where} needs 'checkpoint', a directory, got "
+                         f"{h.get('checkpoint')!r}")
+    ck = Path(h["checkpoint"])
+    if not ck.is_absolute():
+        ck = path.parent / ck
+    if not ck.is_dir():
+        raise PanelError(f"panel: {where}: checkpoint {str(ck)!r} is not an existing directory")
+    n_l, n_h = _config_counts(ck, where)
+    srcs = h.get("sources")
+    if not isinstance(srcs, list) or not srcs or not all(isinstance(x, str) for x in srcs):
+        raise PanelError(f"panel: {where}: sources must be a non-empty list of inputs (files, "
+                         f"directories, 'stdlib[:MODULE]', 'skimage:NAME'), got {srcs!r}")
+    try:
+        names = [s.name for s in read_sources(srcs, base=path.parent)]
+    except SoftrankError as exc:
+        raise PanelError(f"panel: {where}: {exc}") from exc
+    widths = h.get("widths")
+    widths = [None] if widths is None else _int_list(where, "widths", widths, 2, 1 << 16)
+    layers = _int_list(where, "layers", h.get("layers", list(range(n_l))), 0, n_l - 1)
+    heads = _int_list(where, "heads", h.get("heads", list(range(n_h))), 0, n_h - 1)
+    fam = h.get("family")
+    if fam is not None and (not isinstance(fam, str) or not fam):
+        raise PanelError(f"panel: {where}: family must be a non-empty string, got {fam!r}")
+    group = {"checkpoint": str(ck), "sources": [str(x) for x in srcs], "base": str(path.parent),
+             "family": fam, "layers": layers, "heads": heads, "entry": i}
+    return [{"kind": "heads", **group, "width": w, "source": n, "layer": l, "head": hd}
+            for w in widths for n in names for l in layers for hd in heads]
+
+
+def _materialize_heads(specs: list[tuple[int, dict]], out: list) -> None:
+    """Capture the operators of ``[[heads]]`` specs: one load per checkpoint, one capture
+    per (entry, width)."""
+    from ..generators.capture import capture, load_checkpoint, read_sources
+
+    loaded: dict = {}
+    groups: dict = {}
+    for i, s in specs:
+        groups.setdefault((s["entry"], s["width"]), []).append((i, s))
+    for (entry, width), items in groups.items():
+        s0 = items[0][1]
+        where = f"[[heads]] entry {entry}"
+        try:
+            ck = loaded.get(s0["checkpoint"])
+            if ck is None:
+                ck = loaded[s0["checkpoint"]] = load_checkpoint(s0["checkpoint"])
+            sources = read_sources(s0["sources"], base=Path(s0["base"]))
+            ops = capture(ck, sources, width=width, layers=s0["layers"], heads=s0["heads"],
+                          family=s0["family"])
+        except SoftrankError as exc:
+            raise PanelError(f"panel: {where} (width {width}): {exc}") from exc
+        by = {(op.source, op.layer, op.head): op for op in ops}
+        for i, s in items:
+            out[i] = by[(s["source"], s["layer"], s["head"])]
+
+
 def _panel_file(path: Path, seed: int) -> Panel:
     try:
         data = tomllib.loads(path.read_text())
@@ -131,7 +227,7 @@ def _panel_file(path: Path, seed: int) -> Panel:
         raise PanelError(f"panel: {str(path)!r} is not valid TOML ({exc})") from exc
     except OSError as exc:
         raise PanelError(f"panel: cannot read {str(path)!r} ({exc})") from exc
-    known = {"eps", "minilm", "synthetic", "matrix", "name"}
+    known = {"eps", "minilm", "synthetic", "matrix", "heads", "name"}
     extra = set(data) - known
     if extra:
         raise PanelError(f"panel: {str(path)!r} has unknown keys {sorted(extra)}; expected {sorted(known)}")
@@ -165,7 +261,10 @@ def _panel_file(path: Path, seed: int) -> Panel:
         p = Path(s["path"])
         if not p.is_absolute():
             p = path.parent / p
-        specs.append({"kind": "matrix", "path": str(p), "family": s.get("family", "matrix")})
+        specs.append({"kind": "matrix", "path": str(p), "family": s.get("family", "matrix"),
+                      "family_given": "family" in s})
+    for i, h in enumerate(_tables(data, "heads", path)):
+        specs += _heads_specs(h, i, path)
     if not specs:
         raise PanelError(f"panel: {str(path)!r} lists no operators")
     eps = data.get("eps", list(DEFAULT_EPS))
@@ -219,6 +318,9 @@ def materialize(specs: list[dict]) -> list[Operator]:
                 w, [(s["layer"], s["head"], sources[s["source_index"]]) for _, s in group])
             for (i, _), op in zip(group, ops):
                 out[i] = op
+    heads = [(i, s) for i, s in enumerate(specs) if s["kind"] == "heads"]
+    if heads:
+        _materialize_heads(heads, out)
     for i, s in enumerate(specs):
         if s["kind"] == "synthetic":
             kw = {k: v for k, v in s.items() if k not in ("kind", "family", "entry")}
@@ -232,15 +334,12 @@ def materialize(specs: list[dict]) -> list[Operator]:
         elif s["kind"] == "matrix":
             p = Path(s["path"])
             try:
-                A = np.load(p, allow_pickle=False)
-            except (OSError, ValueError) as exc:
-                raise PanelError(f"panel: [[matrix]] {str(p)!r} is not a readable .npy array "
-                                 f"({exc})") from exc
-            if not isinstance(A, np.ndarray):
-                raise PanelError(f"panel: [[matrix]] {str(p)!r} is an .npz archive, expected .npy")
-            try:
-                out[i] = Operator(A=A, family=s.get("family", "matrix"), source=p.name,
-                                  operator_id=f"{s.get('family', 'matrix')}-{p.stem}")
+                op = load_operator(p, "path")
             except SoftrankError as exc:
-                raise PanelError(f"panel: [[matrix]] {str(p)!r}: {exc}") from exc
+                raise PanelError(f"panel: [[matrix]] {exc}") from exc
+            if p.suffix.lower() != ".npz" or s.get("family_given"):
+                # a bare matrix (or a family set in the panel) takes the panel's naming
+                fam = s.get("family", "matrix")
+                op = dataclasses.replace(op, family=fam, operator_id=f"{fam}-{p.stem}")
+            out[i] = op
     return out  # type: ignore[return-value]
