@@ -217,6 +217,25 @@ class Operator:
         """Content hash of ``A`` (see :func:`operator_hash`)."""
         return operator_hash(self.A)
 
+    def native_geometry(self) -> dict | None:
+        """Native geometry of the factors (SPEC 7), or None without factors.
+
+        Returns
+        -------
+        dict
+            ``rho_Q = max_i ||q_i||_2``, ``rho_K = max_j ||k_j||_2``,
+            ``Gamma = beta rho_Q rho_K`` (floats) and ``sv_Q``, ``sv_K``: the singular values
+            of ``Q`` and ``K`` (descending 1-D arrays). Gauge-dependent by design:
+            ``Q -> Q S``, ``K -> K S^{-T}`` moves them while ``A`` stays.
+        """
+        if self.Q is None:
+            return None
+        rq = float(np.linalg.norm(self.Q, axis=1).max())
+        rk = float(np.linalg.norm(self.K, axis=1).max())
+        return {"rho_Q": rq, "rho_K": rk, "Gamma": float(self.beta) * rq * rk,
+                "sv_Q": np.linalg.svd(self.Q, compute_uv=False),
+                "sv_K": np.linalg.svd(self.K, compute_uv=False)}
+
     def provenance(self) -> dict:
         """Provenance fields as a JSON-ready dict."""
         return {

@@ -57,7 +57,7 @@ from ..operators import Operator
 
 __all__ = [
     "FAMILIES", "Checkpoint", "Source", "load_checkpoint", "read_sources", "capture",
-    "key_head", "head_geometry", "CAPTURE_NAME",
+    "key_head", "CAPTURE_NAME",
 ]
 
 #: ``config.model_type`` -> attention pattern. Only families with a test on a tiny
@@ -69,6 +69,11 @@ FAMILIES = {"bert": "bidirectional", "vit": "bidirectional",
 CAPTURE_NAME = "softrank_capture"
 
 _IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
+
+#: Images that ship inside the scikit-image wheel (``skimage.data``, no download).
+SKIMAGE_IMAGES = ("astronaut", "brick", "camera", "cat", "cell", "chelsea", "coffee", "coins",
+                  "grass", "gravel", "horse", "hubble_deep_field", "immunohistochemistry",
+                  "logo", "microaneurysms", "moon", "page", "retina", "rocket", "text")
 
 
 # ------------------------------------------------------------------------- checkpoints
@@ -251,13 +256,13 @@ def _skimage(spec: str) -> Source:
     except ImportError as exc:
         raise InvalidArgumentError(f"source: {spec!r} needs scikit-image "
                                    "(pip install scikit-image)") from exc
-    fn = getattr(skdata, name, None)
-    if not callable(fn) or name.startswith("_") or name in ("download_all", "lbp_frontal_face_cascade_filename"):
-        raise InvalidArgumentError(f"source: {spec!r}: skimage.data has no image {name!r}")
+    if name not in SKIMAGE_IMAGES:  # others need a download, which softrank never does
+        raise InvalidArgumentError(f"source: {spec!r}: expected one of the images bundled with "
+                                   f"scikit-image: {', '.join(SKIMAGE_IMAGES)}")
     try:
-        img = np.asarray(fn())
-    except Exception as exc:  # images that need a download are refused, never fetched
-        raise InvalidArgumentError(f"source: {spec!r} is not available offline ({exc})") from exc
+        img = np.asarray(getattr(skdata, name)())
+    except Exception as exc:
+        raise InvalidArgumentError(f"source: {spec!r} cannot be read ({exc})") from exc
     if img.ndim == 2:
         img = np.stack([img] * 3, axis=-1)
     if img.ndim != 3 or img.shape[-1] not in (3, 4):
@@ -524,17 +529,6 @@ def _positions(ck: Checkpoint, T: int, width: int | None, key_positions, query_p
     return kp, qp
 
 
-def head_geometry(Q: np.ndarray, K: np.ndarray, beta: float) -> dict:
-    """Native geometry of one head (SPEC 7): ``rho_Q = max_i ||q_i||_2``,
-    ``rho_K = max_j ||k_j||_2``, ``Gamma = beta rho_Q rho_K`` and the singular values of ``Q``
-    and ``K`` (descending). Gauge-dependent by design: ``Q -> Q S``, ``K -> K S^{-T}`` moves
-    them while ``A`` stays."""
-    rq = float(np.linalg.norm(Q, axis=1).max())
-    rk = float(np.linalg.norm(K, axis=1).max())
-    return {"rho_Q": rq, "rho_K": rk, "Gamma": float(beta) * rq * rk,
-            "sv_Q": np.linalg.svd(Q, compute_uv=False), "sv_K": np.linalg.svd(K, compute_uv=False)}
-
-
 def capture(ck: Checkpoint, sources: Sequence[Source], *, width: int | None = None,
             layers: Sequence[int] | None = None, heads: Sequence[int] | None = None,
             key_positions=None, query_positions=None, family: str | None = None,
@@ -574,8 +568,9 @@ def capture(ck: Checkpoint, sources: Sequence[Source], *, width: int | None = No
     list of Operator
         Source-major, then layer, then head. Each has ``A (m, N)``, ``Q (m, d)``,
         ``K (N, d)`` float64, ``beta``, ``layer``, ``head``, ``block`` and ``meta`` with
-        ``query_positions``, ``key_positions``, ``width``, ``checkpoint``, ``model_type``,
-        ``key_head`` and the native geometry (``rho_Q``, ``rho_K``, ``Gamma``).
+        ``query_positions``, ``key_positions``, ``width``, ``checkpoint`` (directory name),
+        ``checkpoint_dir``, ``model_type`` and ``key_head``; the native geometry is
+        :meth:`Operator.native_geometry`.
 
     Raises
     ------
@@ -643,15 +638,13 @@ def capture(ck: Checkpoint, sources: Sequence[Source], *, width: int | None = No
                     K = r["key"][b, kh][kp]
                     block = (f"native:0-{len(kp)}" if ck.causal is False and key_positions is None
                              else f"keys:{_span(kp)},queries:{_span(qp)}")
-                    geo = head_geometry(Q, K, float(scaling))
                     op = Operator.from_factors(
                         Q, K, beta=float(scaling), family=fam, source=src.name, layer=l, head=h,
                         block=block,
                         meta={"width": w_label, "checkpoint": ck.name,
                               "model_type": ck.model_type, "key_head": kh,
-                              "query_positions": qp.tolist(), "key_positions": kp.tolist(),
-                              "rho_Q": geo["rho_Q"], "rho_K": geo["rho_K"],
-                              "Gamma": geo["Gamma"]},
+                              "checkpoint_dir": str(ck.path),
+                              "query_positions": qp.tolist(), "key_positions": kp.tolist()},
                         operator_id=f"{fam}-w{w_label}-L{l}H{h}-{src.name}")
                     if att is not None:
                         d = _eager_difference(att, b, op)

@@ -23,8 +23,19 @@ CSV_COLUMNS = [
     "operator_id", "family", "source", "layer", "head", "block", "m", "n", "eps",
     "lower", "upper", "ratio", "lower_method", "upper_method", "verdict", "seconds",
     "svd_seconds", "lower_check", "upper_check", "planted_rank", "validated_rho", "attack", "attack_closest",
-    "attack_seconds", "candidates",
+    "attack_seconds", "rho_Q", "rho_K", "Gamma", "sv_Q", "sv_K", "checkpoint", "candidates",
 ]
+
+
+def _geometry_fields(op: Operator) -> dict:
+    """Native geometry beside each bracket (SPEC 7): radii, ``Gamma = beta rho_Q rho_K`` and
+    the singular values of ``Q`` and ``K`` (space-separated, descending); empty without
+    factors. Gauge-dependent: they describe the model's chosen factorisation, not ``A``."""
+    g = op.native_geometry()
+    if g is None:
+        return {"rho_Q": "", "rho_K": "", "Gamma": "", "sv_Q": "", "sv_K": ""}
+    return {**{k: g[k] for k in ("rho_Q", "rho_K", "Gamma")},
+            **{k: " ".join(f"{x:.6g}" for x in g[k]) for k in ("sv_Q", "sv_K")}}
 
 
 def _check_label(rep) -> str:
@@ -98,6 +109,7 @@ def bracket_operator(op: Operator, eps_list, validated: bool = False, attacks: s
         brs = [Bracket(eps=float(e), lower=0, upper=-1, verdict="error",
                        candidates={"error": f"{type(exc).__name__}: {exc}"}) for e in eps_list]
     svd_s = _svd_seconds(op.A)
+    geo = _geometry_fields(op)
     A_att = op.A
     if validated and op.Q is not None and attacks != "none":
         from ..checker.validated import enclose_softmax
@@ -125,6 +137,8 @@ def bracket_operator(op: Operator, eps_list, validated: bool = False, attacks: s
             "planted_rank": prov.get("planted_rank", ""),
             "validated_rho": f"{br.rho:.3g}" if validated and op.Q is not None else "",
             **att,
+            **geo,
+            "checkpoint": prov.get("checkpoint", ""),
             "candidates": ";".join(f"{k}={v}" for k, v in br.candidates.items()
                                    if not isinstance(v, (list, dict))),
         })

@@ -241,11 +241,9 @@ def _cmd_bracket(args) -> int:
 
 def _geometry(op) -> dict:
     """Native geometry of an operator with factors (SPEC 7), JSON-ready; {} without."""
-    if op.Q is None:
+    g = op.native_geometry()
+    if g is None:
         return {}
-    from ..generators.capture import head_geometry
-
-    g = head_geometry(op.Q, op.K, op.beta)
     return {"rho_Q": g["rho_Q"], "rho_K": g["rho_K"], "Gamma": g["Gamma"],
             "sv_Q": [float(x) for x in g["sv_Q"]], "sv_K": [float(x) for x in g["sv_K"]]}
 

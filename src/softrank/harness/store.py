@@ -154,7 +154,7 @@ class Ledger:
             return None
         ints = {"layer", "head", "m", "n", "lower", "upper", "planted_rank"}
         floats = {"eps", "ratio", "seconds", "svd_seconds", "attack_closest", "attack_seconds",
-                  "validated_rho"}
+                  "validated_rho", "rho_Q", "rho_K", "Gamma"}
         data = {}
         for c in columns:
             vals = [r.get(c, "") for r in rows]
