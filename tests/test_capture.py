@@ -330,3 +330,11 @@ heads = [2]
         assert len(r["sv_Q"].split()) == D_HEAD
         assert r["verdict"] in ("open", "resolved")
     assert {r["checkpoint"] for r in rows} == {"gpt2", "qwen2", "vit"}
+    report = (out / "report.md").read_text()
+    assert "median native Gamma" in report
+    for group in ("gpt2-w8", "qwen2-tiny-w8", "vit-w17"):
+        assert f"| {group} |" in report
+    summary = json.loads((out / "summary.json").read_text())
+    g = summary["families"]["gpt2-w8"]["0.25"]["median_Gamma"]
+    gammas = [float(r["Gamma"]) for r in rows if r["operator_id"].startswith("gpt2-")]
+    assert g == pytest.approx(float(np.median(gammas)), rel=1e-3)

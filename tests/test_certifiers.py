@@ -445,7 +445,14 @@ class _HighsProxy:
 
         if self._mode == "timelimit":
             return highspy.HighsModelStatus.kTimeLimit
+        if self._mode == "unknown-until-cleared":
+            return highspy.HighsModelStatus.kUnknown
         return self._real.getModelStatus()
+
+    def clearSolver(self):
+        if self._mode == "unknown-until-cleared":
+            self._mode = None
+        return self._real.clearSolver()
 
     def getSolution(self):
         sol = self._real.getSolution()
@@ -482,6 +489,15 @@ def test_solver_failures_map_to_no_solution(highs_mode, mode, status):
     assert r.status == status and r.x is None and not r.success
     assert BasisPursuit(np.array([[1.0, 2.0]])).solve(np.array([2.0])) is None
     assert L1Regression(np.ones((1, 3))).solve(np.array([1.0, 2.0, 4.0])) is None
+
+
+def test_non_optimal_warm_start_is_retried_cold(highs_mode):
+    # HiGHS sometimes ends a warm-started solve with status Unknown on an LP that solves from
+    # scratch; the solve is retried once after clearSolver, and only an optimal retry counts
+    highs_mode["mode"] = "unknown-until-cleared"
+    lp = EqualityLP(np.array([[1.0, 2.0]]), [1.0, 1.0], [0.0, 0.0], [np.inf, np.inf])
+    r = lp.solve([2.0])
+    assert r.success and abs(r.objective - 1.0) < 1e-9  # z = (0, 1)
 
 
 # operators on which the LP-based methods win when the LP works (checked below)

@@ -125,3 +125,21 @@ def test_import_does_not_load_torch():
     code = "import sys, softrank.generators.heads; sys.exit('torch' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], env=dict(os.environ))
     assert result.returncode == 0
+
+
+def test_heads_cli_on_the_packaged_minilm(tmp_path, capsys):
+    from softrank.harness.cli import main
+    from softrank.operators import load_operator
+
+    out = tmp_path / "ops"
+    assert main(["heads", "minilm", "--source", "stdlib:json", "--width", "32", "--layers", "2",
+                 "--heads", "0", "7", "--family", "minilm", "--out", str(out)]) == 0
+    assert "largest difference from the model's eager attention" in capsys.readouterr().out
+    ops = [load_operator(f) for f in sorted(out.glob("*.npz"))]
+    assert [op.operator_id for op in ops] == ["minilm-w32-L2H0-json", "minilm-w32-L2H7-json"]
+    model, tokenizer = load_encoder(minilm_checkpoint_dir())
+    text = dict(stdlib_sources(64))["json"]
+    ref = eager_attentions(model, tokenizer, text, 32)
+    for op in ops:
+        assert op.shape == (32, 32) and op.meta["eager_max_abs_diff"] <= 1e-5
+        assert np.abs(op.A - ref[op.layer][op.head]).max() <= 1e-5

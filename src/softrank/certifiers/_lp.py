@@ -133,9 +133,15 @@ class EqualityLP:
             h.changeColsCost(self.shape[1], self._cols, cost)
         try:
             h.run()
+            ms = h.getModelStatus()
+            if ms != self._hs.HighsModelStatus.kOptimal:
+                # a warm start from the previous basis occasionally ends in a non-optimal
+                # status (e.g. "Unknown") on an LP that solves from scratch: retry once cold
+                h.clearSolver()
+                h.run()
+                ms = h.getModelStatus()
         except Exception as exc:  # a crash of the solver is a failed solve, never a bound
             return LPResult(f"exception:{type(exc).__name__}", None, None)
-        ms = h.getModelStatus()
         if ms != self._hs.HighsModelStatus.kOptimal:
             return LPResult(h.modelStatusToString(ms), None, None)
         sol = h.getSolution()

@@ -384,12 +384,20 @@ def _capture_attention(module, query, key, value, attention_mask, scaling=None, 
                        **kwargs):
     """Record ``query``, ``key``, mask and scaling, then compute eager attention."""
     if _RECORD is not None:
+        prev = _RECORD[-1] if _RECORD else None
+        if attention_mask is None:
+            mask = None
+        elif prev is not None and prev["mask_tensor"] is attention_mask:
+            mask = prev["mask"]  # one mask shared by every layer: stored once
+        else:
+            mask = attention_mask.detach().to("cpu").float().numpy()
         _RECORD.append({
-            "module": module,
             "layer_idx": getattr(module, "layer_idx", None),
-            "query": query.detach().to("cpu").double().numpy(),
-            "key": key.detach().to("cpu").double().numpy(),
-            "mask": None if attention_mask is None else attention_mask.detach().to("cpu").double().numpy(),
+            # float32 as computed (cast to float64 per head when operators are built)
+            "query": query.detach().to("cpu").float().numpy(),
+            "key": key.detach().to("cpu").float().numpy(),
+            "mask_tensor": attention_mask,
+            "mask": mask,
             "scaling": scaling,
         })
     eager = getattr(sys.modules.get(type(module).__module__), "eager_attention_forward", None)
@@ -474,6 +482,8 @@ def _run_capture(ck: Checkpoint, batch: _Batch) -> list[dict]:
         with torch.no_grad():
             model(**batch.inputs)
         rec = _RECORD
+        for r in rec:
+            r.pop("mask_tensor")
     finally:
         _RECORD = None
         model.set_attn_implementation(prev)
@@ -498,7 +508,7 @@ def _allowed(mask: np.ndarray | None, b: int, T: int, layer: int) -> np.ndarray:
     """Boolean (T, T): which keys each query may attend, from the additive eager mask."""
     if mask is None:
         return np.ones((T, T), dtype=bool)
-    m = mask[b, 0] if mask.ndim == 4 else mask[b]
+    m = (mask[b, 0] if mask.ndim == 4 else mask[b]).astype(np.float64)
     finite_masked = m < -1e30
     if not np.all((m == 0) | finite_masked | np.isneginf(m)):
         raise CheckpointError(f"model: layer {layer} adds position terms to the logits (mask "
@@ -634,8 +644,8 @@ def capture(ck: Checkpoint, sources: Sequence[Source], *, width: int | None = No
                 scaling = r["scaling"] if r["scaling"] is not None else r["query"].shape[-1] ** -0.5
                 for h in hs:
                     kh = key_head(h, ck.n_heads, ck.n_kv_heads)
-                    Q = r["query"][b, h][qp]
-                    K = r["key"][b, kh][kp]
+                    Q = r["query"][b, h][qp].astype(np.float64)
+                    K = r["key"][b, kh][kp].astype(np.float64)
                     block = (f"native:0-{len(kp)}" if ck.causal is False and key_positions is None
                              else f"keys:{_span(kp)},queries:{_span(qp)}")
                     op = Operator.from_factors(

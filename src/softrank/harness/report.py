@@ -24,13 +24,14 @@ PAPER = {
     "median_ratio_range": [2.6, 3.8],
     "attacks": {"tried": 458, "succeeded": 0},
 }
-_PAPER_COMPARE = {"minilm": "BERT native"}
+_PAPER_COMPARE = {"minilm": "BERT native", "bert": "BERT native", "gpt2": "GPT-2",
+                  "qwen2": "Qwen2.5"}
 
 
 def _group_key(r):
     fam = r["family"]
-    if fam == "minilm":
-        return f"minilm-w{r['n']}"
+    if fam == "minilm" or r.get("checkpoint"):  # learned heads: one group per width
+        return f"{fam}-w{r['n']}"
     return fam
 
 
@@ -52,7 +53,13 @@ def _stats(rows):
         "median_seconds": round(float(np.median([float(r["seconds"]) for r in rows])), 3) if n else None,
         "total_seconds": round(float(sum(float(r["seconds"]) for r in rows)), 1),
         "median_seconds_over_svd": _svd_ratio(rows),
+        "median_Gamma": _median_field(rows, "Gamma"),
     }
+
+
+def _median_field(rows, key):
+    v = [float(r[key]) for r in rows if r.get(key, "") not in ("", None)]
+    return round(float(np.median(v)), 4) if v else None
 
 
 def _svd_ratio(rows):
@@ -333,10 +340,11 @@ def write_report(rows: list[dict], summary: dict, out: Path) -> None:
                          "median upper/lower 2.6-3.8 (by family)")
             trows.append([fam, e, st["cells"], f"{st['resolved_pct']} %", st["median_ratio"],
                           st["p90_ratio"], st["median_lower"], st["median_upper"],
-                          st["median_seconds"], st.get("median_seconds_over_svd"), paper])
+                          st["median_seconds"], st.get("median_seconds_over_svd"),
+                          st.get("median_Gamma"), paper])
     lines.append(_table(["family", "eps", "cells", "resolved", "median upper/lower",
                          "p90 upper/lower", "median lower", "median upper", "median s/cell",
-                         "median cell / one SVD", "seed paper"], trows))
+                         "median cell / one SVD", "median native Gamma", "seed paper"], trows))
     lines += [
         "",
         "Seed paper (SPEC 11), eps 0.25: resolved GPT-2 99.7 %, Qwen2.5 77.1 %, ViT-Base IN1K "
