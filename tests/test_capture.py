@@ -338,3 +338,20 @@ heads = [2]
     g = summary["families"]["gpt2-w8"]["0.25"]["median_Gamma"]
     gammas = [float(r["Gamma"]) for r in rows if r["operator_id"].startswith("gpt2-")]
     assert g == pytest.approx(float(np.median(gammas)), rel=1e-3)
+
+
+@pytest.mark.parametrize("family", TEXT_FAMILIES + ("vit",))
+def test_heads_cli_runs_on_every_family(ckdirs, tmp_path, family, capsys):
+    out = tmp_path / family
+    src = "skimage:chelsea" if family == "vit" else "stdlib:csv"
+    width = [] if family == "vit" else ["--width", "10"]
+    assert main(["heads", str(ckdirs[family]), "--source", src, *width, "--heads", "1",
+                 "--out", str(out)]) == 0
+    files = sorted(out.glob("*.npz"))
+    assert len(files) == 2  # 2 layers x 1 head
+    for f in files:
+        op = load_operator(f)
+        assert op.head == 1 and op.meta["eager_max_abs_diff"] <= 1e-5
+        assert np.abs(op.A - _softmax(op.Q, op.K, op.beta)).max() <= 1e-9
+        n = 17 if family == "vit" else 10
+        assert op.shape == (n, n)
