@@ -104,7 +104,7 @@ def test_text_families_match_eager_attention(checkpoints, texts, family):
 def test_vit_images_match_eager_attention(checkpoints, tmp_path):
     ck = checkpoints["vit"]
     rng = np.random.default_rng(0)
-    np.save(tmp_path / "pix.npy", rng.random((3, 40, 48)))
+    np.save(tmp_path / "pix.npy", 255 * rng.random((3, 40, 48)))
     from PIL import Image
 
     Image.fromarray(rng.integers(0, 255, (30, 30, 3), dtype=np.uint8)).save(tmp_path / "im.png")
@@ -232,6 +232,80 @@ def test_load_checkpoint_errors_name_the_directory(tmp_path, ckdirs):
             (nt / f.name).write_bytes(f.read_bytes())
     with pytest.raises(CheckpointError, match="lacks a tokenizer"):
         load_checkpoint(nt)
+
+
+def test_bad_pixels_and_token_ids_are_refused(tmp_path, checkpoints):
+    rng = np.random.default_rng(0)
+    np.save(tmp_path / "unit.npy", rng.random((3, 8, 8)))  # [0, 1]: would be read as ~black
+    with pytest.raises(InvalidArgumentError, match="as if already scaled"):
+        read_sources(str(tmp_path / "unit.npy"))
+    np.save(tmp_path / "neg.npy", -rng.random((3, 8, 8)) * 1000)
+    with pytest.raises(InvalidArgumentError, match=r"expected values in \[0, 255\]"):
+        read_sources(str(tmp_path / "neg.npy"))
+    np.save(tmp_path / "cplx.npy", np.ones((3, 8, 8), dtype=complex))
+    with pytest.raises(InvalidArgumentError, match="real pixels"):
+        read_sources(str(tmp_path / "cplx.npy"))
+    np.save(tmp_path / "empty.npy", np.zeros(0, dtype=np.int64))
+    with pytest.raises(InvalidArgumentError, match="gives 0 tokens"):
+        capture(checkpoints["gpt2"], read_sources(str(tmp_path / "empty.npy")))
+    vocab = int(checkpoints["gpt2"].model.config.vocab_size)
+    np.save(tmp_path / "oov.npy", np.array([1, 2, vocab]))
+    with pytest.raises(InvalidArgumentError, match="outside the model's vocabulary"):
+        capture(checkpoints["gpt2"], read_sources(str(tmp_path / "oov.npy")))
+    src = read_sources("stdlib:json")
+    with pytest.raises(InvalidArgumentError, match="beyond the model's 512 positions"):
+        capture(checkpoints["gpt2"], src, key_positions=range(8), query_positions=range(600, 610))
+    with pytest.raises(InvalidArgumentError, match="^family"):
+        capture(checkpoints["bert"], src, width=8, family="../escape")
+    with pytest.raises(InvalidArgumentError, match="heads: 1 is given twice"):
+        capture(checkpoints["bert"], src, width=8, heads=[1, 1])
+
+
+def test_missing_weights_are_refused(ckdirs, tmp_path):
+    # transformers initialises missing weights at random (and only logs it)
+    from safetensors.numpy import load_file, save_file
+
+    d = tmp_path / "holed"
+    d.mkdir()
+    for f in ckdirs["qwen2"].iterdir():
+        (d / f.name).write_bytes(f.read_bytes())
+    w = load_file(str(d / "model.safetensors"))
+    w = {k: v for k, v in w.items() if not k.startswith("layers.1.self_attn.k_proj")}
+    save_file(w, str(d / "model.safetensors"), metadata={"format": "pt"})
+    with pytest.raises(CheckpointError, match="missing or of the wrong shape.*k_proj") as info:
+        load_checkpoint(d)
+    assert str(d) in str(info.value)
+
+
+def test_explicit_blocks_get_their_own_ids(checkpoints):
+    ck, src = checkpoints["gpt2"], read_sources("stdlib:json")
+    a = capture(ck, src, width=8, layers=[0], heads=[0])
+    b = capture(ck, src, key_positions=range(8), query_positions=range(100, 108), layers=[0],
+                heads=[0])
+    assert a[0].operator_id == "gpt2-w8-L0H0-json"
+    assert b[0].operator_id == "gpt2-wk0-8q100-108-L0H0-json"
+
+
+def test_audit_refuses_repeated_operator_ids(ckdirs, tmp_path, capsys):
+    panel = tmp_path / "dup.toml"
+    panel.write_text(f"""
+eps = [0.5]
+[[heads]]
+checkpoint = "{ckdirs['gpt2']}"
+sources = ["stdlib:json"]
+widths = [8]
+layers = [0]
+heads = [0]
+[[heads]]
+checkpoint = "{ckdirs['gpt2']}"
+sources = ["stdlib:json"]
+widths = [8]
+layers = [0]
+heads = [0]
+""")
+    capsys.readouterr()
+    assert main(["audit", "--panel", str(panel), "--out", str(tmp_path / "o"), "--quiet"]) == 2
+    assert "ids repeat (gpt2-w8-L0H0-json)" in capsys.readouterr().err
 
 
 def test_read_sources_errors(tmp_path):

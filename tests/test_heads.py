@@ -133,7 +133,7 @@ def test_heads_cli_on_the_packaged_minilm(tmp_path, capsys):
 
     out = tmp_path / "ops"
     assert main(["heads", "minilm", "--source", "stdlib:json", "--width", "32", "--layers", "2",
-                 "--heads", "0", "7", "--family", "minilm", "--out", str(out)]) == 0
+                 "--heads", "0", "7", "--out", str(out)]) == 0
     assert "largest difference from the model's eager attention" in capsys.readouterr().out
     ops = [load_operator(f) for f in sorted(out.glob("*.npz"))]
     assert [op.operator_id for op in ops] == ["minilm-w32-L2H0-json", "minilm-w32-L2H7-json"]
@@ -143,3 +143,25 @@ def test_heads_cli_on_the_packaged_minilm(tmp_path, capsys):
     for op in ops:
         assert op.shape == (32, 32) and op.meta["eager_max_abs_diff"] <= 1e-5
         assert np.abs(op.A - ref[op.layer][op.head]).max() <= 1e-5
+
+    assert {op.meta["checkpoint"] for op in ops} == {"all-MiniLM-L6-v2"}
+    # the same files again: refused unless --overwrite
+    capsys.readouterr()
+    args = ["heads", "minilm", "--source", "stdlib:json", "--width", "32", "--layers", "2",
+            "--heads", "0", "7", "--out", str(out), "--quiet"]
+    assert main(args) == 2
+    assert "exist already" in capsys.readouterr().err
+    assert main(args + ["--overwrite"]) == 0
+
+
+def test_panel_heads_entry_names_the_packaged_minilm(tmp_path):
+    from softrank.harness.panels import build_panel, materialize
+
+    p = tmp_path / "p.toml"
+    p.write_text('[[heads]]\ncheckpoint = "minilm"\nsources = ["stdlib:csv"]\nwidths = [16]\n'
+                 'layers = [3]\nheads = [4]\n')
+    (op,) = materialize(build_panel(str(p)).specs)
+    assert op.operator_id == "minilm-w16-L3H4-csv" and op.meta["checkpoint"] == "all-MiniLM-L6-v2"
+    model, tokenizer = load_encoder(minilm_checkpoint_dir())
+    ref = eager_attentions(model, tokenizer, dict(stdlib_sources(64))["csv"], 16)
+    assert np.abs(op.A - ref[3][4]).max() <= 1e-5

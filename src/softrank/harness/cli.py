@@ -124,6 +124,9 @@ def _parser() -> argparse.ArgumentParser:
     h.add_argument("--batch-size", type=_int_arg(1), default=8, help="inputs per forward pass")
     h.add_argument("--no-verify", action="store_true",
                    help="skip the comparison with the model's eager attention (1e-5)")
+    h.add_argument("--overwrite", action="store_true",
+                   help="replace operator files already in --out (default: refuse)")
+    h.add_argument("--quiet", action="store_true", help="no transformers progress bars")
     h.add_argument("--out", required=True, help="directory for one .npz per (input, layer, head)")
 
     t = sub.add_parser("tiny-checkpoint", help="write a tiny random-initialised checkpoint "
@@ -233,8 +236,8 @@ def _cmd_bracket(args) -> int:
                                      op.A, producer=f"softrank {__version__}")
     geo = _geometry(op)
     if args.json:
-        print(json.dumps([{**br.to_dict(), **({"geometry": geo} if geo else {})} for br in brs],
-                         indent=2))
+        print(json.dumps([{"operator_id": op.operator_id, **br.to_dict(),
+                           **({"geometry": geo} if geo else {})} for br in brs], indent=2))
     else:
         print(f"operator {op.operator_id}: {op.shape[0]} x {op.shape[1]}" + (
             f"; native geometry rho_Q {geo['rho_Q']:.4g}, rho_K {geo['rho_K']:.4g}, "
@@ -269,7 +272,7 @@ def _span_arg(s: str | None, arg: str):
 
 
 def _cmd_heads(args) -> int:
-    from ..generators.capture import capture, load_checkpoint, read_sources
+    from ..generators.capture import capture, read_sources, resolve_checkpoint
     from ..operators import save_operator
 
     keys, queries = _span_arg(args.keys, "--keys"), _span_arg(args.queries, "--queries")
@@ -278,19 +281,21 @@ def _cmd_heads(args) -> int:
     if keys is not None and args.width is not None:
         raise SoftrankError("--width: not with --keys/--queries (they fix the block)")
     sources = read_sources(args.source)
-    out = _out_dir(args.out, "--out")
+    if args.quiet:
+        _quiet_transformers()
     t0 = time.perf_counter()
-    ckdir = args.checkpoint
-    if ckdir == "minilm" and not Path(ckdir).exists():
-        from ..generators.heads import minilm_checkpoint_dir
-
-        ckdir = minilm_checkpoint_dir()
-    ck = load_checkpoint(ckdir)
+    ck, family = resolve_checkpoint(args.checkpoint, args.family)
     ops = capture(ck, sources, width=args.width, layers=args.layers, heads=args.heads,
-                  key_positions=keys, query_positions=queries, family=args.family,
+                  key_positions=keys, query_positions=queries, family=family,
                   batch_size=args.batch_size, verify=not args.no_verify)
-    for op in ops:
-        save_operator(out / f"{op.operator_id}.npz", op)
+    out = _out_dir(args.out, "--out")
+    targets = [out / f"{op.operator_id}.npz" for op in ops]
+    clash = [t.name for t in targets if t.exists()]
+    if clash and not args.overwrite:
+        raise SoftrankError(f"--out: {len(clash)} operator files exist already ({clash[0]}, ...); "
+                            "use another --out or --family, or --overwrite")
+    for op, t in zip(ops, targets):
+        save_operator(t, op)
     worst = max((op.meta.get("eager_max_abs_diff", 0.0) for op in ops), default=0.0)
     print(f"{len(ops)} operators ({len(sources)} inputs x {len(set(o.layer for o in ops))} "
           f"layers x {len(set(o.head for o in ops))} heads, {ck.model_type}, "

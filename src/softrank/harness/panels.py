@@ -166,9 +166,13 @@ def _heads_specs(h: dict, i: int, path: Path) -> list[dict]:
     ck = Path(h["checkpoint"])
     if not ck.is_absolute():
         ck = path.parent / ck
-    if not ck.is_dir():
+    if h["checkpoint"] == "minilm" and not ck.exists():  # the packaged MiniLM checkpoint
+        ck = Path("minilm")
+        n_l, n_h = 6, 12
+    elif not ck.is_dir():
         raise PanelError(f"panel: {where}: checkpoint {str(ck)!r} is not an existing directory")
-    n_l, n_h = _config_counts(ck, where)
+    else:
+        n_l, n_h = _config_counts(ck, where)
     srcs = h.get("sources")
     if not isinstance(srcs, list) or not srcs or not all(isinstance(x, str) for x in srcs):
         raise PanelError(f"panel: {where}: sources must be a non-empty list of inputs (files, "
@@ -181,6 +185,9 @@ def _heads_specs(h: dict, i: int, path: Path) -> list[dict]:
     widths = [None] if widths is None else _int_list(where, "widths", widths, 2, 1 << 16)
     layers = _int_list(where, "layers", h.get("layers", list(range(n_l))), 0, n_l - 1)
     heads = _int_list(where, "heads", h.get("heads", list(range(n_h))), 0, n_h - 1)
+    for name, vals in (("layers", layers), ("heads", heads), ("widths", widths)):
+        if len(set(vals)) != len(vals):
+            raise PanelError(f"panel: {where}: {name} repeat, got {vals!r}")
     fam = h.get("family")
     if fam is not None and (not isinstance(fam, str) or not fam):
         raise PanelError(f"panel: {where}: family must be a non-empty string, got {fam!r}")
@@ -193,7 +200,7 @@ def _heads_specs(h: dict, i: int, path: Path) -> list[dict]:
 def _materialize_heads(specs: list[tuple[int, dict]], out: list) -> None:
     """Capture the operators of ``[[heads]]`` specs: one load per checkpoint, one capture
     per (entry, width)."""
-    from ..generators.capture import capture, load_checkpoint, read_sources
+    from ..generators.capture import capture, read_sources, resolve_checkpoint
 
     loaded: dict = {}
     groups: dict = {}
@@ -203,12 +210,13 @@ def _materialize_heads(specs: list[tuple[int, dict]], out: list) -> None:
         s0 = items[0][1]
         where = f"[[heads]] entry {entry}"
         try:
-            ck = loaded.get(s0["checkpoint"])
-            if ck is None:
-                ck = loaded[s0["checkpoint"]] = load_checkpoint(s0["checkpoint"])
+            got = loaded.get(s0["checkpoint"])
+            if got is None:
+                got = loaded[s0["checkpoint"]] = resolve_checkpoint(s0["checkpoint"])
+            ck, default_family = got
             sources = read_sources(s0["sources"], base=Path(s0["base"]))
             ops = capture(ck, sources, width=width, layers=s0["layers"], heads=s0["heads"],
-                          family=s0["family"])
+                          family=s0["family"] or default_family)
         except SoftrankError as exc:
             raise PanelError(f"panel: {where} (width {width}): {exc}") from exc
         by = {(op.source, op.layer, op.head): op for op in ops}
