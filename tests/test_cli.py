@@ -261,6 +261,10 @@ def test_resume_refuses_a_different_run(tmp_path, capsys):
     assert main(["audit", "--panel", str(p), "--out", str(tmp_path / "none"), "--quiet",
                  "--resume"]) == 2
     assert "no ledger" in capsys.readouterr().err
+    # same panel file and ids, different content (a regenerated input): refused
+    np.save(tmp_path / "blocks.npy", _block_perm(k=2, size=6))
+    assert main(["audit", "--panel", str(p), "--out", str(out), "--quiet", "--resume"]) == 2
+    assert "operators" in capsys.readouterr().err
 
 
 def test_cell_timeout_is_an_error_never_a_bound(tmp_path):
