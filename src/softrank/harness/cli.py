@@ -298,7 +298,7 @@ def _cmd_heads(args) -> int:
         save_operator(t, op)
     worst = max((op.meta.get("eager_max_abs_diff", 0.0) for op in ops), default=0.0)
     print(f"{len(ops)} operators ({len(sources)} inputs x {len(set(o.layer for o in ops))} "
-          f"layers x {len(set(o.head for o in ops))} heads, {ck.model_type}, "
+          f"layers x {len(set(o.head for o in ops))} heads, {ops[0].family} ({ck.model_type}), "
           f"{ops[0].shape[0]}x{ops[0].shape[1]} first) -> {out}/ in "
           f"{time.perf_counter() - t0:.1f} s" + (
               "" if args.no_verify else
