@@ -14,7 +14,7 @@ $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	# torch is pinned: an unpinned torch pulls a multi-GB CUDA build.
 	$(PY) -m pip install --quiet "torch==2.13.0"
-	$(PY) -m pip install --quiet -e ".[models,dev,dist]"
+	$(PY) -m pip install --quiet -e ".[models,dev,dist,geometry]"
 	touch $@
 
 audit: install

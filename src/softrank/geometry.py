@@ -1,0 +1,247 @@
+"""Intrinsic geometry of an attention operator (SPEC 7).
+
+Everything here is computed from ``A`` alone and is therefore gauge-invariant
+(``Q -> Q S``, ``K -> K S^{-T}`` leaves ``A`` unchanged); the native geometry of the factors
+(:meth:`softrank.Operator.native_geometry`) is not, and moves under a gauge.
+
+* :func:`interaction` -- the softmax-visible interaction ``C = P_m (log A) P_N`` with the
+  centring projectors ``P_n = I - 1 1^T / n``. Row constants vanish under softmax, so
+  ``A = softmax_rows(C + 1 b^T)`` with ``b`` = the centred column means of ``log A``
+  (:func:`column_offset`).
+* :func:`interaction_dimension` -- the numerical rank of ``C`` at a stated relative
+  threshold, with a bracket that accounts for the rounding of the computed singular values.
+* :func:`retained_part` -- ``T``: the rank-``r`` truncated SVD of ``C``.
+* :func:`tau` / :func:`tau_bound` -- the projective residual
+  ``tau(T) = ||A - softmax_rows(T + 1 b^T)||_inf`` (max row l1), and its cheap upper bound:
+  half the largest row oscillation of ``C - T`` (two softmax rows whose logits differ by
+  ``D`` are within ``2 tanh(osc(D) / 4) <= osc(D) / 2`` in l1).
+* :func:`kappa` -- the size ``kappa(T) = min over T = X Y^T of (max_i ||x_i||)(max_j ||y_j||)``,
+  an SDP in ``P = G G^T`` for ``X = X0 G``, ``Y = Y0 G^{-T}``: minimise ``t`` subject to
+  ``x0_i^T P x0_i <= t`` and ``[[P, y0_j], [y0_j^T, 1]] >= 0``; ``kappa = sqrt(t)``
+  (cvxpy with Clarabel). :func:`kappa_upper` is a fast upper bound from an optimised
+  diagonal gauge of the balanced SVD factorisation.
+* :func:`profile` -- ``q = (1 + kappa / (eps - tau)^2)^(r / 2)`` (seed paper), a descriptor,
+  never a bound: the theorem's constant ``C_r`` is unknown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import InvalidArgumentError
+from .operators import Operator, softmax_rows
+
+__all__ = [
+    "interaction", "column_offset", "interaction_dimension", "InteractionDimension",
+    "retained_part", "tau", "tau_bound", "kappa", "kappa_upper", "profile",
+]
+
+
+def _matrix(A) -> np.ndarray:
+    A = A.A if isinstance(A, Operator) else Operator(A=A).A
+    if not (A > 0).all():
+        i, j = np.argwhere(~(A > 0))[0]
+        raise InvalidArgumentError(
+            f"A: the interaction needs a common positive support (SPEC 3), A[{i}, {j}] = "
+            f"{A[i, j]!r}")
+    return A
+
+
+def interaction(A) -> np.ndarray:
+    """``C = P_m (log A) P_N`` (SPEC 7).
+
+    Parameters
+    ----------
+    A : (m, N) array_like or Operator
+        Row-stochastic with every entry ``> 0``.
+
+    Returns
+    -------
+    C : (m, N) float64 ndarray, rows and columns summing to 0 (up to rounding).
+
+    Raises
+    ------
+    InvalidArgumentError
+        If an entry of ``A`` is 0 (no common positive support; ``log A`` undefined).
+    """
+    L = np.log(_matrix(A))
+    return L - L.mean(axis=1, keepdims=True) - L.mean(axis=0, keepdims=True) + L.mean()
+
+
+def column_offset(A) -> np.ndarray:
+    """``b (N,)`` with ``softmax_rows(C + 1 b^T) = A``: the centred column means of ``log A``."""
+    L = np.log(_matrix(A))
+    b = L.mean(axis=0)
+    return b - b.mean()
+
+
+@dataclass(frozen=True)
+class InteractionDimension:
+    """Numerical rank of ``C`` at ``threshold`` (relative to ``s_1``).
+
+    ``lower <= dimension <= upper``: singular values within the rounding radius ``delta`` of
+    the threshold could fall on either side (Weyl: each computed singular value is within
+    ``delta`` of the exact one of the float64 ``C``).
+    """
+
+    dimension: int
+    lower: int
+    upper: int
+    threshold: float
+    delta: float
+    singular_values: np.ndarray
+
+
+def interaction_dimension(A, threshold: float = 1e-6) -> InteractionDimension:
+    """Interaction dimension ``rank(C)`` with its threshold and bracket (SPEC 7).
+
+    Parameters
+    ----------
+    A : (m, N) array_like or Operator
+    threshold : float
+        Relative: a singular value counts when ``s > threshold * s_1``. In ``(0, 1)``.
+
+    Raises
+    ------
+    InvalidArgumentError
+        Bad ``threshold`` or ``A`` without positive support.
+    """
+    if not (isinstance(threshold, (int, float)) and 0 < threshold < 1):
+        raise InvalidArgumentError(f"threshold: expected 0 < threshold < 1, got {threshold!r}")
+    C = interaction(A)
+    s = np.linalg.svd(C, compute_uv=False)
+    m, N = C.shape
+    s1 = float(s[0]) if s.size else 0.0
+    # backward-stable SVD: computed values within ~ max(m, N) u ||C||_2 of exact (Weyl);
+    # a generous constant 10 covers the forming of C as well
+    delta = 10.0 * max(m, N) * np.finfo(float).eps * s1
+    cut = threshold * s1
+    return InteractionDimension(int((s > cut).sum()), int((s > cut + delta).sum()),
+                                int((s > cut - delta).sum()), float(threshold), float(delta), s)
+
+
+def retained_part(C: np.ndarray, r: int) -> np.ndarray:
+    """``T``: the rank-``r`` truncated SVD of ``C (m, N)``; ``0 <= r <= min(m, N)``."""
+    C = np.asarray(C, dtype=np.float64)
+    if C.ndim != 2:
+        raise InvalidArgumentError(f"C: expected a 2-D array, got shape {C.shape}")
+    if isinstance(r, bool) or not isinstance(r, (int, np.integer)) or not 0 <= r <= min(C.shape):
+        raise InvalidArgumentError(f"r: expected an int in [0, {min(C.shape)}], got {r!r}")
+    U, s, Vt = np.linalg.svd(C, full_matrices=False)
+    return (U[:, :r] * s[:r]) @ Vt[:r]
+
+
+def tau(A, T: np.ndarray) -> float:
+    """Projective residual ``||A - softmax_rows(T + 1 b^T)||_inf`` (max row l1)."""
+    A_ = _matrix(A)
+    T = np.asarray(T, dtype=np.float64)
+    if T.shape != A_.shape:
+        raise InvalidArgumentError(f"T: expected shape {A_.shape}, got {T.shape}")
+    B = softmax_rows(T + column_offset(A_)[None, :])
+    return float(np.abs(A_ - B).sum(axis=1).max())
+
+
+def tau_bound(C: np.ndarray, T: np.ndarray) -> float:
+    """Upper bound on ``tau(T)``: half the largest row oscillation of ``C - T``."""
+    D = np.asarray(C, dtype=np.float64) - np.asarray(T, dtype=np.float64)
+    return float(0.5 * (D.max(axis=1) - D.min(axis=1)).max())
+
+
+def _factors(T: np.ndarray, rank_tol: float = 1e-12):
+    U, s, Vt = np.linalg.svd(np.asarray(T, dtype=np.float64), full_matrices=False)
+    r = int((s > rank_tol * (s[0] if s.size else 0)).sum())
+    h = np.sqrt(s[:r])
+    return U[:, :r] * h, Vt[:r].T * h  # X0 (m, r), Y0 (N, r), T = X0 Y0^T
+
+
+def kappa_upper(T: np.ndarray, iters: int = 200) -> float:
+    """Fast upper bound on ``kappa(T)``: the balanced SVD factorisation ``X0 = U S^1/2``,
+    ``Y0 = V S^1/2`` under the diagonal gauge ``X0 D``, ``Y0 D^-1`` that minimises
+    ``max_i ||x_i|| max_j ||y_j||`` (L-BFGS on a log-sum-exp smoothing; the exact product at
+    the returned gauge is reported, so it is a true factorisation's value)."""
+    from scipy.optimize import minimize
+
+    X0, Y0 = _factors(T)
+    r = X0.shape[1]
+    if r == 0:
+        return 0.0
+
+    def value(z):
+        d = np.exp(z)
+        return float(np.linalg.norm(X0 * d, axis=1).max() * np.linalg.norm(Y0 / d, axis=1).max())
+
+    def smooth(z, k=50.0):
+        d2 = np.exp(2 * z)
+        a = (X0 ** 2) @ d2
+        b = (Y0 ** 2) @ (1 / d2)
+        la, lb = np.log(a + 1e-300), np.log(b + 1e-300)
+        ma, mb = la.max(), lb.max()
+        wa = np.exp(k * (la - ma)); wb = np.exp(k * (lb - mb))  # noqa: E702
+        f = ma + np.log(wa.sum()) / k + mb + np.log(wb.sum()) / k
+        ga = ((wa / wa.sum() / (a + 1e-300))[:, None] * (X0 ** 2) * (2 * d2)).sum(0)
+        gb = ((wb / wb.sum() / (b + 1e-300))[:, None] * (Y0 ** 2) * (-2 / d2)).sum(0)
+        return f, ga + gb
+
+    best = value(np.zeros(r))
+    res = minimize(smooth, np.zeros(r), jac=True, method="L-BFGS-B", options={"maxiter": iters})
+    if np.isfinite(res.x).all():
+        best = min(best, value(res.x))
+    return best
+
+
+def kappa(T: np.ndarray, solver: str = "CLARABEL") -> float:
+    """``kappa(T)`` by its SDP (SPEC 7); needs cvxpy (``pip install softrank[geometry]``).
+
+    Parameters
+    ----------
+    T : (m, N) array_like
+        A retained part (rank ``r``; the rank is taken at relative threshold 1e-12).
+    solver : str
+        A cvxpy SDP solver (Clarabel by default; SCS also works).
+
+    Returns
+    -------
+    float
+        ``sqrt(t*)``; 0 for ``T = 0``. Gauge-invariant: it depends on ``T`` only.
+
+    Raises
+    ------
+    InvalidArgumentError
+        If cvxpy is missing or the solver does not report an optimal solution (never a
+        silently inaccurate value).
+    """
+    try:
+        import cvxpy as cp
+    except ImportError as exc:
+        raise InvalidArgumentError("solver: kappa needs cvxpy; install softrank[geometry]") from exc
+    X0, Y0 = _factors(T)
+    r = X0.shape[1]
+    if r == 0:
+        return 0.0
+    P = cp.Variable((r, r), symmetric=True)
+    t = cp.Variable()
+    cons = [P >> 0]
+    cons += [cp.sum(cp.multiply(P, np.outer(x, x))) <= t for x in X0]  # x^T P x <= t
+    for y in Y0:
+        cons.append(cp.bmat([[P, y[:, None]], [y[None, :], np.ones((1, 1))]]) >> 0)
+    prob = cp.Problem(cp.Minimize(t), cons)
+    try:
+        prob.solve(solver=solver)
+    except cp.SolverError as exc:
+        raise InvalidArgumentError(f"solver: {solver} failed on the kappa SDP ({exc})") from exc
+    if prob.status != cp.OPTIMAL or t.value is None:
+        raise InvalidArgumentError(f"solver: {solver} ended the kappa SDP with status "
+                                   f"{prob.status!r}, not optimal")
+    return float(np.sqrt(max(float(t.value), 0.0)))
+
+
+def profile(kappa_value: float, tau_value: float, eps: float, r: int) -> float:
+    """``q = (1 + kappa / (eps - tau)^2)^(r / 2)``; ``inf`` when ``tau >= eps``. A
+    descriptor, never a bound (the seed theorem's constant ``C_r`` is unknown)."""
+    if not 0 < eps < 1:
+        raise InvalidArgumentError(f"eps: expected 0 < eps < 1, got {eps!r}")
+    if tau_value >= eps:
+        return float("inf")
+    return float((1.0 + kappa_value / (eps - tau_value) ** 2) ** (r / 2))
