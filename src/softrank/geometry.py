@@ -1,6 +1,7 @@
 """Intrinsic geometry of an attention operator (SPEC 7).
 
-Everything here is computed from ``A`` alone and is therefore gauge-invariant
+Everything here is computed from ``A`` (or, for an operator with factors, from the logits
+``beta Q K^T``, which ``A`` determines up to row constants) and is therefore gauge-invariant
 (``Q -> Q S``, ``K -> K S^{-T}`` leaves ``A`` unchanged); the native geometry of the factors
 (:meth:`softrank.Operator.native_geometry`) is not, and moves under a gauge.
 
@@ -49,13 +50,26 @@ def _matrix(A) -> np.ndarray:
     return A
 
 
+def _log_scores(A) -> np.ndarray:
+    """``log A`` up to row constants: the logits ``beta Q K^T`` of an operator with factors
+    (exact where ``A`` has underflowed to 0), else ``log A`` (needs ``A > 0``)."""
+    if isinstance(A, Operator) and A.Q is not None:
+        return A.beta * (A.Q @ A.K.T)
+    return np.log(_matrix(A))
+
+
 def interaction(A) -> np.ndarray:
     """``C = P_m (log A) P_N`` (SPEC 7).
+
+    For an :class:`~softrank.Operator` with factors this is ``P_m (beta Q K^T) P_N`` (equal
+    in exact arithmetic, since ``log A`` differs from the logits by row constants; and
+    defined where softmax underflowed to 0); the logits enter only through ``Q K^T``, so
+    ``C`` is gauge-invariant either way.
 
     Parameters
     ----------
     A : (m, N) array_like or Operator
-        Row-stochastic with every entry ``> 0``.
+        Row-stochastic; without factors every entry must be ``> 0``.
 
     Returns
     -------
@@ -64,16 +78,16 @@ def interaction(A) -> np.ndarray:
     Raises
     ------
     InvalidArgumentError
-        If an entry of ``A`` is 0 (no common positive support; ``log A`` undefined).
+        If ``A`` (without factors) has an entry 0 (no common positive support).
     """
-    L = np.log(_matrix(A))
+    L = _log_scores(A)
     return L - L.mean(axis=1, keepdims=True) - L.mean(axis=0, keepdims=True) + L.mean()
 
 
 def column_offset(A) -> np.ndarray:
-    """``b (N,)`` with ``softmax_rows(C + 1 b^T) = A``: the centred column means of ``log A``."""
-    L = np.log(_matrix(A))
-    b = L.mean(axis=0)
+    """``b (N,)`` with ``softmax_rows(C + 1 b^T) = A``: the centred column means of ``log A``
+    (of the logits, for an operator with factors)."""
+    b = _log_scores(A).mean(axis=0)
     return b - b.mean()
 
 
@@ -135,11 +149,11 @@ def retained_part(C: np.ndarray, r: int) -> np.ndarray:
 
 def tau(A, T: np.ndarray) -> float:
     """Projective residual ``||A - softmax_rows(T + 1 b^T)||_inf`` (max row l1)."""
-    A_ = _matrix(A)
+    A_ = A.A if isinstance(A, Operator) else Operator(A=A).A
     T = np.asarray(T, dtype=np.float64)
     if T.shape != A_.shape:
         raise InvalidArgumentError(f"T: expected shape {A_.shape}, got {T.shape}")
-    B = softmax_rows(T + column_offset(A_)[None, :])
+    B = softmax_rows(T + column_offset(A)[None, :])
     return float(np.abs(A_ - B).sum(axis=1).max())
 
 

@@ -129,6 +129,13 @@ def _parser() -> argparse.ArgumentParser:
     h.add_argument("--quiet", action="store_true", help="no transformers progress bars")
     h.add_argument("--out", required=True, help="directory for one .npz per (input, layer, head)")
 
+    lw = sub.add_parser("laws", help="scaling laws of the synthetic families: slopes of the "
+                                     "brackets against kappa or beta (SPEC 8)")
+    lw.add_argument("--out", default="softrank-laws", help="output directory")
+    lw.add_argument("--eps", type=_eps_arg, default=0.25)
+    lw.add_argument("--n-boot", type=_int_arg(100), default=1000, help="bootstrap resamples")
+    lw.add_argument("--quick", action="store_true", help="a small sweep (seconds)")
+
     t = sub.add_parser("tiny-checkpoint", help="write a tiny random-initialised checkpoint "
                                                 "(for trying `heads` and panels offline)")
     t.add_argument("family", choices=("bert", "gpt2", "qwen2", "llama", "vit"))
@@ -306,6 +313,19 @@ def _cmd_heads(args) -> int:
     return 0
 
 
+def _cmd_laws(args) -> int:
+    from ..studies.laws import QUICK_SWEEPS, run_laws, write_laws
+
+    out = _out_dir(args.out, "--out")
+    t0 = time.perf_counter()
+    rows, fits = run_laws(args.eps, n_boot=args.n_boot, sweeps=QUICK_SWEEPS if args.quick else None)
+    paths = write_laws(rows, fits, out, args.eps)
+    print((out / "laws.md").read_text())
+    print(f"{len(rows)} operators in {time.perf_counter() - t0:.1f} s -> "
+          f"{', '.join(str(p) for p in paths)}")
+    return 0
+
+
 def _cmd_tiny(args) -> int:
     from ..generators.tiny import save_tiny_checkpoint
 
@@ -411,6 +431,8 @@ def main(argv=None) -> int:
             return _cmd_heads(args)
         if args.command == "tiny-checkpoint":
             return _cmd_tiny(args)
+        if args.command == "laws":
+            return _cmd_laws(args)
         return _cmd_verify(args)
     except SoftrankError as exc:
         print(f"softrank {args.command}: error: {exc}", file=sys.stderr)
