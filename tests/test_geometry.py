@@ -103,3 +103,14 @@ def test_profile_and_errors():
         interaction_dimension(np.full((2, 2), 0.5), threshold=2.0)
     with pytest.raises(InvalidArgumentError, match="^r:"):
         retained_part(np.zeros((3, 3)), 4)
+
+
+def test_interaction_from_logits_equals_from_log_a_and_survives_underflow():
+    op = sphere(2, 8.0, m=20, N=24, seed=2)  # A > 0: both routes apply
+    assert np.abs(interaction(op) - interaction(op.A)).max() < 1e-10
+    fine = grid(1, 64)  # beta = 3969: far keys underflow to exactly 0 in A
+    assert (fine.A == 0).any()
+    with pytest.raises(InvalidArgumentError, match="positive support"):
+        interaction(fine.A)
+    d = interaction_dimension(fine)  # from the logits beta Q K^T
+    assert d.dimension == 1
