@@ -136,6 +136,23 @@ def _parser() -> argparse.ArgumentParser:
     lw.add_argument("--n-boot", type=_int_arg(100), default=1000, help="bootstrap resamples")
     lw.add_argument("--quick", action="store_true", help="a small sweep (seconds)")
 
+    st = sub.add_parser("study", help="studies over audits (block width)")
+    stsub = st.add_subparsers(dest="study", required=True)
+    bw = stsub.add_parser("block-width", help="shares of heads for which rank budgets are shown "
+                                              "feasible / infeasible / unresolved, per width")
+    bw.add_argument("--from", dest="source_dir", default=None, metavar="AUDIT_DIR",
+                    help="summarise an existing audit's brackets.csv (e.g. a [[heads]] panel "
+                         "at several widths) instead of running one")
+    bw.add_argument("--widths", type=_int_arg(2), nargs="+", default=[32, 64, 128, 256],
+                    help="MiniLM native widths when running (default 32 64 128 256)")
+    bw.add_argument("--layers", type=_int_arg(0), nargs="+", default=list(range(6)))
+    bw.add_argument("--heads", type=_int_arg(0), nargs="+", default=[0, 4, 8],
+                    help="MiniLM heads when running (default 0 4 8: 18 heads per width)")
+    bw.add_argument("--eps", type=_eps_arg, default=0.25)
+    bw.add_argument("--budgets", type=_int_arg(1), nargs="+", default=[8, 16, 32])
+    bw.add_argument("--workers", type=_int_arg(1), default=None)
+    bw.add_argument("--out", default="softrank-block-width", help="output directory")
+
     t = sub.add_parser("tiny-checkpoint", help="write a tiny random-initialised checkpoint "
                                                 "(for trying `heads` and panels offline)")
     t.add_argument("family", choices=("bert", "gpt2", "qwen2", "llama", "vit"))
@@ -326,6 +343,44 @@ def _cmd_laws(args) -> int:
     return 0
 
 
+def _cmd_study(args) -> int:
+    import csv
+
+    from ..studies.blockwidth import budget_shares, write_block_width
+
+    out = _out_dir(args.out, "--out")
+    t0 = time.perf_counter()
+    if args.source_dir is not None:
+        f = Path(args.source_dir) / "brackets.csv"
+        if not f.is_file():
+            raise SoftrankError(f"--from: {str(f)!r} not found (an audit's output directory)")
+        with open(f, newline="") as fh:
+            rows = list(csv.DictReader(fh))
+        eps = args.eps if any(float(r["eps"]) == args.eps for r in rows) else None
+    else:
+        from .audit import run_audit
+        from .panels import _minilm_specs, materialize
+
+        for h in args.heads:
+            if h > 11:
+                raise SoftrankError(f"--heads: MiniLM has heads 0..11, got {h}")
+        for l in args.layers:
+            if l > 5:
+                raise SoftrankError(f"--layers: MiniLM has layers 0..5, got {l}")
+        if max(args.widths) > 512:
+            raise SoftrankError(f"--widths: MiniLM takes at most 512 tokens, got {max(args.widths)}")
+        ops = materialize(_minilm_specs(args.widths, args.layers, args.heads, 1, 0))
+        rows = run_audit(ops, [args.eps], out / "audit", workers=args.workers, progress=True,
+                         attacks="none", identity={"study": "block-width"})
+        eps = args.eps
+    shares = budget_shares(rows, args.budgets, eps=eps)
+    paths = write_block_width(shares, out)
+    print((out / "blockwidth.md").read_text())
+    print(f"{len(rows)} cells summarised in {time.perf_counter() - t0:.1f} s -> "
+          f"{', '.join(str(p) for p in paths)}")
+    return 0
+
+
 def _cmd_tiny(args) -> int:
     from ..generators.tiny import save_tiny_checkpoint
 
@@ -433,6 +488,8 @@ def main(argv=None) -> int:
             return _cmd_tiny(args)
         if args.command == "laws":
             return _cmd_laws(args)
+        if args.command == "study":
+            return _cmd_study(args)
         return _cmd_verify(args)
     except SoftrankError as exc:
         print(f"softrank {args.command}: error: {exc}", file=sys.stderr)
