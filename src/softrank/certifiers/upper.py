@@ -221,9 +221,8 @@ class AlternatingL1:
         self.iters = iters
         self.delta = delta
         self._fits: dict[int, L1Refit] = {}
-        #: errors of the truncated SVDs by rank (the shape used to predict the least rank)
-        self.tsvd_errors = (TruncatedSVD(A, svd).errors if tsvd_errors is None
-                            else np.asarray(tsvd_errors))
+        self._svd = svd
+        self._tsvd_errors = None if tsvd_errors is None else np.asarray(tsvd_errors)
 
     def _irls(self, k: int) -> np.ndarray:
         A, d = self.A, self.delta
@@ -287,7 +286,9 @@ class AlternatingL1:
         """Predicted least rank: the truncated-SVD error curve scaled to pass through the
         polished error of the largest rank fitted so far (``e(k) ~ c e_svd(k)``, any
         tolerance: the fits are shared); None before any rank has a complete fit."""
-        e_svd = self.tsvd_errors
+        if self._tsvd_errors is None:  # only searches need it (attacks fit single ranks)
+            self._tsvd_errors = TruncatedSVD(self.A, self._svd).errors
+        e_svd = self._tsvd_errors
         done = [(k, np.max(st["err"])) for k, fit in self._fits.items()
                 for st in [fit._cache.get(k)]
                 if st is not None and not np.isnan(st["err"]).any() and k < e_svd.size

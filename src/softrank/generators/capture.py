@@ -43,8 +43,8 @@ are imported inside the functions, so importing this module is light.
 from __future__ import annotations
 
 import json
-import math
 import pathlib
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -737,7 +737,7 @@ def capture(ck: Checkpoint, sources: Sequence[Source], *, width: int | None = No
     return ops
 
 
-_FAMILY_RE = __import__("re").compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
+_FAMILY_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
 
 
 def _source_hash(src: Source) -> str:

@@ -21,7 +21,8 @@ import numpy as np
 
 from ..errors import CheckpointError, InvalidArgumentError
 from ..operators import Operator
-from .capture import Checkpoint, Source, _batches, _run_eager, capture, load_checkpoint
+from .capture import (Checkpoint, Source, _batches, _indices, _run_eager, capture,
+                      load_checkpoint)
 
 __all__ = [
     "minilm_checkpoint_dir",
@@ -227,10 +228,8 @@ def minilm_operators(
     ck.path = pathlib.Path(checkpoint)
     _check_width(width, "", ck)
     for layer, head, _ in items:  # fail before any forward pass
-        if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)) or not 0 <= layer < ck.n_layers:
-            raise InvalidArgumentError(f"layers: expected ints in [0, {ck.n_layers}), got {layer!r}")
-        if isinstance(head, bool) or not isinstance(head, (int, np.integer)) or not 0 <= head < ck.n_heads:
-            raise InvalidArgumentError(f"heads: expected ints in [0, {ck.n_heads}), got {head!r}")
+        _indices("layers", [layer], ck.n_layers)
+        _indices("heads", [head], ck.n_heads)
     by_source = {}
     for name, text in texts.items():
         ops = capture(ck, [Source(name, "text", text)], width=int(width), family="minilm",

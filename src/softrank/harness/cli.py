@@ -155,7 +155,9 @@ def _parser() -> argparse.ArgumentParser:
 
     t = sub.add_parser("tiny-checkpoint", help="write a tiny random-initialised checkpoint "
                                                 "(for trying `heads` and panels offline)")
-    t.add_argument("family", choices=("bert", "gpt2", "qwen2", "llama", "vit"))
+    from ..generators.tiny import FAMILIES as TINY_FAMILIES  # light: no torch at import
+
+    t.add_argument("family", choices=TINY_FAMILIES)
     t.add_argument("directory", help="new or empty directory")
     t.add_argument("--seed", type=_int_arg(0), default=0)
 
@@ -243,10 +245,8 @@ def _load_matrix(path: str, arg: str):
 
 def _cmd_bracket(args) -> int:
     from ..certifiers.bracket import bracket
-    from ..checker import save_certificate
-    from ..operators import Operator
     from .. import __version__
-
+    from ..checker import save_certificate
     from ..operators import load_operator
 
     op = load_operator(args.file, "file")
@@ -467,6 +467,11 @@ def _contradictions(held) -> int:
     return n
 
 
+_COMMANDS = {"audit": _cmd_audit, "bracket": _cmd_bracket, "verify": _cmd_verify,
+             "heads": _cmd_heads, "tiny-checkpoint": _cmd_tiny, "laws": _cmd_laws,
+             "study": _cmd_study}
+
+
 def _sigterm(signum, frame):
     raise KeyboardInterrupt
 
@@ -478,19 +483,7 @@ def main(argv=None) -> int:
     if argv is None:  # as a program: SIGTERM stops like Ctrl-C (workers ended, cells kept)
         signal.signal(signal.SIGTERM, _sigterm)
     try:
-        if args.command == "audit":
-            return _cmd_audit(args)
-        if args.command == "bracket":
-            return _cmd_bracket(args)
-        if args.command == "heads":
-            return _cmd_heads(args)
-        if args.command == "tiny-checkpoint":
-            return _cmd_tiny(args)
-        if args.command == "laws":
-            return _cmd_laws(args)
-        if args.command == "study":
-            return _cmd_study(args)
-        return _cmd_verify(args)
+        return _COMMANDS[args.command](args)
     except SoftrankError as exc:
         print(f"softrank {args.command}: error: {exc}", file=sys.stderr)
         return 2

@@ -51,7 +51,6 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 
 from ..certifiers.bracket import validate_eps
 from ..errors import PanelError, SoftrankError
