@@ -24,7 +24,9 @@ CSV_COLUMNS = [
     "operator_id", "family", "source", "layer", "head", "block", "m", "n", "eps",
     "lower", "upper", "ratio", "lower_method", "upper_method", "verdict", "seconds",
     "svd_seconds", "lower_check", "upper_check", "planted_rank", "validated_rho", "attack", "attack_closest",
-    "attack_seconds", "rho_Q", "rho_K", "Gamma", "sv_Q", "sv_K", "checkpoint", "candidates",
+    "attack_seconds", "rho_Q", "rho_K", "Gamma", "sv_Q", "sv_K", "checkpoint",
+    "b1_tsvd", "b1_stable", "b1_erank", "b1_entropy", "b1_peak",
+    "int_r", "int_tau", "int_kappa", "int_logq", "gauge_native", "candidates",
 ]
 
 
@@ -37,6 +39,35 @@ def _geometry_fields(op: Operator) -> dict:
         return {"rho_Q": "", "rho_K": "", "Gamma": "", "sv_Q": "", "sv_K": ""}
     return {**{k: g[k] for k in ("rho_Q", "rho_K", "Gamma")},
             **{k: " ".join(f"{x:.6g}" for x in g[k]) for k in ("sv_Q", "sv_K")}}
+
+
+def _gauge_field(op: Operator) -> str:
+    """Native geometry features (G of the add-on test) under the fixed diagonal gauges of
+    condition ratio 4 and 16 (JSON; empty without factors)."""
+    import json
+
+    if op.Q is None:
+        return ""
+    from ..studies.features import gauged_native
+
+    return json.dumps({f"{c:g}": v for c, v in gauged_native(op.Q, op.K, op.beta).items()})
+
+
+def _study_fields(op: Operator, eps: float) -> dict:
+    """B1 features of the add-on test and the intrinsic descriptor (``int_*``; SPEC 7) of
+    one cell. The descriptor is empty when ``A`` has no common positive support and no
+    factors, or when it fails: it is a descriptor, never a bound."""
+    from ..geometry import intrinsic_descriptor
+    from ..studies.features import baseline_features
+
+    row = {k: round(v, 6) for k, v in baseline_features(op.A, eps).items()}
+    try:
+        d = intrinsic_descriptor(op, eps)
+        row.update({"int_r": d.r, "int_tau": round(d.tau, 6), "int_kappa": round(d.kappa, 6),
+                    "int_logq": round(d.log_q, 6)})
+    except Exception:  # noqa: BLE001 - recorded as missing, never as a value
+        row.update({"int_r": "", "int_tau": "", "int_kappa": "", "int_logq": ""})
+    return row
 
 
 def _check_label(rep) -> str:
@@ -111,6 +142,7 @@ def bracket_operator(op: Operator, eps_list, validated: bool = False, attacks: s
                        candidates={"error": f"{type(exc).__name__}: {exc}"}) for e in eps_list]
     svd_s = _svd_seconds(op.A)
     geo = _geometry_fields(op)
+    gauge = _gauge_field(op)
     A_att = op.A
     if validated and op.Q is not None and attacks != "none":
         from ..checker.validated import enclose_softmax
@@ -140,6 +172,8 @@ def bracket_operator(op: Operator, eps_list, validated: bool = False, attacks: s
             **att,
             **geo,
             "checkpoint": prov.get("checkpoint", ""),
+            **_study_fields(op, br.eps),
+            "gauge_native": gauge,
             "candidates": ";".join(f"{k}={v}" for k, v in br.candidates.items()
                                    if not isinstance(v, (list, dict))),
         })
