@@ -51,6 +51,13 @@ def _int_arg(lo: int):
     return parse
 
 
+def _study_boot(s: str) -> int:
+    v = _int_arg(0)(s)
+    if 0 < v < 100:
+        raise argparse.ArgumentTypeError(f"expected 0 (no studies) or >= 100, got {v}")
+    return v
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="softrank", description=(
         "Certified brackets lower <= r_eps(A) <= upper for the approximation rank of "
@@ -88,6 +95,11 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--validated", action="store_true",
                    help="bracket the exact softmax of each operator's float64 factors Q, K, beta "
                         "(ball-arithmetic enclosure; operators without factors as usual)")
+
+    a.add_argument("--study-boot", type=_study_boot, default=1000, metavar="N",
+                   help="bootstrap resamples of the report's studies (scaling laws, block "
+                        "width, held-out add-on test, intrinsic descriptor; default 1000, "
+                        "0 leaves them out)")
 
     b = sub.add_parser("bracket", help="bracket one operator saved as .npy or .npz")
     b.add_argument("file", help="(m, N) float64 row-stochastic matrix (.npy), or an operator "
@@ -196,7 +208,7 @@ def _cmd_audit(args) -> int:
                      scheduler=args.scheduler, cell_timeout=args.cell_timeout,
                      resume=args.resume, identity={"panel": args.panel, "seed": args.seed})
     summary = summarize(rows, panel.name, eps, time.perf_counter() - t0, args.seed)
-    write_report(rows, summary, out)
+    write_report(rows, summary, out, study_boot=args.study_boot)
     ov = summary["overall"]
     print(f"{summary['cells']} cells: {ov['resolved']} resolved ({ov['resolved_pct']} %), "
           f"{ov['open']} open, {ov['unsound']} unsound, {ov['error']} error; "

@@ -290,8 +290,10 @@ def _attack_line(a: dict) -> str:
             + ("; counterexamples in `counterexamples/`" if a["succeeded"] else ""))
 
 
-def write_report(rows: list[dict], summary: dict, out: Path) -> None:
-    """Write ``summary.json``, ``report.md`` and the PNG plots into ``out``."""
+def write_report(rows: list[dict], summary: dict, out: Path, study_boot: int = 1000) -> None:
+    """Write ``summary.json``, ``report.md`` and the PNG plots into ``out``, with the studies
+    the cells support (:func:`softrank.studies.report.report_studies`, ``study_boot``
+    bootstrap resamples; 0 leaves the studies out) in ``out/studies``."""
     out = Path(out)
     plots = []
     if any(r["family"] == "minilm" for r in rows):
@@ -370,6 +372,10 @@ def write_report(rows: list[dict], summary: dict, out: Path) -> None:
         "",
     ]
     lines += [f"![{p}]({p})" for p in plots]
+    if study_boot:
+        from ..studies.report import report_studies
+
+        lines += [""] + report_studies(rows, out, n_boot=study_boot, seed=s["seed"])
     bad = [r for r in rows if r["verdict"] in ("unsound", "error")]
     if bad:
         lines += ["", "## Cells needing attention", "",
