@@ -148,22 +148,41 @@ def _parser() -> argparse.ArgumentParser:
     lw.add_argument("--n-boot", type=_int_arg(100), default=1000, help="bootstrap resamples")
     lw.add_argument("--quick", action="store_true", help="a small sweep (seconds)")
 
-    st = sub.add_parser("study", help="studies over audits (block width)")
+    st = sub.add_parser("study", help="studies over audits: block width, held-out add-on test, "
+                                      "intrinsic descriptor")
     stsub = st.add_subparsers(dest="study", required=True)
+
+    def study_args(sp, widths, heads, sources, out, boot=False):
+        sp.add_argument("--from", dest="source_dir", default=None, metavar="AUDIT_DIR",
+                        help="use an existing audit's brackets.csv (e.g. a [[heads]] panel) "
+                             "instead of running a MiniLM audit")
+        sp.add_argument("--widths", type=_int_arg(2), nargs="+", default=widths,
+                        help=f"MiniLM native widths when running (default {widths})")
+        sp.add_argument("--layers", type=_int_arg(0), nargs="+", default=list(range(6)))
+        sp.add_argument("--heads", type=_int_arg(0), nargs="+", default=heads,
+                        help=f"MiniLM heads when running (default {heads})")
+        sp.add_argument("--sources-per-head", type=_int_arg(1), default=sources,
+                        help=f"standard-library sources per head when running (default {sources})")
+        sp.add_argument("--eps", type=_eps_arg, default=0.25)
+        sp.add_argument("--workers", type=_int_arg(1), default=None)
+        sp.add_argument("--seed", type=_int_arg(0), default=0)
+        if boot:
+            sp.add_argument("--n-boot", type=_int_arg(1000), default=1000,
+                            help="bootstrap resamples (>= 1000)")
+        sp.add_argument("--out", default=out, help="output directory")
+
     bw = stsub.add_parser("block-width", help="shares of heads for which rank budgets are shown "
                                               "feasible / infeasible / unresolved, per width")
-    bw.add_argument("--from", dest="source_dir", default=None, metavar="AUDIT_DIR",
-                    help="summarise an existing audit's brackets.csv (e.g. a [[heads]] panel "
-                         "at several widths) instead of running one")
-    bw.add_argument("--widths", type=_int_arg(2), nargs="+", default=[32, 64, 128, 256],
-                    help="MiniLM native widths when running (default 32 64 128 256)")
-    bw.add_argument("--layers", type=_int_arg(0), nargs="+", default=list(range(6)))
-    bw.add_argument("--heads", type=_int_arg(0), nargs="+", default=[0, 4, 8],
-                    help="MiniLM heads when running (default 0 4 8: 18 heads per width)")
-    bw.add_argument("--eps", type=_eps_arg, default=0.25)
+    study_args(bw, [32, 64, 128, 256], [0, 4, 8], 1, "softrank-block-width")
     bw.add_argument("--budgets", type=_int_arg(1), nargs="+", default=[8, 16, 32])
-    bw.add_argument("--workers", type=_int_arg(1), default=None)
-    bw.add_argument("--out", default="softrank-block-width", help="output directory")
+    ad = stsub.add_parser("addon", help="held-out add-on test: does native geometry G predict "
+                                        "the upper budget beyond the baselines B1 and B0?")
+    study_args(ad, [64, 128], list(range(12)), 2, "softrank-addon", boot=True)
+    ad.add_argument("--permutations", type=_int_arg(1), default=20,
+                    help="within-head permutations of G (default 20)")
+    de = stsub.add_parser("descriptor", help="rank correlation of the intrinsic descriptor "
+                                             "(log q, kappa) with the brackets, per family")
+    study_args(de, [64, 128], list(range(12)), 1, "softrank-descriptor", boot=True)
 
     t = sub.add_parser("tiny-checkpoint", help="write a tiny random-initialised checkpoint "
                                                 "(for trying `heads` and panels offline)")
@@ -355,40 +374,62 @@ def _cmd_laws(args) -> int:
     return 0
 
 
-def _cmd_study(args) -> int:
+def _study_rows(args, out: Path):
+    """An audit's cells: read from ``--from AUDIT_DIR`` or computed on MiniLM heads."""
     import csv
 
-    from ..studies.blockwidth import budget_shares, write_block_width
-
-    out = _out_dir(args.out, "--out")
-    t0 = time.perf_counter()
     if args.source_dir is not None:
         f = Path(args.source_dir) / "brackets.csv"
         if not f.is_file():
             raise SoftrankError(f"--from: {str(f)!r} not found (an audit's output directory)")
         with open(f, newline="") as fh:
-            rows = list(csv.DictReader(fh))
-        eps = args.eps if any(float(r["eps"]) == args.eps for r in rows) else None
-    else:
-        from .audit import run_audit
-        from .panels import _minilm_specs, materialize
+            return list(csv.DictReader(fh))
+    from .audit import run_audit
+    from .panels import N_SOURCES, _minilm_specs, materialize
 
-        for h in args.heads:
-            if h > 11:
-                raise SoftrankError(f"--heads: MiniLM has heads 0..11, got {h}")
-        for l in args.layers:
-            if l > 5:
-                raise SoftrankError(f"--layers: MiniLM has layers 0..5, got {l}")
-        if max(args.widths) > 512:
-            raise SoftrankError(f"--widths: MiniLM takes at most 512 tokens, got {max(args.widths)}")
-        ops = materialize(_minilm_specs(args.widths, args.layers, args.heads, 1, 0))
-        rows = run_audit(ops, [args.eps], out / "audit", workers=args.workers, progress=True,
-                         attacks="none", identity={"study": "block-width"})
-        eps = args.eps
-    shares = budget_shares(rows, args.budgets, eps=eps)
-    paths = write_block_width(shares, out)
-    print((out / "blockwidth.md").read_text())
-    print(f"{len(rows)} cells summarised in {time.perf_counter() - t0:.1f} s -> "
+    for h in args.heads:
+        if h > 11:
+            raise SoftrankError(f"--heads: MiniLM has heads 0..11, got {h}")
+    for l in args.layers:
+        if l > 5:
+            raise SoftrankError(f"--layers: MiniLM has layers 0..5, got {l}")
+    if max(args.widths) > 512:
+        raise SoftrankError(f"--widths: MiniLM takes at most 512 tokens, got {max(args.widths)}")
+    if args.sources_per_head > N_SOURCES:
+        raise SoftrankError(f"--sources-per-head: at most {N_SOURCES}, got {args.sources_per_head}")
+    ops = materialize(_minilm_specs(args.widths, args.layers, args.heads,
+                                    args.sources_per_head, args.seed))
+    return run_audit(ops, [args.eps], out / "audit", workers=args.workers, progress=True,
+                     attacks="none", identity={"study": args.study})
+
+
+def _cmd_study(args) -> int:
+    out = _out_dir(args.out, "--out")
+    t0 = time.perf_counter()
+    rows = _study_rows(args, out)
+    if args.study == "block-width":
+        from ..studies.blockwidth import budget_shares, write_block_width
+
+        eps = args.eps if any(float(r["eps"]) == args.eps for r in rows) else None
+        paths = write_block_width(budget_shares(rows, args.budgets, eps=eps), out)
+        md = "blockwidth.md"
+    elif args.study == "addon":
+        from ..studies.addon import addon_from_rows, write_addon
+
+        results, skipped = addon_from_rows(rows, eps=args.eps, n_boot=args.n_boot,
+                                           n_perm=args.permutations, seed=args.seed)
+        if not results:
+            raise SoftrankError("the add-on test needs more data: " + "; ".join(skipped))
+        paths = write_addon(results, skipped, out, eps=args.eps)
+        md = "addon.md"
+    else:
+        from ..studies.descriptor import descriptor_correlations, write_descriptor
+
+        corr = descriptor_correlations(rows, n_boot=args.n_boot, seed=args.seed)
+        paths = write_descriptor(corr, rows, out)
+        md = "descriptor.md"
+    print((out / md).read_text())
+    print(f"{len(rows)} cells in {time.perf_counter() - t0:.1f} s -> "
           f"{', '.join(str(p) for p in paths)}")
     return 0
 

@@ -39,7 +39,8 @@ __all__ = ["ALPHAS", "Comparison", "addon_test", "addon_from_rows", "write_addon
 
 ALPHAS = np.logspace(-3, 3, 13)
 RESPONSE_EPS = 0.25
-MIN_SOURCES = 4
+MIN_SOURCES = 6  # sources a family needs
+MIN_DRAWN = 3  # distinct sources a bootstrap draw needs (folds, and inner tuning in them)
 
 
 @dataclass
@@ -188,6 +189,20 @@ def addon_test(y, blocks: dict, groups, comparisons=(("B1", "G"), ("B0", "G")), 
     if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 20:
         raise InvalidArgumentError(f"n_boot: expected an int >= 20, got {n_boot!r}")
     y, blocks, groups = _check_inputs(y, blocks, groups, comparisons)
+    try:
+        import sklearn
+    except ImportError as exc:
+        raise InvalidArgumentError("solver: the add-on test needs scikit-learn; install "
+                                   "softrank[geometry]") from exc
+    # the inputs were validated above: skip scikit-learn's per-call parameter validation,
+    # which is most of the cost of tens of thousands of small ridge fits
+    with sklearn.config_context(skip_parameter_validation=True, assume_finite=True):
+        return _addon_test(y, blocks, groups, comparisons, family, n_boot, perm_groups,
+                           n_perm, gauge_blocks, resolution, alphas, outer, inner, seed)
+
+
+def _addon_test(y, blocks, groups, comparisons, family, n_boot, perm_groups, n_perm,
+                gauge_blocks, resolution, alphas, outer, inner, seed):
     comparisons = [tuple(c) for c in comparisons]
 
     def models(B, idx=None):
@@ -205,8 +220,8 @@ def addon_test(y, blocks: dict, groups, comparisons=(("B1", "G"), ("B0", "G")), 
     boot = {c: ([], []) for c in comparisons}
     while len(boot[comparisons[0]][0]) < n_boot:
         draw = rng.choice(srcs, size=srcs.size, replace=True)
-        if np.unique(draw).size < MIN_SOURCES:
-            continue  # too few distinct sources to form source-disjoint folds
+        if np.unique(draw).size < MIN_DRAWN:
+            continue  # too few distinct sources to form source-disjoint folds (rare)
         idx = np.concatenate([members[s] for s in draw])
         mae = _maes(models(blocks, idx), y[idx], groups[idx], alphas, outer, inner)
         for base, added in comparisons:
@@ -311,7 +326,7 @@ def addon_from_rows(rows: list[dict], eps: float = RESPONSE_EPS, n_boot: int = 1
 
     Uses learned heads (rows with a ``checkpoint``) at ``eps`` whose verdict is ``open`` or
     ``resolved``, with native geometry, B1 features and the gauge features. Families with
-    fewer than 4 sources are skipped and named in the second return value.
+    fewer than 6 sources or 8 operators are skipped and named in the second return value.
 
     Returns
     -------

@@ -80,12 +80,13 @@ def fit_slope(x, y, n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> S
 
 #: family -> list of (d, predicted exponent, sweep of generator keyword arguments)
 LAW_SWEEPS = {
-    "grid": [(1, 0.5, [{"n": n} for n in (16, 24, 32, 48, 64, 96)]),
-             (2, 1.0, [{"n": n} for n in (4, 5, 6, 7, 8, 10)])],
-    "sphere": [(d, (d - 1) / 2, [{"beta": b, "m": 64, "N": 64} for b in (4, 8, 16, 32, 64)])
-               for d in (2, 3)],
-    "ball": [(d, d / 2, [{"beta": b, "m": 64, "N": 64} for b in (4, 8, 16, 32, 64)])
-             for d in (2, 3)],
+    "grid": [(1, 0.5, [{"n": n} for n in (16, 24, 32, 48, 64, 96, 128)]),
+             (2, 1.0, [{"n": n} for n in (4, 5, 6, 7, 8, 10, 12)]),
+             (3, 1.5, [{"n": n} for n in (3, 4, 5, 6)])],
+    "sphere": [(d, (d - 1) / 2, [{"beta": b, "m": 128, "N": 128}
+                                 for b in (4, 8, 16, 32, 64, 128)]) for d in (2, 3, 4)],
+    "ball": [(d, d / 2, [{"beta": b, "m": 128, "N": 128} for b in (4, 8, 16, 32, 64, 128)])
+             for d in (2, 3, 4)],
 }
 
 
