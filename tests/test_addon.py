@@ -169,6 +169,14 @@ def test_addon_from_rows_and_report_files(tmp_path):
     md = (tmp_path / "addon.md").read_text()
     assert "B1 against B1 + G" in md and "Gauge sensitivity" in md
     assert all(p.is_file() for p in paths)
+    # with the intrinsic descriptor in every cell, D is tested against B1 as well
+    rng = np.random.default_rng(1)
+    rows_d = [{**r, "int_logq": rng.uniform(10, 80), "int_kappa": rng.uniform(1, 9),
+               "int_r": rng.integers(5, 30), "int_tau": rng.uniform(0, 0.1)} for r in rows]
+    res_d, _ = addon_from_rows(rows_d, n_boot=40, n_perm=3)
+    assert [(r.base, r.added) for r in res_d] == [("B1", "G"), ("B0", "G"), ("B1", "D")]
+    assert res_d[2].gauge == {} and np.isnan(res_d[2].perm_diff)  # D is gauge-invariant
+    assert res_d[0].diff == res[0].diff  # same folds, same G comparison
     few, skipped = addon_from_rows(_rows(n_src=3, heads=4), n_boot=40)
     assert few == [] and "3 sources" in skipped[0]
     with pytest.raises(InvalidArgumentError, match="rows"):

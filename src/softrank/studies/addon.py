@@ -20,6 +20,9 @@ gauge-invariant baseline from ``A`` alone, **G** native geometry. Per family:
 * the **equal-weight aggregate** averages the family statistics, replicate by replicate;
 * **within-head permutation** of the added block (rows of one head permuted among
   themselves) keeps the head-level structure and breaks the operator-level one;
+* beside G, the intrinsic descriptor block **D** (``log q``, ``log(1 + kappa)``,
+  ``r / min(m, N)``, ``tau``; gauge-invariant) is tested the same way against B1: the
+  seed paper never extracted it on learned heads;
 * **gauge sensitivity**: the full model, fitted on all operators, is frozen and fed ``G``
   recomputed under diagonal gauges of condition ratio 4 and 16 (``A`` unchanged); its
   predictions move by ``|delta|``, set against the resolution scale ``1 / min(m, N)`` (one
@@ -153,8 +156,9 @@ def _check_inputs(y, blocks, groups, comparisons):
 
 def addon_test(y, blocks: dict, groups, comparisons=(("B1", "G"), ("B0", "G")), *,
                family: str = "", n_boot: int = 1000, perm_groups=None, n_perm: int = 20,
-               gauge_blocks: dict | None = None, resolution=None, alphas=ALPHAS,
-               outer: int = 5, inner: int = 4, seed: int = 0) -> list[Comparison]:
+               gauge_blocks: dict | None = None, resolution=None, probe: str | None = None,
+               alphas=ALPHAS, outer: int = 5, inner: int = 4,
+               seed: int = 0) -> list[Comparison]:
     """The held-out add-on test of one family (module docstring).
 
     Parameters
@@ -171,8 +175,10 @@ def addon_test(y, blocks: dict, groups, comparisons=(("B1", "G"), ("B0", "G")), 
     perm_groups : (n,) array, optional
         Head of each operator: the added block is permuted within heads ``n_perm`` times.
     gauge_blocks : dict ratio -> (n, p) array, optional
-        The added block recomputed under gauges; needs ``resolution`` (``(n,)``, the
+        The ``probe`` block recomputed under gauges; needs ``resolution`` (``(n,)``, the
         response's resolution scale, ``1 / min(m, N)``).
+    probe : str, optional
+        The added block that is permuted and gauged (default: the first comparison's).
     alphas, outer, inner, seed :
         Ridge penalties, outer and inner folds, bootstrap/permutation seed.
 
@@ -198,12 +204,13 @@ def addon_test(y, blocks: dict, groups, comparisons=(("B1", "G"), ("B0", "G")), 
     # which is most of the cost of tens of thousands of small ridge fits
     with sklearn.config_context(skip_parameter_validation=True, assume_finite=True):
         return _addon_test(y, blocks, groups, comparisons, family, n_boot, perm_groups,
-                           n_perm, gauge_blocks, resolution, alphas, outer, inner, seed)
+                           n_perm, gauge_blocks, resolution, probe, alphas, outer, inner, seed)
 
 
 def _addon_test(y, blocks, groups, comparisons, family, n_boot, perm_groups, n_perm,
-                gauge_blocks, resolution, alphas, outer, inner, seed):
+                gauge_blocks, resolution, probe, alphas, outer, inner, seed):
     comparisons = [tuple(c) for c in comparisons]
+    probe = comparisons[0][1] if probe is None else probe
 
     def models(B, idx=None):
         sel = (lambda X: X) if idx is None else (lambda X: X[idx])
@@ -238,11 +245,13 @@ def _addon_test(y, blocks, groups, comparisons, family, n_boot, perm_groups, n_p
                        rel=(mb - mf) / mb if mb > 0 else 0.0,
                        rel_ci=tuple(np.quantile(br, [0.025, 0.975]).tolist()),
                        n_boot=int(bd.size), boot_diff=bd, boot_rel=br)
-        if perm_groups is not None and _shared_heads(perm_groups):
+        if added != probe:
+            pass
+        elif perm_groups is not None and _shared_heads(perm_groups):
             c.perm_diff, c.perm_ci = _permuted(y, blocks, groups, base, added,
                                                np.asarray(perm_groups), n_perm, alphas, outer,
                                                inner, seed)
-        if gauge_blocks:
+        if gauge_blocks and added == probe:
             c.gauge = _gauge_sensitivity(y, blocks, groups, base, added, gauge_blocks,
                                          resolution, alphas, inner)
         results.append(c)
@@ -330,8 +339,11 @@ def addon_from_rows(rows: list[dict], eps: float = RESPONSE_EPS, n_boot: int = 1
 
     Returns
     -------
-    (results, skipped) : per family two :class:`Comparison` (B1 vs B1+G, B0 vs B0+G) and,
-    when there are several families, their aggregates; and the skip reasons.
+    (results, skipped) : per family the :class:`Comparison` B1 vs B1+G, B0 vs B0+G and
+    (when every cell carries the intrinsic descriptor) B1 vs B1+D, with D = ``log q``,
+    ``log(1 + kappa)``, ``r / min(m, N)`` and ``tau`` (:mod:`softrank.geometry`;
+    gauge-invariant); when there are several families, their equal-weight aggregates; and
+    the skip reasons.
     """
     import json
 
@@ -372,14 +384,23 @@ def addon_from_rows(rows: list[dict], eps: float = RESPONSE_EPS, n_boot: int = 1
             for c, feats in json.loads(r["gauge_native"]).items():
                 gauges.setdefault(float(c), []).append([feats[k] for k in G])
         heads = np.array([f"{r['checkpoint']}|{r['layer']}|{r['head']}" for r in rs])
-        results += addon_test(y, {"B0": b0, "B1": b1, "G": g},
-                              np.array([r["source"] for r in rs]), family=fam, n_boot=n_boot,
-                              perm_groups=heads, n_perm=n_perm,
+        blocks = {"B0": b0, "B1": b1, "G": g}
+        comparisons = [("B1", "G"), ("B0", "G")]
+        d = np.array([[_num(r, "int_logq"), _num(r, "int_kappa"), _num(r, "int_r"),
+                       _num(r, "int_tau")] if r.get("int_logq", "") not in ("", None)
+                      else [np.nan] * 4 for r in rs], dtype=np.float64)
+        if np.isfinite(d).all():
+            blocks["D"] = np.column_stack([d[:, 0], np.log1p(d[:, 1]), d[:, 2] / p, d[:, 3]])
+            comparisons.append(("B1", "D"))
+        results += addon_test(y, blocks, np.array([r["source"] for r in rs]), comparisons,
+                              family=fam, n_boot=n_boot, perm_groups=heads, n_perm=n_perm,
                               gauge_blocks={c: np.array(v) for c, v in gauges.items()},
-                              resolution=1.0 / p, seed=seed)
+                              resolution=1.0 / p, probe="G", seed=seed)
     if len({r.family for r in results}) > 1:
-        for base in ("B1", "B0"):
-            results.append(aggregate([r for r in results if r.base == base]))
+        for key in dict.fromkeys((r.base, r.added) for r in results):
+            sel = [r for r in results if (r.base, r.added) == key]
+            if len(sel) > 1:
+                results.append(aggregate(sel))
     return results, skipped
 
 
@@ -425,18 +446,18 @@ def write_addon(results: list[Comparison], skipped: list[str], out, eps=RESPONSE
     lines = [f"# Held-out add-on test (SPEC 11), eps = {eps:g}", "",
              "Response: upper end / min(m, N). Ridge per family, source-disjoint outer folds "
              "(5), inner tuning grouped by source (4), "
-             f"{nb} source-cluster bootstrap refits; difference = MAE(base) - MAE(base + G) "
-             "(positive: native geometry G helps), relative gain = difference / MAE(base). "
+             f"{nb} source-cluster bootstrap refits; difference = MAE(base) - MAE(base + added) "
+             "(positive: the added block helps), relative gain = difference / MAE(base). "
              "B0: size and tolerance; B1: calibrated gauge-invariant baseline from A alone "
              "(truncated-SVD rank at eps, stable and effective rank, row entropy, row peak); "
-             "G: native geometry (radii, Gamma, spectral product, stable ranks of Q and K).", ""]
-    for base in ("B1", "B0"):
-        sel = [r for r in results if r.base == base]
-        if not sel:
-            continue
-        lines += [f"## {base} against {base} + G", "",
-                  "| family | operators | sources | MAE " + base + " | MAE " + base +
-                  "+G | difference [95 %] | relative gain [95 %] | excludes 0 |",
+             "G: native geometry (radii, Gamma, spectral product, stable ranks of Q and K); "
+             "D: the intrinsic descriptor (log q, log(1 + kappa), r / min(m, N), tau; "
+             "gauge-invariant, computed from A).", ""]
+    for base, added in dict.fromkeys((r.base, r.added) for r in results):
+        sel = [r for r in results if (r.base, r.added) == (base, added)]
+        lines += [f"## {base} against {base} + {added}", "",
+                  f"| family | operators | sources | MAE {base} | MAE {base}+{added} | "
+                  "difference [95 %] | relative gain [95 %] | excludes 0 |",
                   "|---|---|---|---|---|---|---|---|"]
         for r in sel:
             lines.append(f"| {r.family} | {r.operators} | {r.sources} | {r.mae_base:.5f} | "
@@ -478,13 +499,14 @@ def write_addon(results: list[Comparison], skipped: list[str], out, eps=RESPONSE
     (out / "addon.md").write_text("\n".join(lines))
     fig, ax = plt.subplots(figsize=(6.0, 0.5 + 0.45 * max(len(results), 1)))
     for i, r in enumerate(results):
-        c = "tab:blue" if r.base == "B1" else "tab:orange"
+        c = {("B1", "G"): "tab:blue", ("B0", "G"): "tab:orange"}.get((r.base, r.added),
+                                                                      "tab:green")
         ax.errorbar(r.diff, i, xerr=[[r.diff - r.diff_ci[0]], [r.diff_ci[1] - r.diff]],
                     fmt="o", color=c, capsize=3)
     ax.axvline(0, color="k", lw=0.8)
     ax.set_yticks(range(len(results)),
-                  [f"{r.family}: {r.base} vs {r.base}+G" for r in results], fontsize=7)
-    ax.set_xlabel("held-out MAE difference (base - (base + G)), 95 % interval", fontsize=8)
+                  [f"{r.family}: {r.base} vs {r.base}+{r.added}" for r in results], fontsize=7)
+    ax.set_xlabel("held-out MAE difference (base - (base + added)), 95 % interval", fontsize=8)
     ax.invert_yaxis()
     fig.tight_layout()
     fig.savefig(out / "addon.png", dpi=110)
