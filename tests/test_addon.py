@@ -184,16 +184,23 @@ def test_addon_from_rows_and_report_files(tmp_path):
 
 
 @pytest.mark.models
-def test_cli_addon_on_minilm_heads(tmp_path):
+def test_cli_studies_on_minilm_heads(tmp_path):
+    """`study descriptor` audits 8 MiniLM heads (4 heads x 2 sources); `study addon --from`
+    reuses that audit."""
+    import csv
+
     from softrank.harness.cli import main
 
-    out = tmp_path / "a"
-    assert main(["study", "addon", "--widths", "16", "--layers", "0", "--heads", "0", "1", "2",
-                 "3", "--sources-per-head", "2", "--out", str(out)]) == 0
-    md = (out / "addon.md").read_text()
-    assert "| minilm | 8 | " in md and "1000 source-cluster bootstrap refits" in md
-    assert main(["study", "addon", "--from", str(out / "audit"), "--n-boot", "1000",
-                 "--out", str(tmp_path / "b")]) == 0
-    assert (tmp_path / "b" / "addon.csv").read_text() == (out / "addon.csv").read_text()
+    out = tmp_path / "d"
+    assert main(["study", "descriptor", "--widths", "16", "--layers", "0", "--heads", "0", "1",
+                 "2", "3", "--sources-per-head", "2", "--out", str(out)]) == 0
+    rows = list(csv.DictReader(open(out / "audit" / "brackets.csv")))
+    assert len(rows) == 8 and len({r["source"] for r in rows}) == 8
+    assert all(r["int_logq"] and r["b1_tsvd"] and r["gauge_native"] for r in rows)
+    assert "| minilm-w16 | 0.25 | 8 | 8 |" in (out / "descriptor.md").read_text()
+    assert main(["study", "addon", "--from", str(out / "audit"), "--out", str(tmp_path / "a")]) == 0
+    md = (tmp_path / "a" / "addon.md").read_text()
+    assert "| minilm | 8 | 8 |" in md and "1000 source-cluster bootstrap refits" in md
+    assert "B1 against B1 + D" in md
     with pytest.raises(SystemExit):  # fewer than 1000 refits is refused
         main(["study", "addon", "--n-boot", "50", "--out", str(tmp_path / "c")])
