@@ -37,7 +37,7 @@ from .operators import Operator, softmax_rows
 __all__ = [
     "interaction", "column_offset", "interaction_dimension", "InteractionDimension",
     "retained_part", "tau", "tau_bound", "kappa", "kappa_upper", "profile",
-    "Descriptor", "intrinsic_descriptor",
+    "Descriptor", "intrinsic_descriptor", "intrinsic_descriptors",
 ]
 
 
@@ -221,8 +221,8 @@ def kappa_upper(T: np.ndarray, iters: int = 200) -> float:
             Pi = np.linalg.inv(P)
         except np.linalg.LinAlgError:
             return np.inf, np.zeros_like(g)
-        a = np.einsum("ij,jk,ik->i", X0, P, X0)
-        b = np.einsum("ij,jk,ik->i", Y0, Pi, Y0)
+        a = ((X0 @ P) * X0).sum(axis=1)  # x_i^T P x_i
+        b = ((Y0 @ Pi) * Y0).sum(axis=1)  # y_j^T P^-1 y_j
         if not ((a > 0).all() and (b > 0).all()):
             return np.inf, np.zeros_like(g)
         fa, wa = _smooth_max(np.log(a), k)
@@ -341,8 +341,18 @@ def intrinsic_descriptor(A, eps: float, margin: float = 0.5,
     InvalidArgumentError
         Naming ``eps``, ``margin``, ``kappa_method`` or ``A``.
     """
-    if not (isinstance(eps, (int, float)) and 0 < eps < 1):
-        raise InvalidArgumentError(f"eps: expected 0 < eps < 1, got {eps!r}")
+    return intrinsic_descriptors(A, [eps], margin, kappa_method)[0]
+
+
+def intrinsic_descriptors(A, eps_list, margin: float = 0.5,
+                          kappa_method: str = "gauge") -> list[Descriptor]:
+    """:func:`intrinsic_descriptor` at several tolerances, sharing the SVD of ``C``, the
+    residual curve ``tau(T_r)`` and ``kappa`` of each rank used (the audit calls this once
+    per operator)."""
+    eps_list = list(eps_list)
+    for eps in eps_list:
+        if not (isinstance(eps, (int, float)) and 0 < eps < 1):
+            raise InvalidArgumentError(f"eps: expected 0 < eps < 1, got {eps!r}")
     if not (isinstance(margin, (int, float)) and 0 < margin < 1):
         raise InvalidArgumentError(f"margin: expected 0 < margin < 1, got {margin!r}")
     if kappa_method not in ("gauge", "sdp"):
@@ -351,12 +361,27 @@ def intrinsic_descriptor(A, eps: float, margin: float = 0.5,
     C = interaction(A)
     b = column_offset(A)
     U, s, Vt = np.linalg.svd(C, full_matrices=False)
-    r, T, t = 0, np.zeros_like(C), None
-    for r in range(0, s.size + 1):
-        T = (U[:, :r] * s[:r]) @ Vt[:r]
-        t = float(np.abs(A_ - softmax_rows(T + b[None, :])).sum(axis=1).max())
-        if t <= margin * eps:
-            break
-    k = kappa_upper(T) if kappa_method == "gauge" else kappa(T)
-    log_q = 0.5 * r * float(np.log1p(k / (eps - t) ** 2)) if t < eps else float("inf")
-    return Descriptor(float(eps), int(r), t, float(k), log_q, kappa_method, float(margin))
+    taus: list = []  # tau(T_r), r = 0, 1, ... computed as far as needed
+
+    def part(r):
+        return (U[:, :r] * s[:r]) @ Vt[:r]
+
+    def least_rank(target):
+        for r in range(s.size + 1):
+            if r == len(taus):
+                taus.append(float(np.abs(A_ - softmax_rows(part(r) + b[None, :])).sum(axis=1).max()))
+            if taus[r] <= target:
+                return r
+        return s.size  # T = C: tau is rounding only
+
+    kappas: dict = {}
+    out = []
+    for eps in eps_list:
+        r = least_rank(margin * eps)
+        if r not in kappas:
+            kappas[r] = kappa_upper(part(r)) if kappa_method == "gauge" else kappa(part(r))
+        t, k = taus[r], kappas[r]
+        log_q = 0.5 * r * float(np.log1p(k / (eps - t) ** 2)) if t < eps else float("inf")
+        out.append(Descriptor(float(eps), int(r), t, float(k), log_q, kappa_method,
+                              float(margin)))
+    return out

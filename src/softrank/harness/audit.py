@@ -53,21 +53,29 @@ def _gauge_field(op: Operator) -> str:
     return json.dumps({f"{c:g}": v for c, v in gauged_native(op.Q, op.K, op.beta).items()})
 
 
-def _study_fields(op: Operator, eps: float) -> dict:
+def _study_fields(op: Operator, eps_list) -> list[dict]:
     """B1 features of the add-on test and the intrinsic descriptor (``int_*``; SPEC 7) of
-    one cell. The descriptor is empty when ``A`` has no common positive support and no
-    factors, or when it fails: it is a descriptor, never a bound."""
-    from ..geometry import intrinsic_descriptor
+    each cell of one operator. The descriptor is empty when ``A`` has no common positive
+    support and no factors, or when it fails (so are the B1 features): they are
+    descriptors, never bounds."""
+    from ..geometry import intrinsic_descriptors
     from ..studies.features import baseline_features
 
-    row = {k: round(v, 6) for k, v in baseline_features(op.A, eps).items()}
     try:
-        d = intrinsic_descriptor(op, eps)
-        row.update({"int_r": d.r, "int_tau": round(d.tau, 6), "int_kappa": round(d.kappa, 6),
-                    "int_logq": round(d.log_q, 6)})
+        rows = [{k: round(v, 6) for k, v in baseline_features(op.A, e).items()}
+                for e in eps_list]
+    except Exception:  # noqa: BLE001 - features are descriptors; an operator never crashes here
+        rows = [{k: "" for k in ("b1_tsvd", "b1_stable", "b1_erank", "b1_entropy", "b1_peak")}
+                for _ in eps_list]
+    try:
+        ds = intrinsic_descriptors(op, list(eps_list))
     except Exception:  # noqa: BLE001 - recorded as missing, never as a value
-        row.update({"int_r": "", "int_tau": "", "int_kappa": "", "int_logq": ""})
-    return row
+        ds = [None] * len(rows)
+    for row, d in zip(rows, ds):
+        row.update({"int_r": d.r, "int_tau": round(d.tau, 6), "int_kappa": round(d.kappa, 6),
+                    "int_logq": round(d.log_q, 6)} if d is not None else
+                   {"int_r": "", "int_tau": "", "int_kappa": "", "int_logq": ""})
+    return rows
 
 
 def _check_label(rep) -> str:
@@ -143,12 +151,13 @@ def bracket_operator(op: Operator, eps_list, validated: bool = False, attacks: s
     svd_s = _svd_seconds(op.A)
     geo = _geometry_fields(op)
     gauge = _gauge_field(op)
+    study = _study_fields(op, [br.eps for br in brs])
     A_att = op.A
     if validated and op.Q is not None and attacks != "none":
         from ..checker.validated import enclose_softmax
 
         A_att = enclose_softmax(op.Q, op.K, op.beta)[0]  # the matrix the certificates are for
-    for br in brs:
+    for br, st in zip(brs, study):
         try:
             att = _attack_cell(op, br, A_att, attacks, out)
         except Exception as exc:  # recorded; an attack that crashes is never a verdict
@@ -172,7 +181,7 @@ def bracket_operator(op: Operator, eps_list, validated: bool = False, attacks: s
             **att,
             **geo,
             "checkpoint": prov.get("checkpoint", ""),
-            **_study_fields(op, br.eps),
+            **st,
             "gauge_native": gauge,
             "candidates": ";".join(f"{k}={v}" for k, v in br.candidates.items()
                                    if not isinstance(v, (list, dict))),
