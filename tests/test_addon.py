@@ -73,8 +73,11 @@ def test_aggregate_is_the_equal_weight_mean():
     b = addon_test(y2, b2, g2, [("B1", "S")], family="b", n_boot=40)[0]
     agg = aggregate([a, b])
     assert agg.diff == pytest.approx((a.diff + b.diff) / 2)
-    assert agg.rel == pytest.approx((a.rel + b.rel) / 2)
+    # relative gain = difference / MAE(base), both averaged over families
+    assert agg.rel == pytest.approx((a.diff + b.diff) / (a.mae_base + b.mae_base))
     np.testing.assert_allclose(agg.boot_diff, (a.boot_diff + b.boot_diff) / 2)
+    np.testing.assert_allclose(agg.boot_base, (a.boot_base + b.boot_base) / 2)
+    assert agg.sources == 24  # both families draw on the same 24 source labels
 
 
 def test_permutation_within_heads_and_gauge_sensitivity():
@@ -120,6 +123,47 @@ def test_baseline_features_hand_worked():
         baseline_features(np.eye(3), 0.0)
 
 
+def test_tsvd_rank_is_the_least_rank_although_the_error_is_not_monotone():
+    A = np.array([[0.12, 0.54, 0.33, 0.01], [0.32, 0.31, 0.18, 0.19], [0.08, 0.26, 0.23, 0.43],
+                  [26, 54, 1, 20], [20, 25, 46, 8]], dtype=float)
+    A /= A.sum(axis=1, keepdims=True)
+    U, s, Vt = np.linalg.svd(A, full_matrices=False)
+    errs = [np.abs(A - (U[:, :k] * s[:k]) @ Vt[:k]).sum(axis=1).max() for k in range(5)]
+    assert errs[1] <= 0.5 < errs[2]  # rank 1 is within 0.5, rank 2 is not
+    assert baseline_features(A, 0.5)["b1_tsvd"] * 4 == 1
+    least = next(k for k, e in enumerate(errs) if e <= 0.3)
+    assert baseline_features(A, 0.3)["b1_tsvd"] * 4 == least
+
+
+def test_feature_functions_refuse_bad_input():
+    from softrank.errors import InvalidOperatorError
+
+    with pytest.raises(InvalidOperatorError):
+        baseline_features(np.full((3, 3), 5.0), 0.25)  # not row-stochastic
+    with pytest.raises(InvalidArgumentError, match="Q, K"):
+        gauged_native(np.ones((4, 3)), np.ones((4, 2)), 1.0)
+    with pytest.raises(InvalidArgumentError, match="rho_Q"):
+        native_features(float("nan"), 1.0, 1.0, [1.0], [1.0])
+
+
+@pytest.mark.parametrize("kw, name", [
+    ({"outer": 1}, "outer"), ({"inner": 1}, "inner"), ({"alphas": []}, "alphas"),
+    ({"alphas": [-1.0]}, "alphas"), ({"comparisons": []}, "comparisons"),
+    ({"perm_groups": np.arange(5)}, "perm_groups"), ({"probe": "X", "perm_groups": np.arange(30)}, "probe"),
+])
+def test_addon_test_refuses_bad_settings(kw, name):
+    rng = np.random.default_rng(0)
+    args = {"comparisons": [("B1", "S")], "n_boot": np.int64(20), **kw}
+    with pytest.raises(InvalidArgumentError, match=name):
+        addon_test(rng.normal(size=30), {"B1": rng.normal(size=(30, 2)),
+                                         "S": rng.normal(size=(30, 1))},
+                   np.repeat(np.arange(6), 5), **args)
+    with pytest.raises(InvalidArgumentError, match="groups"):
+        addon_test(rng.normal(size=30), {"B1": rng.normal(size=(30, 2)),
+                                         "S": rng.normal(size=(30, 1))},
+                   np.array([np.nan] * 30), [("B1", "S")], n_boot=20)
+
+
 def test_gauges_keep_the_logits_and_move_native_geometry():
     rng = np.random.default_rng(0)
     Q, K = rng.normal(size=(16, 8)), rng.normal(size=(20, 8))
@@ -163,7 +207,8 @@ def test_addon_from_rows_and_report_files(tmp_path):
     rows.append({**rows[0], "eps": 0.1})  # other tolerances are ignored
     res, skipped = addon_from_rows(rows, n_boot=40, n_perm=3)
     assert [(r.base, r.added) for r in res] == [("B1", "G"), ("B0", "G")]
-    assert res[0].operators == 16 and res[0].sources == 8 and not skipped
+    assert res[0].operators == 16 and res[0].sources == 8
+    assert skipped == ["fam: D not tested, 16 cells lack a finite intrinsic descriptor"]
     assert res[0].mae_base < 0.02  # B1 holds the response up to rounding to whole ranks
     paths = write_addon(res, skipped, tmp_path)
     md = (tmp_path / "addon.md").read_text()

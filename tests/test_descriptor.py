@@ -45,6 +45,24 @@ def test_full_gauge_upper_bound_is_close_to_the_sdp():
     assert ku <= k * 1.002
 
 
+def test_kappa_upper_handles_zero_rows_and_extreme_scales():
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(30, 4)) * rng.uniform(0.2, 3, size=(30, 1))
+    X[5] = 0.0  # an exactly zero row of T
+    T = X @ rng.normal(size=(20, 4)).T
+    k = kappa(T)
+    assert k <= kappa_upper(T) <= k * 1.002
+    D = np.diag([2.0, 1.0])  # kappa(diag(a, b)) = max(a, b), at any scale
+    for scale in (1e-170, 1e-5, 1e155):
+        assert kappa_upper(D * scale) == pytest.approx(2 * scale, rel=1e-6)
+        assert kappa(D * scale) == pytest.approx(2 * scale, rel=1e-4)
+    for bad in (np.array([[np.inf, 1.0], [1.0, 1.0]]), np.ones(3)):
+        with pytest.raises(InvalidArgumentError, match="T"):
+            kappa_upper(bad)
+        with pytest.raises(InvalidArgumentError, match="T"):
+            kappa(bad)
+
+
 def test_descriptor_rejects_bad_arguments():
     op = synthetic.grid(1, n=8)
     for kw, name in (({"eps": 1.5}, "eps"), ({"eps": 0.2, "margin": 1.0}, "margin"),

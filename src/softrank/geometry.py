@@ -28,6 +28,7 @@ Everything here is computed from ``A`` (or, for an operator with factors, from t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from numbers import Real
 
 import numpy as np
 
@@ -164,6 +165,15 @@ def tau_bound(C: np.ndarray, T: np.ndarray) -> float:
     return float(0.5 * (D.max(axis=1) - D.min(axis=1)).max())
 
 
+def _finite_matrix(T, name: str = "T") -> np.ndarray:
+    T = np.asarray(T, dtype=np.float64)
+    if T.ndim != 2 or T.size == 0 or not np.isfinite(T).all():
+        raise InvalidArgumentError(f"{name}: expected a finite non-empty 2-D array, got shape "
+                                   f"{T.shape}" + ("" if T.ndim != 2 or T.size == 0
+                                                   else " with non-finite entries"))
+    return T
+
+
 def _factors(T: np.ndarray, rank_tol: float = 1e-12):
     U, s, Vt = np.linalg.svd(np.asarray(T, dtype=np.float64), full_matrices=False)
     r = int((s > rank_tol * (s[0] if s.size else 0)).sum())
@@ -201,10 +211,19 @@ def kappa_upper(T: np.ndarray, iters: int = 200) -> float:
     """
     from scipy.optimize import minimize
 
-    X0, Y0 = _factors(T)
+    T = _finite_matrix(T)
+    if isinstance(iters, bool) or not isinstance(iters, (int, np.integer)) or iters < 1:
+        raise InvalidArgumentError(f"iters: expected an int >= 1, got {iters!r}")
+    scale = float(np.abs(T).max())
+    if scale == 0:
+        return 0.0
+    X0, Y0 = _factors(T / scale)  # kappa is homogeneous: optimise at unit scale
     r = X0.shape[1]
     if r == 0:
         return 0.0
+    # zero rows never attain a maximum radius and have no logarithm: leave them out
+    X0 = X0[np.linalg.norm(X0, axis=1) > 0]
+    Y0 = Y0[np.linalg.norm(Y0, axis=1) > 0]
 
     def value(G):
         try:
@@ -239,7 +258,7 @@ def kappa_upper(T: np.ndarray, iters: int = 200) -> float:
             v = value(res.x.reshape(r, r))
             if v < best:
                 best, g = v, res.x
-    return best
+    return best * scale
 
 
 def kappa(T: np.ndarray, solver: str = "CLARABEL") -> float:
@@ -267,7 +286,11 @@ def kappa(T: np.ndarray, solver: str = "CLARABEL") -> float:
         import cvxpy as cp
     except ImportError as exc:
         raise InvalidArgumentError("solver: kappa needs cvxpy; install softrank[geometry]") from exc
-    X0, Y0 = _factors(T)
+    T = _finite_matrix(T)
+    scale = float(np.abs(T).max())
+    if scale == 0:
+        return 0.0
+    X0, Y0 = _factors(T / scale)  # homogeneous: solve at unit scale (absolute tolerances)
     r = X0.shape[1]
     if r == 0:
         return 0.0
@@ -285,7 +308,7 @@ def kappa(T: np.ndarray, solver: str = "CLARABEL") -> float:
     if prob.status != cp.OPTIMAL or t.value is None:
         raise InvalidArgumentError(f"solver: {solver} ended the kappa SDP with status "
                                    f"{prob.status!r}, not optimal")
-    return float(np.sqrt(max(float(t.value), 0.0)))
+    return float(np.sqrt(max(float(t.value), 0.0))) * scale
 
 
 def profile(kappa_value: float, tau_value: float, eps: float, r: int) -> float:
@@ -293,6 +316,12 @@ def profile(kappa_value: float, tau_value: float, eps: float, r: int) -> float:
     descriptor, never a bound (the seed theorem's constant ``C_r`` is unknown)."""
     if not 0 < eps < 1:
         raise InvalidArgumentError(f"eps: expected 0 < eps < 1, got {eps!r}")
+    if not (np.isfinite(kappa_value) and kappa_value >= 0):
+        raise InvalidArgumentError(f"kappa_value: expected a finite value >= 0, got {kappa_value!r}")
+    if not (np.isfinite(tau_value) and tau_value >= 0):
+        raise InvalidArgumentError(f"tau_value: expected a finite value >= 0, got {tau_value!r}")
+    if isinstance(r, bool) or not isinstance(r, (int, np.integer)) or r < 0:
+        raise InvalidArgumentError(f"r: expected an int >= 0, got {r!r}")
     if tau_value >= eps:
         return float("inf")
     return float((1.0 + kappa_value / (eps - tau_value) ** 2) ** (r / 2))
@@ -308,7 +337,9 @@ class Descriptor:
     (eps - tau)^2)``: the log of the profile ``q`` (a descriptor, never a bound; ``q`` itself
     overflows on learned heads, where ``r`` is 15-30). ``kappa_method`` says how ``kappa``
     was computed: ``"gauge"`` (:func:`kappa_upper`, an upper bound from a true
-    factorisation) or ``"sdp"`` (:func:`kappa`).
+    factorisation) or ``"sdp"`` (:func:`kappa`). When no rank reaches the target (``eps``
+    below the rounding of ``C``), ``T = C`` and ``tau`` is that rounding residual; ``log_q``
+    is ``inf`` when ``tau >= eps``.
     """
 
     eps: float
@@ -351,9 +382,9 @@ def intrinsic_descriptors(A, eps_list, margin: float = 0.5,
     per operator)."""
     eps_list = list(eps_list)
     for eps in eps_list:
-        if not (isinstance(eps, (int, float)) and 0 < eps < 1):
+        if isinstance(eps, bool) or not (isinstance(eps, Real) and 0 < eps < 1):
             raise InvalidArgumentError(f"eps: expected 0 < eps < 1, got {eps!r}")
-    if not (isinstance(margin, (int, float)) and 0 < margin < 1):
+    if isinstance(margin, bool) or not (isinstance(margin, Real) and 0 < margin < 1):
         raise InvalidArgumentError(f"margin: expected 0 < margin < 1, got {margin!r}")
     if kappa_method not in ("gauge", "sdp"):
         raise InvalidArgumentError(f"kappa_method: expected 'gauge' or 'sdp', got {kappa_method!r}")

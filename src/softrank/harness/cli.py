@@ -152,23 +152,26 @@ def _parser() -> argparse.ArgumentParser:
                                       "intrinsic descriptor")
     stsub = st.add_subparsers(dest="study", required=True)
 
-    def study_args(sp, widths, heads, sources, out, boot=False):
+    def study_args(sp, widths, heads, sources, out, boot=0):
         sp.add_argument("--from", dest="source_dir", default=None, metavar="AUDIT_DIR",
                         help="use an existing audit's brackets.csv (e.g. a [[heads]] panel) "
                              "instead of running a MiniLM audit")
-        sp.add_argument("--widths", type=_int_arg(2), nargs="+", default=widths,
+        sp.set_defaults(minilm_defaults={"widths": widths, "layers": list(range(6)),
+                                         "heads": heads, "sources_per_head": sources})
+        sp.add_argument("--widths", type=_int_arg(2), nargs="+", default=None,
                         help=f"MiniLM native widths when running (default {widths})")
-        sp.add_argument("--layers", type=_int_arg(0), nargs="+", default=list(range(6)))
-        sp.add_argument("--heads", type=_int_arg(0), nargs="+", default=heads,
+        sp.add_argument("--layers", type=_int_arg(0), nargs="+", default=None,
+                        help="MiniLM layers when running (default 0-5)")
+        sp.add_argument("--heads", type=_int_arg(0), nargs="+", default=None,
                         help=f"MiniLM heads when running (default {heads})")
-        sp.add_argument("--sources-per-head", type=_int_arg(1), default=sources,
+        sp.add_argument("--sources-per-head", type=_int_arg(1), default=None,
                         help=f"standard-library sources per head when running (default {sources})")
         sp.add_argument("--eps", type=_eps_arg, default=0.25)
         sp.add_argument("--workers", type=_int_arg(1), default=None)
         sp.add_argument("--seed", type=_int_arg(0), default=0)
         if boot:
-            sp.add_argument("--n-boot", type=_int_arg(1000), default=1000,
-                            help="bootstrap resamples (>= 1000)")
+            sp.add_argument("--n-boot", type=_int_arg(boot), default=1000,
+                            help=f"bootstrap resamples (default 1000, at least {boot})")
         sp.add_argument("--out", default=out, help="output directory")
 
     bw = stsub.add_parser("block-width", help="shares of heads for which rank budgets are shown "
@@ -177,12 +180,12 @@ def _parser() -> argparse.ArgumentParser:
     bw.add_argument("--budgets", type=_int_arg(1), nargs="+", default=[8, 16, 32])
     ad = stsub.add_parser("addon", help="held-out add-on test: does native geometry G predict "
                                         "the upper budget beyond the baselines B1 and B0?")
-    study_args(ad, [64, 128], list(range(12)), 2, "softrank-addon", boot=True)
+    study_args(ad, [64, 128], list(range(12)), 2, "softrank-addon", boot=1000)
     ad.add_argument("--permutations", type=_int_arg(1), default=20,
                     help="within-head permutations of G (default 20)")
     de = stsub.add_parser("descriptor", help="rank correlation of the intrinsic descriptor "
                                              "(log q, kappa) with the brackets, per family")
-    study_args(de, [64, 128], list(range(12)), 1, "softrank-descriptor", boot=True)
+    study_args(de, [64, 128], list(range(12)), 1, "softrank-descriptor", boot=100)
 
     t = sub.add_parser("tiny-checkpoint", help="write a tiny random-initialised checkpoint "
                                                 "(for trying `heads` and panels offline)")
@@ -227,13 +230,18 @@ def _cmd_audit(args) -> int:
                      scheduler=args.scheduler, cell_timeout=args.cell_timeout,
                      resume=args.resume, identity={"panel": args.panel, "seed": args.seed})
     summary = summarize(rows, panel.name, eps, time.perf_counter() - t0, args.seed)
+    if args.study_boot and not args.quiet:
+        print(f"brackets done in {summary['wall_seconds']:.0f} s; running the report's studies "
+              f"({args.study_boot} bootstrap resamples; --study-boot 0 skips them)",
+              file=sys.stderr, flush=True)
+    t1 = time.perf_counter()
     write_report(rows, summary, out, study_boot=args.study_boot)
     ov = summary["overall"]
     print(f"{summary['cells']} cells: {ov['resolved']} resolved ({ov['resolved_pct']} %), "
           f"{ov['open']} open, {ov['unsound']} unsound, {ov['error']} error; "
           f"median upper/lower {ov['median_ratio']}; attacks {summary['attacks']['tried']} tried, "
-          f"{summary['attacks']['succeeded']} succeeded; {summary['wall_seconds']:.0f} s. "
-          f"Report: {out / 'report.md'}")
+          f"{summary['attacks']['succeeded']} succeeded; brackets {summary['wall_seconds']:.0f} s"
+          f", report and studies {time.perf_counter() - t1:.0f} s. Report: {out / 'report.md'}")
     return 1 if ov["unsound"] or ov["error"] else 0
 
 
@@ -374,18 +382,22 @@ def _cmd_laws(args) -> int:
     return 0
 
 
-def _study_rows(args, out: Path):
-    """An audit's cells: read from ``--from AUDIT_DIR`` or computed on MiniLM heads."""
-    import csv
+#: Columns every study reads from an audit's brackets.csv.
+_STUDY_COLUMNS = ("operator_id", "family", "source", "checkpoint", "m", "n", "eps", "lower",
+                  "upper", "verdict")
 
+
+def _study_check(args) -> None:
+    """Validate a study's arguments before anything is written or computed."""
+    given = [f"--{k.replace('_', '-')}" for k in args.minilm_defaults if getattr(args, k) is not None]
     if args.source_dir is not None:
-        f = Path(args.source_dir) / "brackets.csv"
-        if not f.is_file():
-            raise SoftrankError(f"--from: {str(f)!r} not found (an audit's output directory)")
-        with open(f, newline="") as fh:
-            return list(csv.DictReader(fh))
-    from .audit import run_audit
-    from .panels import N_SOURCES, _minilm_specs, materialize
+        if given:
+            raise SoftrankError(f"{given[0]}: not used with --from (the audit's cells are used)")
+        return
+    for k, v in args.minilm_defaults.items():
+        if getattr(args, k) is None:
+            setattr(args, k, v)
+    from .panels import N_SOURCES
 
     for h in args.heads:
         if h > 11:
@@ -397,13 +409,56 @@ def _study_rows(args, out: Path):
         raise SoftrankError(f"--widths: MiniLM takes at most 512 tokens, got {max(args.widths)}")
     if args.sources_per_head > N_SOURCES:
         raise SoftrankError(f"--sources-per-head: at most {N_SOURCES}, got {args.sources_per_head}")
-    ops = materialize(_minilm_specs(args.widths, args.layers, args.heads,
-                                    args.sources_per_head, args.seed))
+    specs = _study_specs(args)
+    if args.study == "addon":
+        from ..studies.addon import MIN_SOURCES
+
+        n_src = len({s["source_index"] for s in specs})
+        if n_src < MIN_SOURCES or len(specs) < 8:
+            raise SoftrankError(f"--heads/--layers/--sources-per-head: the add-on test needs "
+                                f">= 8 operators from >= {MIN_SOURCES} sources, this selection "
+                                f"gives {len(specs)} from {n_src}")
+    if args.study == "descriptor":
+        from ..studies.descriptor import MIN_OPERATORS
+
+        per_width = len(specs) // len(set(args.widths))
+        if per_width < MIN_OPERATORS:
+            raise SoftrankError(f"--heads/--layers/--sources-per-head: the descriptor study needs "
+                                f">= {MIN_OPERATORS} operators per width, this selection gives "
+                                f"{per_width}")
+
+
+def _study_specs(args):
+    from .panels import _minilm_specs
+
+    return _minilm_specs(args.widths, args.layers, args.heads, args.sources_per_head, args.seed)
+
+
+def _study_rows(args, out: Path):
+    """An audit's cells: read from ``--from AUDIT_DIR`` or computed on MiniLM heads."""
+    import csv
+
+    if args.source_dir is not None:
+        f = Path(args.source_dir) / "brackets.csv"
+        if not f.is_file():
+            raise SoftrankError(f"--from: {str(f)!r} not found (an audit's output directory)")
+        with open(f, newline="") as fh:
+            rows = list(csv.DictReader(fh))
+        missing = [c for c in _STUDY_COLUMNS if rows and c not in rows[0]]
+        if not rows or missing:
+            raise SoftrankError(f"--from: {str(f)!r} is not an audit's brackets.csv (" +
+                                (f"missing columns {missing})" if rows else "no cells)"))
+        return rows
+    from .audit import run_audit
+    from .panels import materialize
+
+    ops = materialize(_study_specs(args))
     return run_audit(ops, [args.eps], out / "audit", workers=args.workers, progress=True,
                      attacks="none", identity={"study": args.study})
 
 
 def _cmd_study(args) -> int:
+    _study_check(args)
     out = _out_dir(args.out, "--out")
     t0 = time.perf_counter()
     rows = _study_rows(args, out)

@@ -372,14 +372,14 @@ def write_report(rows: list[dict], summary: dict, out: Path, study_boot: int = 1
         "",
     ]
     lines += [f"![{p}]({p})" for p in plots]
-    if study_boot:
-        from ..studies.report import report_studies
-
-        lines += [""] + report_studies(rows, out, n_boot=study_boot, seed=s["seed"])
     bad = [r for r in rows if r["verdict"] in ("unsound", "error")]
     if bad:
         lines += ["", "## Cells needing attention", "",
                   _table(["operator", "eps", "verdict", "candidates"],
                          [[r["operator_id"], r["eps"], r["verdict"], r["candidates"]] for r in bad])]
+    if study_boot:
+        from ..studies.report import report_studies
+
+        lines += [""] + report_studies(rows, out, n_boot=study_boot, seed=s["seed"])
     lines += ["", "Files: `brackets.csv` (one row per cell), `summary.json`.", ""]
     (out / "report.md").write_text("\n".join(lines))

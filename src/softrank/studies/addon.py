@@ -66,11 +66,19 @@ class Comparison:
     perm_ci: tuple = (float("nan"), float("nan"))
     gauge: dict = field(default_factory=dict)
     boot_diff: np.ndarray = field(default=None, repr=False)
-    boot_rel: np.ndarray = field(default=None, repr=False)
+    boot_base: np.ndarray = field(default=None, repr=False)
+    source_labels: frozenset = field(default=frozenset(), repr=False)
 
     @property
     def excludes_zero(self) -> bool:
         return self.diff_ci[0] > 0 or self.diff_ci[1] < 0
+
+
+def _ratio(diff, base) -> np.ndarray:
+    """Relative gains ``diff / base`` of bootstrap replicates (replicates with a zero base
+    MAE have no relative gain and are left out)."""
+    ok = base > 0
+    return diff[ok] / base[ok]
 
 
 def _standardise(Xtr, Xte):
@@ -127,6 +135,8 @@ def _maes(models, y, groups, alphas, outer, inner):
 
 
 def _check_inputs(y, blocks, groups, comparisons):
+    if not comparisons:
+        raise InvalidArgumentError("comparisons: expected at least one (base, added) pair")
     y = np.asarray(y, dtype=np.float64)
     if y.ndim != 1 or y.size < 8 or not np.isfinite(y).all():
         raise InvalidArgumentError(f"y: expected a finite 1-D array of >= 8 responses, got "
@@ -134,6 +144,10 @@ def _check_inputs(y, blocks, groups, comparisons):
     groups = np.asarray(groups)
     if groups.shape != y.shape:
         raise InvalidArgumentError(f"groups: expected shape {y.shape}, got {groups.shape}")
+    if groups.dtype.kind not in "iuU" and not (
+            groups.dtype.kind == "f" and np.isfinite(groups).all()):
+        raise InvalidArgumentError(f"groups: expected source labels (strings or integers), "
+                                   f"got dtype {groups.dtype}")
     if np.unique(groups).size < MIN_SOURCES:
         raise InvalidArgumentError(f"groups: source-disjoint folds need >= {MIN_SOURCES} "
                                    f"sources, got {np.unique(groups).size}")
@@ -192,9 +206,28 @@ def addon_test(y, blocks: dict, groups, comparisons=(("B1", "G"), ("B0", "G")), 
         Naming ``y``, ``groups``, ``blocks[...]``, ``comparisons``, ``n_boot`` or
         ``gauge_blocks``.
     """
-    if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 20:
+    def count(v, lo):
+        return not isinstance(v, bool) and isinstance(v, (int, np.integer)) and v >= lo
+
+    if not count(n_boot, 20):
         raise InvalidArgumentError(f"n_boot: expected an int >= 20, got {n_boot!r}")
+    if not count(n_perm, 1):
+        raise InvalidArgumentError(f"n_perm: expected an int >= 1, got {n_perm!r}")
+    for name, v in (("outer", outer), ("inner", inner)):
+        if not count(v, 2):
+            raise InvalidArgumentError(f"{name}: expected an int >= 2 (folds), got {v!r}")
+    alphas = np.atleast_1d(np.asarray(alphas, dtype=np.float64))
+    if alphas.ndim != 1 or alphas.size == 0 or not (np.isfinite(alphas) & (alphas > 0)).all():
+        raise InvalidArgumentError(f"alphas: expected finite penalties > 0, got {alphas!r}")
     y, blocks, groups = _check_inputs(y, blocks, groups, comparisons)
+    comparisons = [tuple(c) for c in comparisons]
+    probe = comparisons[0][1] if probe is None else probe
+    if (perm_groups is not None or gauge_blocks) and probe not in {a for _, a in comparisons}:
+        raise InvalidArgumentError(f"probe: {probe!r} is not an added block of comparisons "
+                                   f"{comparisons}")
+    if perm_groups is not None and np.shape(perm_groups) != y.shape:
+        raise InvalidArgumentError(f"perm_groups: expected shape {y.shape}, got "
+                                   f"{np.shape(perm_groups)}")
     try:
         import sklearn
     except ImportError as exc:
@@ -203,14 +236,13 @@ def addon_test(y, blocks: dict, groups, comparisons=(("B1", "G"), ("B0", "G")), 
     # the inputs were validated above: skip scikit-learn's per-call parameter validation,
     # which is most of the cost of tens of thousands of small ridge fits
     with sklearn.config_context(skip_parameter_validation=True, assume_finite=True):
-        return _addon_test(y, blocks, groups, comparisons, family, n_boot, perm_groups,
-                           n_perm, gauge_blocks, resolution, probe, alphas, outer, inner, seed)
+        return _addon_test(y, blocks, groups, comparisons, family, int(n_boot), perm_groups,
+                           int(n_perm), gauge_blocks, resolution, probe, alphas, int(outer),
+                           int(inner), seed)
 
 
 def _addon_test(y, blocks, groups, comparisons, family, n_boot, perm_groups, n_perm,
                 gauge_blocks, resolution, probe, alphas, outer, inner, seed):
-    comparisons = [tuple(c) for c in comparisons]
-    probe = comparisons[0][1] if probe is None else probe
 
     def models(B, idx=None):
         sel = (lambda X: X) if idx is None else (lambda X: X[idx])
@@ -232,19 +264,20 @@ def _addon_test(y, blocks, groups, comparisons, family, n_boot, perm_groups, n_p
         idx = np.concatenate([members[s] for s in draw])
         mae = _maes(models(blocks, idx), y[idx], groups[idx], alphas, outer, inner)
         for base, added in comparisons:
-            d = mae[base] - mae[f"{base}+{added}"]
-            boot[(base, added)][0].append(d)
-            boot[(base, added)][1].append(d / mae[base] if mae[base] > 0 else 0.0)
+            boot[(base, added)][0].append(mae[base] - mae[f"{base}+{added}"])
+            boot[(base, added)][1].append(mae[base])
     results = []
     for base, added in comparisons:
-        bd, br = np.array(boot[(base, added)][0]), np.array(boot[(base, added)][1])
+        bd, bb = np.array(boot[(base, added)][0]), np.array(boot[(base, added)][1])
+        br = _ratio(bd, bb)
         mb, mf = point[base], point[f"{base}+{added}"]
         c = Comparison(family=family, base=base, added=added, operators=int(y.size),
                        sources=int(srcs.size), mae_base=mb, mae_full=mf, diff=mb - mf,
                        diff_ci=tuple(np.quantile(bd, [0.025, 0.975]).tolist()),
                        rel=(mb - mf) / mb if mb > 0 else 0.0,
                        rel_ci=tuple(np.quantile(br, [0.025, 0.975]).tolist()),
-                       n_boot=int(bd.size), boot_diff=bd, boot_rel=br)
+                       n_boot=int(bd.size), boot_diff=bd, boot_base=bb,
+                       source_labels=frozenset(srcs.tolist()))
         if added != probe:
             pass
         elif perm_groups is not None and _shared_heads(perm_groups):
@@ -305,23 +338,37 @@ def _gauge_sensitivity(y, blocks, groups, base, added, gauge_blocks, resolution,
 
 
 def aggregate(results: list[Comparison]) -> Comparison:
-    """Equal-weight aggregate of one comparison over families (replicate by replicate)."""
+    """Equal-weight aggregate of one comparison over families: the mean of the family
+    differences and of the family base MAEs, and the relative gain as their ratio (the
+    table's definition), replicate by replicate for the interval. Families are resampled
+    independently (strata); ``sources`` counts distinct source labels over the families."""
     if not results:
         raise InvalidArgumentError("results: empty")
     n = min(r.boot_diff.size for r in results)
     bd = np.mean([r.boot_diff[:n] for r in results], axis=0)
-    br = np.mean([r.boot_rel[:n] for r in results], axis=0)
+    bb = np.mean([r.boot_base[:n] for r in results], axis=0)
+    br = _ratio(bd, bb)
     r0 = results[0]
+    mb = float(np.mean([r.mae_base for r in results]))
+    diff = float(np.mean([r.diff for r in results]))
+    perms = [r.perm_diff for r in results if np.isfinite(r.perm_diff)]
     return Comparison(
         family="aggregate (equal weight)", base=r0.base, added=r0.added,
-        operators=sum(r.operators for r in results), sources=sum(r.sources for r in results),
-        mae_base=float(np.mean([r.mae_base for r in results])),
-        mae_full=float(np.mean([r.mae_full for r in results])),
-        diff=float(np.mean([r.diff for r in results])),
+        operators=sum(r.operators for r in results),
+        sources=len(frozenset().union(*(r.source_labels for r in results))),
+        mae_base=mb, mae_full=float(np.mean([r.mae_full for r in results])), diff=diff,
         diff_ci=tuple(np.quantile(bd, [0.025, 0.975]).tolist()),
-        rel=float(np.mean([r.rel for r in results])),
-        rel_ci=tuple(np.quantile(br, [0.025, 0.975]).tolist()), n_boot=n,
-        perm_diff=float(np.mean([r.perm_diff for r in results])), boot_diff=bd, boot_rel=br)
+        rel=diff / mb if mb > 0 else 0.0,
+        rel_ci=tuple(np.quantile(br, [0.025, 0.975]).tolist()) if br.size else (np.nan, np.nan),
+        n_boot=n, perm_diff=float(np.mean(perms)) if len(perms) == len(results) else np.nan,
+        boot_diff=bd, boot_base=bb)
+
+
+def _family_seed(seed: int, family: str) -> int:
+    """Independent bootstrap streams per family (strata), reproducible from ``seed``."""
+    import zlib
+
+    return int(seed) * 1_000_003 + zlib.crc32(family.encode())
 
 
 def _num(r, k):
@@ -349,18 +396,28 @@ def addon_from_rows(rows: list[dict], eps: float = RESPONSE_EPS, n_boot: int = 1
 
     from .features import B1, G, native_features, size_features
 
+    need = ("operator_id", "family", "source", "checkpoint", "layer", "head", "m", "n", "eps",
+            "verdict", "upper", "rho_Q", "rho_K", "Gamma", "sv_Q", "sv_K", *B1, "gauge_native")
+    missing = [c for c in need if rows and c not in rows[0]]
+    if missing:
+        raise InvalidArgumentError(f"rows: missing columns {missing} (an audit by an older "
+                                   f"softrank, or not an audit's brackets.csv: rerun the audit)")
     fams: dict = {}
     skipped = []
-    for r in rows:
-        if (not r.get("checkpoint") or abs(float(r["eps"]) - eps) > 1e-12
-                or r["verdict"] not in ("open", "resolved") or int(r["upper"]) < 1
+    learned = [r for r in rows if r.get("checkpoint") and abs(float(r["eps"]) - eps) <= 1e-12]
+    if not learned:
+        raise InvalidArgumentError(f"rows: no learned-head cells (rows with a checkpoint) at "
+                                   f"eps {eps:g}")
+    for r in learned:
+        if (r["verdict"] not in ("open", "resolved") or int(r["upper"]) < 1
                 or r.get("rho_Q", "") in ("", None) or r.get("b1_tsvd", "") in ("", None)
                 or not r.get("gauge_native")):
             continue
         fams.setdefault(r["family"], []).append(r)
     if not fams:
-        raise InvalidArgumentError(f"rows: no learned-head cells at eps {eps:g} with B1 and "
-                                   f"native geometry (audit learned heads at eps {eps:g})")
+        raise InvalidArgumentError(
+            f"rows: none of the {len(learned)} learned-head cells at eps {eps:g} is usable "
+            f"(verdict open or resolved, with native geometry, B1 and gauge features)")
     results = []
     for fam, rs in sorted(fams.items()):
         srcs = {r["source"] for r in rs}
@@ -381,8 +438,12 @@ def addon_from_rows(rows: list[dict], eps: float = RESPONSE_EPS, n_boot: int = 1
                       for r in rs])
         gauges = {}
         for r in rs:
-            for c, feats in json.loads(r["gauge_native"]).items():
-                gauges.setdefault(float(c), []).append([feats[k] for k in G])
+            try:
+                for c, feats in json.loads(r["gauge_native"]).items():
+                    gauges.setdefault(float(c), []).append([float(feats[k]) for k in G])
+            except (ValueError, TypeError, KeyError, AttributeError) as exc:
+                raise InvalidArgumentError(f"rows: operator {r['operator_id']!r} has a "
+                                           f"malformed gauge_native field ({exc})") from None
         heads = np.array([f"{r['checkpoint']}|{r['layer']}|{r['head']}" for r in rs])
         blocks = {"B0": b0, "B1": b1, "G": g}
         comparisons = [("B1", "G"), ("B0", "G")]
@@ -392,10 +453,13 @@ def addon_from_rows(rows: list[dict], eps: float = RESPONSE_EPS, n_boot: int = 1
         if np.isfinite(d).all():
             blocks["D"] = np.column_stack([d[:, 0], np.log1p(d[:, 1]), d[:, 2] / p, d[:, 3]])
             comparisons.append(("B1", "D"))
+        else:
+            skipped.append(f"{fam}: D not tested, {int((~np.isfinite(d).all(axis=1)).sum())} "
+                           f"cells lack a finite intrinsic descriptor")
         results += addon_test(y, blocks, np.array([r["source"] for r in rs]), comparisons,
                               family=fam, n_boot=n_boot, perm_groups=heads, n_perm=n_perm,
                               gauge_blocks={c: np.array(v) for c, v in gauges.items()},
-                              resolution=1.0 / p, probe="G", seed=seed)
+                              resolution=1.0 / p, probe="G", seed=_family_seed(seed, fam))
     if len({r.family for r in results}) > 1:
         for key in dict.fromkeys((r.base, r.added) for r in results):
             sel = [r for r in results if (r.base, r.added) == key]
@@ -466,6 +530,11 @@ def write_addon(results: list[Comparison], skipped: list[str], out, eps=RESPONSE
         lines.append("")
     perm = [r for r in results
             if not r.family.startswith("aggregate") and np.isfinite(r.perm_diff)]
+    no_perm = sorted({r.family for r in results if r.added == "G" and not r.family.startswith(
+        "aggregate") and not np.isfinite(r.perm_diff)})
+    if no_perm:
+        lines += ["Within-head permutation not run for " + ", ".join(no_perm) + ": every head "
+                  "has a single operator there, so the permutation would be the identity.", ""]
     if perm:
         lines += ["## Within-head permutation of G", "",
                   "G permuted among the operators of each head: the gain that survives is "
@@ -491,6 +560,11 @@ def write_addon(results: list[Comparison], skipped: list[str], out, eps=RESPONSE
                          f"{g16.get('median_shift', float('nan')):.2f} | "
                          f"{100 * g16.get('share_beyond', float('nan')):.0f} % |")
         lines.append("")
+    few = sorted({r.family for r in results if r.sources < 20})
+    if few:
+        lines += ["Few sources (< 20) in " + ", ".join(few) + ": bootstrap draws then hold few "
+                  "distinct sources, and the intervals (the relative gain's especially, when "
+                  "a draw's base MAE is near 0) are wide and unstable.", ""]
     if skipped:
         lines += ["Skipped: " + "; ".join(skipped), ""]
     lines += ["Seed paper (SPEC 11), four families: B1 - (B1+G) = -0.00005 [-0.00060, +0.00025], "
@@ -501,8 +575,9 @@ def write_addon(results: list[Comparison], skipped: list[str], out, eps=RESPONSE
     for i, r in enumerate(results):
         c = {("B1", "G"): "tab:blue", ("B0", "G"): "tab:orange"}.get((r.base, r.added),
                                                                       "tab:green")
-        ax.errorbar(r.diff, i, xerr=[[r.diff - r.diff_ci[0]], [r.diff_ci[1] - r.diff]],
-                    fmt="o", color=c, capsize=3)
+        # the point estimate can fall outside a percentile interval: draw both, not errorbar
+        ax.plot(list(r.diff_ci), [i, i], color=c, lw=2)
+        ax.plot([r.diff], [i], "o", color=c)
     ax.axvline(0, color="k", lw=0.8)
     ax.set_yticks(range(len(results)),
                   [f"{r.family}: {r.base} vs {r.base}+{r.added}" for r in results], fontsize=7)

@@ -20,6 +20,7 @@ from ..errors import InvalidArgumentError
 __all__ = ["descriptor_correlations", "write_descriptor"]
 
 PAIRS = (("int_logq", "upper"), ("int_logq", "lower"), ("int_kappa", "upper"))
+MIN_OPERATORS = 6
 
 
 def _group(r) -> str:
@@ -36,7 +37,7 @@ def _spearman(x, y) -> float:
 
 
 def descriptor_correlations(rows: list[dict], n_boot: int = 1000, seed: int = 0,
-                            min_operators: int = 6) -> list[dict]:
+                            min_operators: int = MIN_OPERATORS) -> list[dict]:
     """Spearman correlations of the descriptor with the brackets, per group and eps.
 
     Parameters
@@ -89,6 +90,10 @@ def descriptor_correlations(rows: list[dict], n_boot: int = 1000, seed: int = 0,
                       else (float("nan"), float("nan")))
             row[f"lo_{key}"], row[f"hi_{key}"] = float(lo), float(hi)
         out.append(row)
+    if not out:
+        raise InvalidArgumentError(
+            f"rows: no group (family and width, per eps) has >= {min_operators} bracketed "
+            f"cells with the descriptor; largest: {max(len(v) for v in groups.values())}")
     return out
 
 
@@ -127,6 +132,12 @@ def write_descriptor(corr: list[dict], rows: list[dict], out) -> list:
         lines.append(f"| {c['group']} | {c['eps']:g} | {c['operators']} | {c['clusters']} | "
                      f"{cell(c, 'logq_upper')} | {cell(c, 'logq_lower')} | "
                      f"{cell(c, 'kappa_upper')} |")
+    kept = {(c["group"], c["eps"]) for c in corr}
+    dropped = sorted({_group(r) for r in rows if r.get("int_logq", "") not in ("", None)
+                      and (_group(r), float(r["eps"])) not in kept})
+    if dropped:
+        lines += ["", f"Left out (fewer than {MIN_OPERATORS} usable cells): "
+                  + ", ".join(dropped) + "."]
     (out / "descriptor.md").write_text("\n".join(lines) + "\n")
     groups = sorted({c["group"] for c in corr})
     fig, axes = plt.subplots(1, len(groups), figsize=(3.0 * len(groups), 2.8), squeeze=False)

@@ -11,7 +11,7 @@
   and the mean row maximum.
 * **G** -- native query/key geometry (:func:`native_features`): ``log rho_Q``,
   ``log rho_K``, ``log Gamma``, ``log(beta s1(Q) s1(K))`` and the stable ranks of ``Q`` and
-  ``K`` over the head dimension. Gauge-dependent by design (SPEC 7);
+  ``K`` over their number of singular values (the head dimension when the block is wider). Gauge-dependent by design (SPEC 7);
   :func:`gauged_native` recomputes it under fixed diagonal gauges of condition ratio 4 and
   16, which leave ``A`` unchanged.
 """
@@ -19,6 +19,8 @@
 from __future__ import annotations
 
 import numpy as np
+
+from numbers import Real
 
 from ..errors import InvalidArgumentError
 
@@ -38,21 +40,17 @@ def size_features(m: int, N: int, eps: float) -> dict:
 
 
 def _tsvd_rank(U, s, Vt, A, eps) -> int:
-    """Least ``k`` with ``||A - A_k||_inf <= eps`` (bisection; the error is not monotone in
-    ``k`` in general, so the answer is confirmed and, if needed, found by a scan)."""
-    def err(k):
-        return float(np.abs(A - (U[:, :k] * s[:k]) @ Vt[:k]).sum(axis=1).max())
+    """Least ``k`` with ``||A - A_k||_inf <= eps`` (``A_k`` the rank-``k`` truncated SVD).
 
-    lo, hi = 0, s.size  # err(s.size) is rounding only
-    if err(0) <= eps:
-        return 0
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if err(mid) <= eps:
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    The error is not monotone in ``k``, so every ``k`` is scanned: the residual
+    ``A - A_k`` is updated one singular triple at a time (``O(p m N)`` in all)."""
+    R = A.copy()
+    for k in range(s.size + 1):
+        if float(np.abs(R).sum(axis=1).max()) <= eps:
+            return k
+        if k < s.size:
+            R -= s[k] * np.outer(U[:, k], Vt[k])
+    return s.size  # not reached: A - A_p is rounding only, far below any eps > 0
 
 
 def baseline_features(A, eps: float) -> dict:
@@ -60,8 +58,8 @@ def baseline_features(A, eps: float) -> dict:
 
     Parameters
     ----------
-    A : (m, N) float64 array, row-stochastic
-    eps : float in (0, 2)
+    A : (m, N) float64 array, row-stochastic (validated as an :class:`~softrank.Operator`)
+    eps : float in (0, 1)
 
     Returns
     -------
@@ -69,14 +67,16 @@ def baseline_features(A, eps: float) -> dict:
 
     Raises
     ------
+    InvalidOperatorError
+        If ``A`` is not a finite row-stochastic 2-D array.
     InvalidArgumentError
-        Naming ``A`` (not a finite 2-D array) or ``eps``.
+        Naming ``eps``.
     """
-    A = np.asarray(A, dtype=np.float64)
-    if A.ndim != 2 or A.size == 0 or not np.isfinite(A).all():
-        raise InvalidArgumentError(f"A: expected a finite non-empty 2-D array, got shape {A.shape}")
-    if not (isinstance(eps, (int, float)) and 0 < eps < 2):
-        raise InvalidArgumentError(f"eps: expected 0 < eps < 2, got {eps!r}")
+    from ..operators import Operator
+
+    A = Operator(A=A).A
+    if not (isinstance(eps, Real) and 0 < eps < 1):
+        raise InvalidArgumentError(f"eps: expected 0 < eps < 1, got {eps!r}")
     m, N = A.shape
     p = min(m, N)
     U, s, Vt = np.linalg.svd(A, full_matrices=False)
@@ -95,10 +95,14 @@ def baseline_features(A, eps: float) -> dict:
 
 def native_features(rho_Q: float, rho_K: float, Gamma: float, sv_Q, sv_K) -> dict:
     """G from the native geometry of the factors (:meth:`softrank.Operator.native_geometry`;
-    ``beta = Gamma / (rho_Q rho_K)``)."""
+    ``beta = Gamma / (rho_Q rho_K)``). The stable ranks are over the number of singular
+    values, ``min(tokens, head dimension)``."""
     sv_Q = np.asarray(sv_Q, dtype=np.float64)
     sv_K = np.asarray(sv_K, dtype=np.float64)
-    if min(rho_Q, rho_K, Gamma) <= 0 or sv_Q.size == 0 or sv_K.size == 0:
+    vals = np.array([rho_Q, rho_K, Gamma], dtype=np.float64)
+    if (not np.isfinite(vals).all() or vals.min() <= 0 or sv_Q.ndim != 1 or sv_K.ndim != 1
+            or sv_Q.size == 0 or sv_K.size == 0 or not np.isfinite(sv_Q).all()
+            or not np.isfinite(sv_K).all() or sv_Q[0] <= 0 or sv_K[0] <= 0):
         raise InvalidArgumentError(f"rho_Q, rho_K, Gamma: expected > 0 with singular values, "
                                    f"got {rho_Q!r}, {rho_K!r}, {Gamma!r}")
     beta = Gamma / (rho_Q * rho_K)
@@ -112,9 +116,10 @@ def native_features(rho_Q: float, rho_K: float, Gamma: float, sv_Q, sv_K) -> dic
 
 
 def gauge_diagonal(d: int, ratio: float) -> np.ndarray:
-    """The fixed diagonal gauge of condition ratio ``ratio`` in dimension ``d``: entries
+    """The fixed diagonal gauge of condition ratio ``ratio`` in dimension ``d >= 2``: entries
     ``ratio ** (k / (d - 1))``, ``k = 0..d-1``, in a fixed shuffled order (seed 0), so
-    ``max / min = ratio`` exactly."""
+    ``max / min = ratio`` exactly (in dimension 1 every gauge is a scalar, which ``Gamma``
+    absorbs: the identity is returned)."""
     if d < 1 or ratio < 1:
         raise InvalidArgumentError(f"d, ratio: expected d >= 1 and ratio >= 1, got {d}, {ratio}")
     e = np.linspace(0.0, 1.0, d) if d > 1 else np.zeros(1)
@@ -126,6 +131,9 @@ def gauged_native(Q, K, beta: float, ratios=GAUGE_RATIOS) -> dict:
     leave ``Q K^T`` (hence the logits and ``A``) unchanged. Returns ``{ratio: G dict}``."""
     Q = np.asarray(Q, dtype=np.float64)
     K = np.asarray(K, dtype=np.float64)
+    if Q.ndim != 2 or K.ndim != 2 or Q.shape[1] != K.shape[1] or 0 in Q.shape + K.shape:
+        raise InvalidArgumentError(f"Q, K: expected 2-D arrays with the same head dimension, "
+                                   f"got shapes {Q.shape} and {K.shape}")
     out = {}
     for c in ratios:
         S = gauge_diagonal(Q.shape[1], float(c))

@@ -68,6 +68,9 @@ def _laws(rows, out: Path, n_boot: int) -> list[str]:
         lines.append(f"| {fam} | {d} | {e:g} | {len(pts)} | {pred[fam](d):g} | "
                      f"{fl.slope:.2f} [{fl.ci_low:.2f}, {fl.ci_high:.2f}] | "
                      f"{fu.slope:.2f} [{fu.ci_low:.2f}, {fu.ci_high:.2f}] |")
+    if min(len(v) for v in groups.values()) < 5:
+        lines += ["", "Sweeps of fewer than 5 points give crude bootstrap intervals (few distinct "
+                  "resamples); `softrank laws` runs sweeps of 4-7 points per family."]
     keys = sorted({(f, d) for f, d, _ in groups})
     fig, axes = plt.subplots(1, len(keys), figsize=(2.8 * len(keys), 2.8), squeeze=False)
     for ax, (fam, d) in zip(axes[0], keys):
@@ -126,8 +129,14 @@ def report_studies(rows: list[dict], out, n_boot: int = 1000, seed: int = 0) -> 
         if len({int(r["n"]) for r in learned}) < 2:
             raise InvalidArgumentError("rows: learned heads at fewer than 2 widths")
         e = 0.25 if any(float(r["eps"]) == 0.25 for r in learned) else None
-        write_block_width(budget_shares(learned, eps=e), sdir)
-        return _body(sdir / "blockwidth.md") + ["", "![block width](studies/blockwidth.png)"]
+        shares = budget_shares(learned, eps=e)
+        write_block_width(shares, sdir)
+        trivial = sorted({(s["width"], s["budget"]) for s in shares if s["budget"] >= s["width"]})
+        note = ([f"Budgets at or above the width are feasible by definition (rank <= width): "
+                 + ", ".join(f"budget {b} at width {w}" for w, b in trivial) + "."]
+                if trivial else [])
+        return (_body(sdir / "blockwidth.md") + [""] + note
+                + ["", "![block width](studies/blockwidth.png)"])
 
     section("Block width", blockwidth)
 
