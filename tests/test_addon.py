@@ -249,3 +249,23 @@ def test_cli_studies_on_minilm_heads(tmp_path):
     assert "B1 against B1 + D" in md
     with pytest.raises(SystemExit):  # fewer than 1000 refits is refused
         main(["study", "addon", "--n-boot", "50", "--out", str(tmp_path / "c")])
+
+
+def test_study_cli_checks_arguments_before_running(tmp_path, capsys):
+    from softrank.harness.cli import main
+
+    audit = tmp_path / "audit"
+    audit.mkdir()
+    (audit / "brackets.csv").write_text("a,b\n1,2\n")
+    out = tmp_path / "never"
+    for argv, msg in (
+            (["study", "descriptor", "--from", str(audit)], "not an audit's brackets.csv"),
+            (["study", "addon", "--from", str(audit), "--heads", "1"], "--heads: not used with --from"),
+            (["study", "addon", "--widths", "16", "--layers", "0", "--heads", "0", "1", "2"],
+             "needs >= 8 operators from >= 6 sources"),
+            (["study", "descriptor", "--widths", "16", "--layers", "0", "--heads", "0", "1"],
+             "needs >= 6 operators per width"),
+            (["study", "addon", "--heads", "12"], "--heads: MiniLM has heads 0..11")):
+        assert main(argv + ["--out", str(out)]) == 2
+        assert msg in capsys.readouterr().err
+        assert not out.exists()  # nothing written for a refused selection

@@ -434,7 +434,7 @@ def _study_specs(args):
     return _minilm_specs(args.widths, args.layers, args.heads, args.sources_per_head, args.seed)
 
 
-def _study_rows(args, out: Path):
+def _study_rows(args, out: Path | None):
     """An audit's cells: read from ``--from AUDIT_DIR`` or computed on MiniLM heads."""
     import csv
 
@@ -459,9 +459,11 @@ def _study_rows(args, out: Path):
 
 def _cmd_study(args) -> int:
     _study_check(args)
-    out = _out_dir(args.out, "--out")
     t0 = time.perf_counter()
-    rows = _study_rows(args, out)
+    rows = _study_rows(args, None) if args.source_dir is not None else None
+    out = _out_dir(args.out, "--out")
+    if rows is None:
+        rows = _study_rows(args, out)
     if args.study == "block-width":
         from ..studies.blockwidth import budget_shares, write_block_width
 
