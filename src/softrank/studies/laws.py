@@ -173,8 +173,12 @@ def write_laws(rows: list[dict], fits: list[dict], out, eps: float) -> list:
                      f"{lo.slope:.3f} [{lo.ci_low:.3f}, {lo.ci_high:.3f}] | "
                      f"{up.slope:.3f} [{up.ci_low:.3f}, {up.ci_high:.3f}] | {lo.n} |")
     (out / "laws.md").write_text("\n".join(lines) + "\n")
-    fig, axes = plt.subplots(1, len(fits), figsize=(3.2 * len(fits), 3.0), squeeze=False)
-    for ax, f in zip(axes[0], fits):
+    ncol = min(3, len(fits))
+    nrow = -(-len(fits) // ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(3.4 * ncol, 3.0 * nrow), squeeze=False)
+    for ax in axes.flat[len(fits):]:
+        ax.set_visible(False)
+    for ax, f in zip(axes.flat, fits):
         pts = [r for r in rows if r["family"] == f["family"] and r["d"] == f["d"]]
         x = np.array([r[f["against"]] for r in pts], dtype=float)
         lo = np.array([max(r["lower"], 1) for r in pts], dtype=float)
@@ -191,7 +195,8 @@ def write_laws(rows: list[dict], fits: list[dict], out, eps: float) -> list:
         ax.set_title(f"{f['family']} d={f['d']}", fontsize=9)
         ax.set_xlabel(f["against"], fontsize=8)
         ax.legend(fontsize=7)
-    axes[0][0].set_ylabel(f"r_eps bracket, eps={eps:g}", fontsize=8)
+    for row in axes:
+        row[0].set_ylabel(f"r_eps bracket, eps={eps:g}", fontsize=8)
     fig.tight_layout()
     fig.savefig(out / "laws.png", dpi=110)
     plt.close(fig)

@@ -51,6 +51,7 @@ def _laws(rows, out: Path, n_boot: int) -> list[str]:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     from .laws import fit_slope
 
@@ -72,8 +73,12 @@ def _laws(rows, out: Path, n_boot: int) -> list[str]:
         lines += ["", "Sweeps of fewer than 5 points give crude bootstrap intervals (few distinct "
                   "resamples); `softrank laws` runs sweeps of 4-7 points per family."]
     keys = sorted({(f, d) for f, d, _ in groups})
-    fig, axes = plt.subplots(1, len(keys), figsize=(2.8 * len(keys), 2.8), squeeze=False)
-    for ax, (fam, d) in zip(axes[0], keys):
+    ncol = min(3, len(keys))
+    nrow = -(-len(keys) // ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(3.2 * ncol, 2.8 * nrow), squeeze=False)
+    for ax in axes.flat[len(keys):]:
+        ax.set_visible(False)
+    for ax, (fam, d) in zip(axes.flat, keys):
         for (f2, d2, e), pts in sorted(groups.items()):
             if (f2, d2) != (fam, d):
                 continue
@@ -84,10 +89,13 @@ def _laws(rows, out: Path, n_boot: int) -> list[str]:
             ax.plot(x, up[0] * (x / x[0]) ** pred[fam](d), "k--", lw=0.8)
         ax.set_xscale("log")
         ax.set_yscale("log")
+        for axis in (ax.xaxis, ax.yaxis):  # minor labels overlap on short log ranges
+            axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.set_title(f"{fam} d={d} (dashed: slope {pred[fam](d):g})", fontsize=8)
         ax.set_xlabel("beta", fontsize=8)
         ax.legend(fontsize=6)
-    axes[0][0].set_ylabel("r_eps bracket", fontsize=8)
+    for row in axes:
+        row[0].set_ylabel("r_eps bracket", fontsize=8)
     fig.tight_layout()
     fig.savefig(out / "laws.png", dpi=100)
     plt.close(fig)
