@@ -269,3 +269,13 @@ def test_study_cli_checks_arguments_before_running(tmp_path, capsys):
         assert main(argv + ["--out", str(out)]) == 2
         assert msg in capsys.readouterr().err
         assert not out.exists()  # nothing written for a refused selection
+
+
+def test_malformed_cells_are_named(tmp_path):
+    rows = _rows()
+    for k, v in (("sv_Q", "1.0 abc"), ("upper", "2.5"), ("b1_stable", ""),
+                 ("gauge_native", json.dumps({"4": {}}))):
+        bad = [dict(r) for r in rows]
+        bad[3][k] = v
+        with pytest.raises(InvalidArgumentError, match="x-1-1"):
+            addon_from_rows(bad, n_boot=20)

@@ -269,7 +269,9 @@ def kappa(T: np.ndarray, solver: str = "CLARABEL") -> float:
     T : (m, N) array_like
         A retained part (rank ``r``; the rank is taken at relative threshold 1e-12).
     solver : str
-        A cvxpy SDP solver (Clarabel by default; SCS also works).
+        A cvxpy SDP solver (Clarabel by default); when it ends with a status other than
+        optimal (Clarabel sometimes reports ``optimal_inaccurate``), the SDP is solved once
+        more with SCS, and only an optimal status counts.
 
     Returns
     -------
@@ -301,13 +303,19 @@ def kappa(T: np.ndarray, solver: str = "CLARABEL") -> float:
     for y in Y0:
         cons.append(cp.bmat([[P, y[:, None]], [y[None, :], np.ones((1, 1))]]) >> 0)
     prob = cp.Problem(cp.Minimize(t), cons)
-    try:
-        prob.solve(solver=solver)
-    except cp.SolverError as exc:
-        raise InvalidArgumentError(f"solver: {solver} failed on the kappa SDP ({exc})") from exc
-    if prob.status != cp.OPTIMAL or t.value is None:
-        raise InvalidArgumentError(f"solver: {solver} ended the kappa SDP with status "
-                                   f"{prob.status!r}, not optimal")
+    statuses = []
+    for sv in dict.fromkeys([solver, "SCS"]):  # one retry with SCS when the first is not optimal
+        try:
+            prob.solve(solver=sv)
+        except cp.SolverError as exc:
+            statuses.append(f"{sv}: failed ({exc})")
+            continue
+        if prob.status == cp.OPTIMAL and t.value is not None:
+            break
+        statuses.append(f"{sv}: status {prob.status!r}")
+    else:
+        raise InvalidArgumentError("solver: the kappa SDP ended without an optimal solution ("
+                                   + "; ".join(statuses) + ")")
     return float(np.sqrt(max(float(t.value), 0.0))) * scale
 
 

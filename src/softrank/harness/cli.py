@@ -399,6 +399,10 @@ def _study_check(args) -> None:
             setattr(args, k, v)
     from .panels import N_SOURCES
 
+    for k in ("widths", "layers", "heads"):
+        v = getattr(args, k)
+        if len(set(v)) != len(v):
+            raise SoftrankError(f"--{k}: repeated values {v}")
     for h in args.heads:
         if h > 11:
             raise SoftrankError(f"--heads: MiniLM has heads 0..11, got {h}")

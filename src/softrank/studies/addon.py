@@ -225,9 +225,21 @@ def addon_test(y, blocks: dict, groups, comparisons=(("B1", "G"), ("B0", "G")), 
     if (perm_groups is not None or gauge_blocks) and probe not in {a for _, a in comparisons}:
         raise InvalidArgumentError(f"probe: {probe!r} is not an added block of comparisons "
                                    f"{comparisons}")
-    if perm_groups is not None and np.shape(perm_groups) != y.shape:
-        raise InvalidArgumentError(f"perm_groups: expected shape {y.shape}, got "
-                                   f"{np.shape(perm_groups)}")
+    if perm_groups is not None:
+        heads = np.asarray(perm_groups)
+        if heads.shape != y.shape or (heads.dtype.kind == "f" and not np.isfinite(heads).all()):
+            raise InvalidArgumentError(f"perm_groups: expected {y.size} finite head labels, got "
+                                       f"shape {heads.shape}")
+    if gauge_blocks:
+        res = np.asarray(resolution if resolution is not None else [], dtype=np.float64)
+        if res.shape != y.shape or not (np.isfinite(res) & (res > 0)).all():
+            raise InvalidArgumentError(f"resolution: expected {y.size} finite values > 0 with "
+                                       f"gauge_blocks (1 / min(m, N)), got shape {res.shape}")
+        for ratio, Xg in gauge_blocks.items():
+            Xg = np.asarray(Xg, dtype=np.float64)
+            if Xg.shape != blocks[probe].shape or not np.isfinite(Xg).all():
+                raise InvalidArgumentError(f"gauge_blocks[{ratio!r}]: expected a finite array "
+                                           f"of shape {blocks[probe].shape}, got {Xg.shape}")
     try:
         import sklearn
     except ImportError as exc:
@@ -371,11 +383,6 @@ def _family_seed(seed: int, family: str) -> int:
     return int(seed) * 1_000_003 + zlib.crc32(family.encode())
 
 
-def _num(r, k):
-    v = r.get(k, "")
-    return None if v in ("", None) else float(v)
-
-
 def addon_from_rows(rows: list[dict], eps: float = RESPONSE_EPS, n_boot: int = 1000,
                     n_perm: int = 20, seed: int = 0) -> tuple[list[Comparison], list[str]]:
     """Run the test per family on an audit's cells (``brackets.csv`` rows).
@@ -402,54 +409,76 @@ def addon_from_rows(rows: list[dict], eps: float = RESPONSE_EPS, n_boot: int = 1
     if missing:
         raise InvalidArgumentError(f"rows: missing columns {missing} (an audit by an older "
                                    f"softrank, or not an audit's brackets.csv: rerun the audit)")
+    def parse(r) -> dict:
+        """One usable cell's numbers, or a one-line error naming the operator."""
+        try:
+            m, N = int(r["m"]), int(r["n"])
+            gauge = json.loads(r["gauge_native"])
+            gauge = {float(c): [float(gauge[c][k]) for k in G] for c in ("4", "16")}
+            d = ([float(r[k]) for k in ("int_logq", "int_kappa", "int_r", "int_tau")]
+                 if all(r.get(k, "") not in ("", None) for k in ("int_logq", "int_kappa",
+                                                                  "int_r", "int_tau"))
+                 else [np.nan] * 4)
+            out = {"m": m, "N": N, "upper": int(r["upper"]),
+                   "b0": list(size_features(m, N, float(r["eps"])).values()),
+                   "b1": [float(r[k]) for k in B1],
+                   "g": list(native_features(float(r["rho_Q"]), float(r["rho_K"]),
+                                             float(r["Gamma"]),
+                                             [float(x) for x in r["sv_Q"].split()],
+                                             [float(x) for x in r["sv_K"].split()]).values()),
+                   "gauge": gauge, "d": d}
+        except (ValueError, TypeError, KeyError, AttributeError, InvalidArgumentError) as exc:
+            raise InvalidArgumentError(f"rows: operator {r.get('operator_id')!r} has a malformed "
+                                       f"field ({type(exc).__name__}: {exc})") from None
+        if not all(np.isfinite(v).all() for v in (out["b1"], out["g"],
+                                                  *[np.array(x) for x in gauge.values()])):
+            raise InvalidArgumentError(f"rows: operator {r.get('operator_id')!r} has non-finite "
+                                       f"B1, native or gauge features")
+        return out
+
     fams: dict = {}
     skipped = []
-    learned = [r for r in rows if r.get("checkpoint") and abs(float(r["eps"]) - eps) <= 1e-12]
+    learned, usable = [], []
+    for r in rows:
+        try:
+            if not r.get("checkpoint") or abs(float(r["eps"]) - eps) > 1e-12:
+                continue
+            learned.append(r)
+            if (r["verdict"] in ("open", "resolved") and int(r["upper"]) >= 1
+                    and r.get("rho_Q", "") not in ("", None)
+                    and r.get("b1_tsvd", "") not in ("", None) and r.get("gauge_native")):
+                usable.append(r)
+        except (ValueError, TypeError) as exc:
+            raise InvalidArgumentError(f"rows: operator {r.get('operator_id')!r} has a malformed "
+                                       f"eps or upper ({exc})") from None
     if not learned:
         raise InvalidArgumentError(f"rows: no learned-head cells (rows with a checkpoint) at "
                                    f"eps {eps:g}")
-    for r in learned:
-        if (r["verdict"] not in ("open", "resolved") or int(r["upper"]) < 1
-                or r.get("rho_Q", "") in ("", None) or r.get("b1_tsvd", "") in ("", None)
-                or not r.get("gauge_native")):
-            continue
-        fams.setdefault(r["family"], []).append(r)
+    for r in usable:
+        fams.setdefault(r["family"], []).append((r, parse(r)))
     if not fams:
         raise InvalidArgumentError(
             f"rows: none of the {len(learned)} learned-head cells at eps {eps:g} is usable "
             f"(verdict open or resolved, with native geometry, B1 and gauge features)")
     results = []
-    for fam, rs in sorted(fams.items()):
+    for fam, cells in sorted(fams.items()):
+        rs = [r for r, _ in cells]
+        pc = [c for _, c in cells]
         srcs = {r["source"] for r in rs}
         if len(srcs) < MIN_SOURCES or len(rs) < 8:
             skipped.append(f"{fam}: {len(rs)} operators from {len(srcs)} sources (needs >= 8 "
                            f"operators and >= {MIN_SOURCES} sources)")
             continue
-        m = np.array([int(r["m"]) for r in rs])
-        N = np.array([int(r["n"]) for r in rs])
-        p = np.minimum(m, N)
-        y = np.array([int(r["upper"]) for r in rs]) / p
-        b0 = np.array([list(size_features(a, b, float(r["eps"])).values())
-                       for a, b, r in zip(m, N, rs)])
-        b1 = np.array([[float(r[k]) for k in B1] for r in rs])
-        g = np.array([list(native_features(_num(r, "rho_Q"), _num(r, "rho_K"), _num(r, "Gamma"),
-                                           [float(x) for x in r["sv_Q"].split()],
-                                           [float(x) for x in r["sv_K"].split()]).values())
-                      for r in rs])
-        gauges = {}
-        for r in rs:
-            try:
-                for c, feats in json.loads(r["gauge_native"]).items():
-                    gauges.setdefault(float(c), []).append([float(feats[k]) for k in G])
-            except (ValueError, TypeError, KeyError, AttributeError) as exc:
-                raise InvalidArgumentError(f"rows: operator {r['operator_id']!r} has a "
-                                           f"malformed gauge_native field ({exc})") from None
+        p = np.minimum([c["m"] for c in pc], [c["N"] for c in pc])
+        y = np.array([c["upper"] for c in pc]) / p
+        b0 = np.array([c["b0"] for c in pc])
+        b1 = np.array([c["b1"] for c in pc])
+        g = np.array([c["g"] for c in pc])
+        gauges = {ratio: np.array([c["gauge"][ratio] for c in pc]) for ratio in (4.0, 16.0)}
         heads = np.array([f"{r['checkpoint']}|{r['layer']}|{r['head']}" for r in rs])
         blocks = {"B0": b0, "B1": b1, "G": g}
         comparisons = [("B1", "G"), ("B0", "G")]
-        d = np.array([[_num(r, "int_logq"), _num(r, "int_kappa"), _num(r, "int_r"),
-                       _num(r, "int_tau")] if r.get("int_logq", "") not in ("", None)
-                      else [np.nan] * 4 for r in rs], dtype=np.float64)
+        d = np.array([c["d"] for c in pc], dtype=np.float64)
         if np.isfinite(d).all():
             blocks["D"] = np.column_stack([d[:, 0], np.log1p(d[:, 1]), d[:, 2] / p, d[:, 3]])
             comparisons.append(("B1", "D"))
@@ -458,7 +487,7 @@ def addon_from_rows(rows: list[dict], eps: float = RESPONSE_EPS, n_boot: int = 1
                            f"cells lack a finite intrinsic descriptor")
         results += addon_test(y, blocks, np.array([r["source"] for r in rs]), comparisons,
                               family=fam, n_boot=n_boot, perm_groups=heads, n_perm=n_perm,
-                              gauge_blocks={c: np.array(v) for c, v in gauges.items()},
+                              gauge_blocks=gauges,
                               resolution=1.0 / p, probe="G", seed=_family_seed(seed, fam))
     if len({r.family for r in results}) > 1:
         for key in dict.fromkeys((r.base, r.added) for r in results):

@@ -99,6 +99,10 @@ def write_block_width(shares: list[dict], out) -> list:
         lines.append(f"| {s['family']} | {s['eps']:g} | {s['width']} | {s['operators']} | "
                      f"{s['budget']} | {s['feasible_pct']} % | {s['infeasible_pct']} % | "
                      f"{s['unresolved_pct']} % |")
+    trivial = sorted({(s["width"], s["budget"]) for s in shares if s["budget"] >= s["width"]})
+    if trivial:
+        lines += ["", "Budgets at or above the width are feasible by definition (rank <= width): "
+                  + ", ".join(f"budget {b} at width {w}" for w, b in trivial) + "."]
     (out / "blockwidth.md").write_text("\n".join(lines) + "\n")
     keys = sorted({(s["family"], s["eps"], s["budget"]) for s in shares})
     fig, axes = plt.subplots(1, len(keys), figsize=(3.0 * len(keys), 3.0), squeeze=False)

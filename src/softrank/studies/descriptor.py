@@ -62,9 +62,15 @@ def descriptor_correlations(rows: list[dict], n_boot: int = 1000, seed: int = 0,
     for r in rows:
         if r["verdict"] not in ("open", "resolved") or r.get("int_logq", "") in ("", None):
             continue
-        if not np.isfinite(float(r["int_logq"])):
+        try:
+            vals = [float(r[k]) for k in ("int_logq", "int_kappa", "eps")]
+            int(r["lower"]), int(r["upper"])
+        except (ValueError, TypeError, KeyError) as exc:
+            raise InvalidArgumentError(f"rows: operator {r.get('operator_id')!r} has a malformed "
+                                       f"field ({type(exc).__name__}: {exc})") from None
+        if not np.isfinite(vals).all():
             continue
-        groups.setdefault((_group(r), float(r["eps"])), []).append(r)
+        groups.setdefault((_group(r), vals[2]), []).append(r)
     if not groups:
         raise InvalidArgumentError("rows: no bracketed cell carries the intrinsic descriptor "
                                    "(int_logq); audit with softrank >= this version")

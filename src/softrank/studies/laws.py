@@ -172,6 +172,9 @@ def write_laws(rows: list[dict], fits: list[dict], out, eps: float) -> list:
         lines.append(f"| {f['family']} | {f['d']} | {f['against']} | {f['predicted']:g} | "
                      f"{lo.slope:.3f} [{lo.ci_low:.3f}, {lo.ci_high:.3f}] | "
                      f"{up.slope:.3f} [{up.ci_low:.3f}, {up.ci_high:.3f}] | {lo.n} |")
+    if min(f["lower"].n for f in fits) < 5:
+        lines += ["", "Sweeps of fewer than 5 points give crude bootstrap intervals (few distinct "
+                  "resamples)."]
     (out / "laws.md").write_text("\n".join(lines) + "\n")
     ncol = min(3, len(fits))
     nrow = -(-len(fits) // ncol)

@@ -137,14 +137,8 @@ def report_studies(rows: list[dict], out, n_boot: int = 1000, seed: int = 0) -> 
         if len({int(r["n"]) for r in learned}) < 2:
             raise InvalidArgumentError("rows: learned heads at fewer than 2 widths")
         e = 0.25 if any(float(r["eps"]) == 0.25 for r in learned) else None
-        shares = budget_shares(learned, eps=e)
-        write_block_width(shares, sdir)
-        trivial = sorted({(s["width"], s["budget"]) for s in shares if s["budget"] >= s["width"]})
-        note = ([f"Budgets at or above the width are feasible by definition (rank <= width): "
-                 + ", ".join(f"budget {b} at width {w}" for w, b in trivial) + "."]
-                if trivial else [])
-        return (_body(sdir / "blockwidth.md") + [""] + note
-                + ["", "![block width](studies/blockwidth.png)"])
+        write_block_width(budget_shares(learned, eps=e), sdir)
+        return _body(sdir / "blockwidth.md") + ["", "![block width](studies/blockwidth.png)"]
 
     section("Block width", blockwidth)
 
