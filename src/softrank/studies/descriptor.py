@@ -24,8 +24,10 @@ MIN_OPERATORS = 6
 
 
 def _group(r) -> str:
-    return f"{r['family']}-w{r['n']}" if r.get("checkpoint") or r["family"] == "minilm" \
-        else r["family"]
+    """The report's grouping: learned heads per family and width, synthetic per family."""
+    from ..harness.report import _group_key
+
+    return _group_key(r)
 
 
 def _spearman(x, y) -> float:
