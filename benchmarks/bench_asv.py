@@ -90,9 +90,10 @@ class LowerFamilies(_Base):
     param_names = ["family", "n"]
 
     def _run(self, name):
-        from softrank.suites.builtin import LOWER_TESTS
+        from softrank import Operator
+        from softrank.certifiers.registry import LOWER_TESTS
 
-        return LOWER_TESTS[name](self.A, EPS)
+        return LOWER_TESTS[name].certify(Operator(A=self.A), EPS)
 
     def time_certificate(self, name, n):
         self._run(name)
@@ -116,14 +117,15 @@ class Checker(_Base):
 
     def setup(self, name, n):
         from softrank.certifiers.upper import TruncatedSVD
-        from softrank.suites.builtin import LOWER_TESTS
+        from softrank import Operator
+        from softrank.certifiers.registry import LOWER_TESTS
 
         super().setup(name, n)
         if name == "upper":
             t = TruncatedSVD(self.A, self.svd)
             self.cert = t.witness(EPS, t.least_rank(EPS))
         else:
-            self.cert = LOWER_TESTS["subspace"](self.A, EPS)
+            self.cert = LOWER_TESTS["subspace"].certify(Operator(A=self.A), EPS)
 
     def time_float64(self, name, n):
         from softrank.checker import check

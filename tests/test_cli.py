@@ -275,7 +275,7 @@ def test_cell_timeout_is_an_error_never_a_bound(tmp_path):
     brs = bracket(op, [0.1, 0.3], time_limit=1e-6)
     for b in brs:
         assert b.verdict == "error" and b.lower_certificate is None and b.upper_witness is None
-        assert "time limit" in b.candidates["error"]
+        assert "time limit" in b.diagnostics.error
     with pytest.raises(SoftrankError, match="time_limit"):
         bracket(op, 0.1, time_limit=0)
 

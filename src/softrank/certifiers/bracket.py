@@ -1,15 +1,19 @@
 """``bracket(A, eps)``: the best sound pair ``lower <= r_eps(A) <= upper`` (SPEC 2, 4-6).
 
-For each tolerance the lower candidates (trivial, Frobenius tail, key groups, truncated
-pseudoinverse, subspace, LP decoder) and the upper candidates (truncated SVD, key support,
-l1 refit, row basis, alternating l1, hybrid, ``A`` itself) are generated, and
-the strongest of each side that the checker accepts -- float64 with rounding bounds *and*
-the interval cross-check -- is reported together with the certificate that backs it. A
-candidate the checker rejects is dropped and the next one tried; no number reaches a
-:class:`Bracket` without its certificate having passed.
+For each tolerance the engine runs the registry of lower tests (trivial, Frobenius tail, key
+groups, truncated pseudoinverse, subspace, LP decoders) and of constructions (truncated SVD,
+key support, l1 refit, row basis, alternating l1, hybrid, ``A`` itself, then the reference
+constructions: Nystrom landmarks, positive random features, sinks plus random features) of
+:mod:`softrank.certifiers.registry`, then any extra ones a user passes -- all through one
+interface (:mod:`softrank.certifiers.interface`). Every answer is checked in float64 with
+rounding bounds; the strongest of each side that also passes the interval cross-check is
+reported together with the certificate that backs it and the name of the method that made
+it. An answer the checker rejects is recorded against its method and the next one tried; no
+number reaches a :class:`Bracket` without its certificate having passed.
 
-Work shared across tolerances: one SVD of ``A``, the truncation errors of every rank, the
-per-rank l1-refit and LP-decoder solves, the singular values of every row subset.
+Work shared across tolerances (the :class:`~softrank.certifiers.interface.Context`): one SVD
+of ``A``, the truncation errors of every rank, the per-rank l1-refit and LP-decoder solves,
+the singular values of every row subset.
 """
 
 from __future__ import annotations
@@ -24,10 +28,11 @@ import scipy.linalg
 from ..checker import check, check_float64
 from ..errors import InvalidArgumentError
 from ..operators import Operator
-from . import lower as lo_
-from . import upper as up_
+from .interface import (Certifier, Context, Diagnostics, MethodRecord, Verdict, as_certifier,
+                        load_certifier)
+from .registry import default_constructions, default_lower_tests
 
-__all__ = ["Bracket", "bracket", "validate_eps"]
+__all__ = ["Bracket", "bracket", "validate_eps", "CellTimeout"]
 
 
 @dataclass
@@ -44,16 +49,17 @@ class Bracket:
         The certificates (see :mod:`softrank.checker.certificates`).
     lower_method, upper_method : str
         Which certificate family / construction won.
-    verdict : str
+    verdict : {"resolved", "open", "unsound", "error"}
         ``resolved`` (lower == upper), ``open`` (lower < upper), ``unsound`` (lower > upper:
         a bug), ``error`` (no certified end could be produced).
     seconds : float
         Wall time spent on this tolerance (shared work is charged to the first one).
     checks : dict
         The checker's reports for the two reported certificates.
-    candidates : dict
-        Rank reached by each method tried (``lower:*`` and ``upper:*``), checked or not,
-        and the methods whose certificates the checker rejected.
+    diagnostics : Diagnostics
+        Every method's outcome (:class:`~softrank.certifiers.interface.MethodRecord`: ok,
+        declined, skipped, failed or rejected, its rank and time), checker disagreements,
+        ends carried from other tolerances, and the error of an ``error`` cell.
     rho : float
         Validated mode: the enclosure radius; the lower certificate holds at ``eps + rho``
         and the upper witness at ``eps - rho`` for the enclosure's midpoint, so the bracket
@@ -67,10 +73,10 @@ class Bracket:
     upper_witness: object = field(default=None, repr=False)
     lower_method: str = ""
     upper_method: str = ""
-    verdict: str = "open"
+    verdict: Verdict = "open"
     seconds: float = 0.0
     checks: dict = field(default_factory=dict, repr=False)
-    candidates: dict = field(default_factory=dict, repr=False)
+    diagnostics: Diagnostics = field(default_factory=Diagnostics, repr=False)
     rho: float = 0.0
 
     @property
@@ -87,7 +93,7 @@ class Bracket:
             "verdict": self.verdict,
             "seconds": round(self.seconds, 4),
             "checks": {k: v.summary() for k, v in self.checks.items()},
-            "candidates": self.candidates,
+            "diagnostics": self.diagnostics.to_dict(),
             "rho": self.rho,
         }
 
@@ -134,170 +140,139 @@ def validate_eps(eps) -> list[float]:
     return out
 
 
-class _Workspace:
-    """Per-operator state shared by all tolerances."""
-
-    def __init__(self, A: np.ndarray):
-        self.A = A
-        m, N = A.shape
-        self.p = min(m, N)
-        self.svd = np.linalg.svd(A, full_matrices=False)
-        self.tsvd = up_.TruncatedSVD(A, self.svd)
-        self.refit = up_.L1Refit(A, self.svd[2])
-        self.alt = up_.AlternatingL1(A, self.svd, tsvd_errors=self.tsvd.errors)
-        self._hybrid = None
-        self.rows = lo_.row_order(A)
-        self.rowbasis = up_.L1Refit(A, A[self.rows], method="row-basis")
-        self.subspaces = [lo_.SubspaceSearch(A, self.svd[2].T, "svd")]
-        self.sv_cache: dict = {}
-        _, _, kpiv = scipy.linalg.qr(A, mode="economic", pivoting=True)
-        singles = [np.array([j]) for j in kpiv]
-        self.decoders = [lo_.LPDecoder(A, singles, "singletons")]
-        for w in (2, 4):
-            if w < N:
-                groups = [np.arange(a, min(a + w, N)) for a in range(0, N, w)]
-                AG = np.stack([A[:, g].sum(axis=1) for g in groups], axis=1)
-                _, _, gpiv = scipy.linalg.qr(AG, mode="economic", pivoting=True)
-                self.decoders.append(
-                    lo_.LPDecoder(A, [groups[i] for i in gpiv], f"blocks(w={w})")
-                )
+def _as_methods(items, side: str) -> list[Certifier]:
+    """Extra constructions (``side="upper"``) or lower tests (``"lower"``) as certifiers:
+    objects, classes, :class:`Certifier` values or ``MODULE:OBJECT`` strings."""
+    arg = "constructions" if side == "upper" else "lower_tests"
+    if items is None:
+        return []
+    if isinstance(items, (str, bytes)) or not isinstance(items, (list, tuple)):
+        raise InvalidArgumentError(f"{arg}: expected a list of certifiers, got {items!r}")
+    out = []
+    for it in items:
+        c = load_certifier(it, arg) if isinstance(it, str) else as_certifier(it)
+        if side == "upper" and not c.is_construction:
+            raise InvalidArgumentError(f"{arg}: {c.name!r} has no witness(operator, eps) method")
+        if side == "lower" and not c.is_lower_test:
+            raise InvalidArgumentError(f"{arg}: {c.name!r} has no certify(operator, eps) method")
+        out.append(c)
+    return out
 
 
-    @property
-    def hybrid(self) -> up_.Hybrid:
-        """Built on first use: its SVDs are wasted when a bracket resolves earlier."""
-        if self._hybrid is None:
-            self._hybrid = up_.Hybrid(self.A)
-        return self._hybrid
-
-
-def _first_passing(A, cands, interval, rejected):
-    """The first candidate (in the given order) that the full checker accepts."""
-    for cert in cands:
-        if not check_float64(A, cert).ok:
-            rejected.append(cert.method)
-            continue
-        rep = check(A, cert, interval=interval)
-        if rep.ok:
-            return cert, rep
-        rejected.append(cert.method + (" (arithmetics disagree)" if rep.disagree else ""))
-    return None, None
+def _unique_names(methods: list[Certifier], side: str) -> None:
+    seen: dict = {}
+    for c in methods:
+        if c.name in seen:
+            raise InvalidArgumentError(
+                f"{'constructions' if side == 'upper' else 'lower_tests'}: two methods are named "
+                f"{c.name!r} ({seen[c.name] or 'built-in'} and {c.spec or c.obj!r}); every "
+                "method is credited by name, so names must differ (set a 'name' attribute)")
+        seen[c.name] = c.spec
 
 
 class CellTimeout(Exception):
     """A cell ran past its time limit: an ``error`` verdict, never a bound."""
 
 
-def _bracket_one(ws: _Workspace, eps_req: float, interval: bool, rho: float = 0.0,
+def _short(exc: Exception) -> str:
+    msg = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {msg[0] if msg else ''}"[:300]
+
+
+class _Engine:
+    """One tolerance of one operator: runs every method, checks every answer in float64,
+    reports the strongest end that also passes the interval check."""
+
+    def __init__(self, op: Operator, ctx: Context, eps: float, interval: bool,
+                 deadline: float | None):
+        self.op, self.ctx, self.eps, self.interval = op, ctx, eps, interval
+        self.deadline = deadline
+        self.diag = Diagnostics()
+
+    def run(self, c: Certifier, side: str, eps: float):
+        """Call one method; return its answer if the float64 checker accepts it, else None.
+        Every outcome is recorded; an exception costs that method only."""
+        t = time.perf_counter()
+        if self.deadline is not None and t > self.deadline:
+            raise CellTimeout(f"time limit reached before {c.name}")
+        searches = getattr(c.obj, "searches", False)
+        if side == "upper" and searches and self.ctx.upper <= max(self.ctx.lower, 1):
+            self.diag.methods.append(MethodRecord(c.name, side, c.origin, "skipped"))
+            return None
+        try:
+            out = (c.witness if side == "upper" else c.certify)(self.op, eps, self.ctx)
+        except Exception as exc:  # noqa: BLE001 - a failure is recorded, never a bound
+            self.diag.methods.append(MethodRecord(c.name, side, c.origin, "failed", None,
+                                                  time.perf_counter() - t, _short(exc)))
+            return None
+        dt = time.perf_counter() - t
+        if out is None:
+            self.diag.methods.append(MethodRecord(c.name, side, c.origin, "declined", None, dt))
+            return None
+        if c.origin == "third-party" and side == "lower" and out.method != c.name:
+            out = dataclasses.replace(out, method=c.name)  # credited by its certifier's name
+        try:
+            ok = check_float64(self.ctx.A, out).ok
+            msg = "" if ok else "the float64 checker rejected it"
+        except Exception as exc:  # noqa: BLE001 - a certificate the checker cannot read
+            ok, msg = False, f"the checker could not read it ({_short(exc)})"
+        self.diag.methods.append(MethodRecord(c.name, side, c.origin, "ok" if ok else "rejected",
+                                              out.rank, dt, msg))
+        return out if ok else None
+
+    def first_passing(self, cands: list, owner: dict):
+        """The first candidate (in the given order) that the full checker accepts; one that
+        fails the interval check is recorded as rejected against its method."""
+        for cert in cands:
+            rep = check(self.ctx.A, cert, interval=self.interval)
+            if rep.ok:
+                return cert, rep
+            rec = owner[id(cert)]
+            rec.status = "rejected"
+            rec.message = ("the interval check disagrees with float64" if rep.disagree
+                           else "the checker rejected it")
+            self.diag.checker_disagreements += bool(rep.disagree)
+        return None, None
+
+
+def _bracket_one(op: Operator, ctx: Context, eps_req: float, interval: bool,
+                 lower_tests: list[Certifier], constructions: list[Certifier], rho: float = 0.0,
                  deadline: float | None = None) -> Bracket:
     """One tolerance; ``rho > 0`` (validated mode) certifies the lower side at ``eps + rho``
     and the upper side at ``eps - rho`` (:mod:`softrank.checker.validated`). ``deadline``
     (``time.perf_counter()`` value) is checked before every method: past it the cell raises
     :class:`CellTimeout` (a method already running is not interrupted)."""
-    A = ws.A
-    eps = eps_req + rho  # the lower side's tolerance
-    cand_ranks: dict = {}
-    rejected: list[str] = []
-    failures: list[str] = []
+    eng = _Engine(op, ctx, eps_req, interval, deadline)
+    owner: dict = {}
 
-    timings: dict = {}
-
-    def attempt(name, fn, *args):
-        """Run one certifier; an exception costs that method only, and is recorded."""
-        t = time.perf_counter()
-        if deadline is not None and t > deadline:
-            raise CellTimeout(f"time limit reached before {name}")
-        try:
-            return fn(*args)
-        except Exception as exc:
-            failures.append(f"{name}: {type(exc).__name__}: {exc}")
-            return None
-        finally:
-            timings[name] = round(timings.get(name, 0.0) + time.perf_counter() - t, 4)
-
-    # ---- lower side
+    # ---- lower side: every test, each raising the bar of the searches after it
+    ctx.lower, ctx.upper = 0, ctx.p + 1
     lowers = []
-    for name, fn, args in (("trivial", lo_.trivial, (A, eps)),
-                           ("frobenius", lo_.frobenius, (A, eps, ws.rows, ws.sv_cache)),
-                           ("key-groups", lo_.key_groups, (A, eps))):
-        c = attempt(name, fn, *args)
+    for t in lower_tests:
+        c = eng.run(t, "lower", eps_req + rho)
         if c is not None:
             lowers.append(c)
-            cand_ranks[f"lower:{name}"] = c.rank
-    c = attempt("truncated-pseudoinverse", lo_.truncated_pseudoinverse, A, eps, ws.svd, ws.p)
-    if c is not None:
-        lowers.append(c)
-        cand_ranks["lower:truncated-pseudoinverse"] = c.rank
-    best_unchecked = max((c.rank for c in lowers), default=0)
-    for sub in ws.subspaces:
-        c = attempt(f"subspace/{sub.name}", sub.best, eps, max(best_unchecked, 1) + 1, ws.p)
-        if c is None:
-            c = attempt(f"subspace/{sub.name}", sub.certificate, max(best_unchecked, 1), eps)
-        if c is not None:
-            if c.rank >= best_unchecked:
-                lowers.append(c)
-                cand_ranks[f"lower:subspace/{sub.name}"] = c.rank
-                best_unchecked = c.rank
-            g = attempt(f"subspace/{sub.name}+local", sub.extend, eps, c)
-            if g is not None and g.rank > best_unchecked:
-                lowers.append(g)
-                cand_ranks[f"lower:subspace/{sub.name}+local"] = g.rank
-                best_unchecked = g.rank
-    for dec in ws.decoders:
-        c = attempt(f"lp-decoder/{dec.name}", dec.best, eps, max(best_unchecked, 1) + 1, ws.p)
-        if c is not None:
-            lowers.append(c)
-            cand_ranks[f"lower:lp-decoder/{dec.name}"] = c.rank
-            best_unchecked = max(best_unchecked, c.rank)
-    lowers.sort(key=lambda c: -c.rank)
-    lcert, lrep = attempt("check:lower", _first_passing, A, lowers, interval, rejected) or (None, None)
+            owner[id(c)] = eng.diag.methods[-1]
+            ctx.lower = max(ctx.lower, c.rank)
+    lowers.sort(key=lambda c: -c.rank)  # stable: ties keep the order run
+    lcert, lrep = eng.first_passing(lowers, owner)
 
-    # ---- upper side
-    eps = eps_req - rho
-    lower_val = lcert.rank if lcert is not None else 0
+    # ---- upper side: searches look only below the best witness so far
+    ctx.lower = lcert.rank if lcert is not None else 0
     uppers = []
-    k = ws.tsvd.least_rank(eps)
-    if k is not None:
-        uppers.append(ws.tsvd.witness(eps, k))
-        cand_ranks["upper:truncated-svd"] = k
-    ks = attempt("key-support", up_.key_support, A, eps)
-    if ks is not None:
-        uppers.append(ks)
-        cand_ranks["upper:key-support"] = ks.rank
-    best = min((w.rank for w in uppers), default=ws.p + 1)
-    if best > max(lower_val, 1):
-        kr = attempt("l1-refit", ws.refit.least_rank, eps, max(lower_val, 1), min(best, ws.p) - 1)
-        if kr is not None:
-            uppers.append(ws.refit.witness(eps, kr))
-            cand_ranks["upper:l1-refit"] = kr
-            best = kr
-    for name, con in (("row-basis", ws.rowbasis), ("alternating-l1", ws.alt)):
-        if best > max(lower_val, 1):
-            kr = attempt(name, con.least_rank, eps, max(lower_val, 1), min(best, ws.p) - 1)
-            if kr is not None:
-                uppers.append(con.witness(eps, kr))
-                cand_ranks[f"upper:{name}"] = kr
-                best = kr
-    if best > max(lower_val, 1):
-        hy = attempt("hybrid", ws.hybrid.least_rank, eps, max(lower_val, 1),
-                     min(best, ws.p + 1) - 1)
-        if hy is not None:
-            uppers.append(hy[1])
-            cand_ranks["upper:hybrid"] = hy[0]
-    uppers.append(up_.identity_witness(A, eps))  # always holds: rank min(m, N), error 0
-    uppers.sort(key=lambda w: w.rank)  # stable: ties keep the order above
-    uwit, urep = attempt("check:upper", _first_passing, A, uppers, interval, rejected) or (None, None)
+    for con in constructions:
+        w = eng.run(con, "upper", eps_req - rho)
+        if w is not None:
+            uppers.append(w)
+            owner[id(w)] = eng.diag.methods[-1]
+            ctx.upper = min(ctx.upper, w.rank)
+    uppers.sort(key=lambda w: w.rank)  # stable: built-ins first among equal ranks
+    uwit, urep = eng.first_passing(uppers, owner)
 
-    if rejected:
-        cand_ranks["rejected_by_checker"] = rejected
-    cand_ranks["checker_disagreements"] = sum("disagree" in r for r in rejected)
-    if failures:
-        cand_ranks["failed"] = failures
-    cand_ranks["seconds"] = timings
     br = Bracket(eps=eps_req, lower=lcert.rank if lcert else 0, upper=uwit.rank if uwit else -1,
                  lower_certificate=lcert, upper_witness=uwit,
                  lower_method=lcert.method if lcert else "",
-                 upper_method=uwit.method if uwit else "", candidates=cand_ranks)
+                 upper_method=uwit.method if uwit else "", diagnostics=eng.diag)
     if lrep is not None:
         br.checks["lower"] = lrep
     if urep is not None:
@@ -329,31 +304,32 @@ def _monotone(brs: list[Bracket], A: np.ndarray, interval: bool) -> None:
         for big in brs[i + 1:]:
             # lower side: carry a larger tolerance's certificate down
             c = big.lower_certificate
-            if c is not None and big.lower > small.lower and "error" not in small.candidates:
+            if c is not None and big.lower > small.lower and not small.diagnostics.error:
                 moved = dataclasses.replace(c, eps=small.eps + small.rho,
                                             method=f"{c.method} (from eps {big.eps:g})")
                 rep = check(A, moved, interval=interval)
                 if rep.ok:
                     small.lower_certificate, small.lower = moved, moved.rank
                     small.lower_method, small.checks["lower"] = moved.method, rep
-                    small.candidates["lower:carried-from-larger-eps"] = moved.rank
+                    small.diagnostics.carried["lower"] = big.eps
             # upper side: carry a smaller tolerance's witness up
             w = small.upper_witness
             if w is not None and (big.upper_witness is None or w.rank < big.upper) and (
-                    "error" not in big.candidates):
+                    not big.diagnostics.error):
                 moved = dataclasses.replace(w, eps=big.eps - big.rho,
                                             method=f"{w.method} (from eps {small.eps:g})")
                 rep = check(A, moved, interval=interval)
                 if rep.ok:
                     big.upper_witness, big.upper = moved, moved.rank
                     big.upper_method, big.checks["upper"] = moved.method, rep
-                    big.candidates["upper:carried-from-smaller-eps"] = moved.rank
+                    big.diagnostics.carried["upper"] = small.eps
     for br in brs:
         _set_verdict(br)
 
 
 def bracket(A, eps, *, interval: bool = True, validated: bool = False,
-            time_limit: float | None = None) -> Bracket | list[Bracket]:
+            time_limit: float | None = None, constructions=None,
+            lower_tests=None) -> Bracket | list[Bracket]:
     """Certified brackets ``lower <= r_eps(A) <= upper`` (SPEC 2, 4, 5).
 
     Parameters
@@ -372,7 +348,15 @@ def bracket(A, eps, *, interval: bool = True, validated: bool = False,
     time_limit : float, optional
         Seconds per tolerance (the shared set-up is charged to the first, the largest
         ``eps``). Checked before each method; a tolerance past it gets an ``error``
-        verdict (``candidates["error"]`` says so), never a bound.
+        verdict (``diagnostics.error`` says so), never a bound.
+    constructions, lower_tests : list, optional
+        Extra methods run after the built-in ones at every tolerance: objects with
+        ``witness(operator, eps)`` / ``certify(operator, eps)`` (or classes instantiable
+        without arguments, or ``"MODULE:OBJECT"`` strings; see
+        :mod:`softrank.certifiers.interface`). Each answer is checked like a built-in one;
+        one that the checker accepts and beats the built-ins becomes the reported end,
+        credited by the method's name; one that it rejects is recorded as ``rejected`` in
+        ``diagnostics`` and never reported. A method that raises is recorded as ``failed``.
 
     Returns
     -------
@@ -384,10 +368,15 @@ def bracket(A, eps, *, interval: bool = True, validated: bool = False,
     InvalidOperatorError
         If ``A`` is not a valid attention matrix.
     InvalidArgumentError
-        If a tolerance is outside ``(0, 1)``, or ``validated`` without ``Q``, ``K``, ``beta``.
+        If a tolerance is outside ``(0, 1)``, ``validated`` without ``Q``, ``K``, ``beta``, an
+        extra method lacks its protocol's method, or two methods of one side share a name.
     """
     op = A if isinstance(A, Operator) else Operator(A=A)
     eps_list = validate_eps(eps)
+    cons = default_constructions() + _as_methods(constructions, "upper")
+    tests = default_lower_tests() + _as_methods(lower_tests, "lower")
+    _unique_names(cons, "upper")
+    _unique_names(tests, "lower")
     if time_limit is not None and not (isinstance(time_limit, (int, float)) and
                                        not isinstance(time_limit, bool) and time_limit > 0):
         raise InvalidArgumentError(f"time_limit: expected seconds > 0 or None, got {time_limit!r}")
@@ -407,29 +396,30 @@ def bracket(A, eps, *, interval: bool = True, validated: bool = False,
                 f"eps: the smallest tolerance {min(eps_list)!r} does not exceed the enclosure "
                 f"radius rho = {rho!r} of the exact softmax")
     try:
-        ws = _Workspace(A_used)
+        ctx = Context(A_used)
+        ctx.svd  # noqa: B018 - computed up front: an SVD that does not converge is no bracket
         setup_error = None
     except Exception as exc:  # e.g. an SVD that does not converge: no bound at all
-        ws, setup_error = None, f"{type(exc).__name__}: {exc}"
+        ctx, setup_error = None, f"{type(exc).__name__}: {exc}"
     out = []
     # largest tolerance first: its small ranks give cheap bisection ranges for the rest;
     # the shared set-up time is charged to it
     for e in sorted(set(eps_list), reverse=True):
         try:
-            if ws is None:
+            if ctx is None:
                 raise RuntimeError(f"set-up failed: {setup_error}")
             deadline = None if time_limit is None else t0 + float(time_limit)
-            br = _bracket_one(ws, e, interval, rho, deadline)
+            br = _bracket_one(op, ctx, e, interval, tests, cons, rho, deadline)
         except Exception as exc:  # a crash is an error verdict, never a bound
             br = Bracket(eps=e, lower=0, upper=-1, verdict="error",
-                         candidates={"error": f"{type(exc).__name__}: {exc}"})
+                         diagnostics=Diagnostics(error=f"{type(exc).__name__}: {exc}"))
         t1 = time.perf_counter()
         br.seconds = t1 - t0
         br.rho = rho
         t0 = t1
         out.append(br)
-    if ws is not None:
-        _monotone(sorted(out, key=lambda b: b.eps), ws.A, interval)
+    if ctx is not None:
+        _monotone(sorted(out, key=lambda b: b.eps), ctx.A, interval)
     by_eps = {b.eps: b for b in out}
     res = [by_eps[e] for e in eps_list]
     return res[0] if _is_scalar_eps(eps) else res

@@ -26,7 +26,7 @@ CSV_COLUMNS = [
     "svd_seconds", "lower_check", "upper_check", "planted_rank", "validated_rho", "attack", "attack_closest",
     "attack_seconds", "rho_Q", "rho_K", "Gamma", "sv_Q", "sv_K", "checkpoint",
     "b1_tsvd", "b1_stable", "b1_erank", "b1_entropy", "b1_peak",
-    "int_r", "int_tau", "int_kappa", "int_logq", "gauge_native", "candidates",
+    "int_r", "int_tau", "int_kappa", "int_logq", "gauge_native", "diagnostics",
 ]
 
 
@@ -126,8 +126,48 @@ def _svd_seconds(A) -> float:
     return float(np.median(ts))
 
 
+_LOADED: dict = {}
+
+
+def load_certifiers(specs) -> tuple[list, list]:
+    """``(constructions, lower_tests)`` of the ``MODULE:OBJECT`` specs (loaded once per
+    process: workers load them by name).
+
+    Raises
+    ------
+    InvalidArgumentError
+        A malformed spec, one that cannot be loaded, a ``builtin:`` spec (every audit runs
+        the built-ins already), or two certifiers with one name.
+    """
+    from ..certifiers.interface import load_certifier
+    from ..certifiers.registry import CONSTRUCTIONS, LOWER_TESTS, REFERENCE
+    from ..errors import InvalidArgumentError
+
+    cons, tests, names = [], [], {}
+    for spec in specs:
+        if isinstance(spec, str) and spec.startswith("builtin:"):
+            raise InvalidArgumentError(f"--certifier {spec!r}: the built-in methods run in every "
+                                       "audit already; give a third-party MODULE:OBJECT")
+        c = _LOADED.get(spec)
+        if c is None:
+            c = _LOADED[spec] = load_certifier(spec, "--certifier")
+        if c.name in CONSTRUCTIONS or c.name in REFERENCE or c.name in LOWER_TESTS:
+            raise InvalidArgumentError(f"--certifier {spec!r}: its name {c.name!r} is a built-in "
+                                       "method's; give it another 'name' attribute")
+        if c.name in names:
+            raise InvalidArgumentError(f"--certifier {spec!r}: its name {c.name!r} is also the "
+                                       f"name of {names[c.name]!r}; names must differ")
+        names[c.name] = spec
+        if c.is_construction:
+            cons.append(c)
+        if c.is_lower_test:
+            tests.append(c)
+    return cons, tests
+
+
 def bracket_operator(op: Operator, eps_list, validated: bool = False, attacks: str = "none",
-                     out: Path | None = None, cell_timeout: float | None = None) -> list[dict]:
+                     out: Path | None = None, cell_timeout: float | None = None,
+                     certifiers=()) -> list[dict]:
     """All cells of one operator as CSV-ready dicts (runs in a worker).
 
     ``validated``: bracket the exact softmax of the operator's factors (when it has them;
@@ -135,19 +175,24 @@ def bracket_operator(op: Operator, eps_list, validated: bool = False, attacks: s
     of the targeted attack run on every lower certificate of rank >= 2 (``"none"`` to skip;
     see :mod:`softrank.attacks`); a success is saved under ``out/counterexamples/`` and
     the cell becomes ``unsound``. ``cell_timeout``: seconds per cell (see
-    :func:`softrank.bracket`'s ``time_limit``)."""
-    from ..certifiers.bracket import bracket
+    :func:`softrank.bracket`'s ``time_limit``). ``certifiers``: third-party
+    ``MODULE:OBJECT`` specs run beside the built-ins (:func:`load_certifiers`); every method's
+    outcome is in the ``diagnostics`` column (JSON)."""
+    import json
 
-    from ..certifiers.bracket import Bracket
+    from ..certifiers.bracket import Bracket, bracket
+    from ..certifiers.interface import Diagnostics
 
     prov = op.provenance()
     rows = []
+    cons, tests = load_certifiers(certifiers)
     try:
         brs = bracket(op, list(eps_list), validated=validated and op.Q is not None,
-                      time_limit=cell_timeout)
+                      time_limit=cell_timeout, constructions=cons, lower_tests=tests)
     except Exception as exc:  # an operator that crashes is recorded, never a bound
         brs = [Bracket(eps=float(e), lower=0, upper=-1, verdict="error",
-                       candidates={"error": f"{type(exc).__name__}: {exc}"}) for e in eps_list]
+                       diagnostics=Diagnostics(error=f"{type(exc).__name__}: {exc}"))
+               for e in eps_list]
     svd_s = _svd_seconds(op.A)
     geo = _geometry_fields(op)
     gauge = _gauge_field(op)
@@ -183,15 +228,14 @@ def bracket_operator(op: Operator, eps_list, validated: bool = False, attacks: s
             "checkpoint": prov.get("checkpoint", ""),
             **st,
             "gauge_native": gauge,
-            "candidates": ";".join(f"{k}={v}" for k, v in br.candidates.items()
-                                   if not isinstance(v, (list, dict))),
+            "diagnostics": json.dumps(br.diagnostics.to_dict(), separators=(",", ":")),
         })
     return rows
 
 
 def _task(args):
-    i, op, eps_list, validated, attacks, out, cell_timeout = args
-    return i, bracket_operator(op, eps_list, validated, attacks, out, cell_timeout)
+    i, op, eps_list, validated, attacks, out, cell_timeout, certifiers = args
+    return i, bracket_operator(op, eps_list, validated, attacks, out, cell_timeout, certifiers)
 
 
 def _worker_init():
@@ -242,7 +286,7 @@ def run_audit(operators: list[Operator], eps_list, out: Path, workers: int | Non
               progress=True, validated: bool = False, attacks: str = "quick",
               executor: str = "local", scheduler: str | None = None,
               cell_timeout: float | None = None, resume: bool = False,
-              identity: dict | None = None) -> list[dict]:
+              identity: dict | None = None, certifiers=()) -> list[dict]:
     """Bracket ``operators`` x ``eps_list``; returns the rows in operator order.
 
     Every finished operator's cells are committed to ``out/ledger.sqlite``
@@ -263,9 +307,14 @@ def run_audit(operators: list[Operator], eps_list, out: Path, workers: int | Non
         Continue the run whose ledger is in ``out``: finished operators are not recomputed.
     identity : dict, optional
         Extra description of the run (panel, seed) that a resumed run must match.
+    certifiers : sequence of str
+        Third-party ``MODULE:OBJECT`` specs run in every cell beside the built-ins (loaded
+        here first, so a bad spec fails before any work; workers import them by name).
     """
     from .store import Ledger
 
+    certifiers = tuple(certifiers)
+    load_certifiers(certifiers)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     eps_list = tuple(float(e) for e in eps_list)
@@ -278,7 +327,7 @@ def run_audit(operators: list[Operator], eps_list, out: Path, workers: int | Non
             "entries distinct families (e.g. family = \"qwen2-seed1\") or drop the repeats")
     ident = dict(identity or {})
     ident.update({"eps": list(eps_list), "validated": bool(validated), "attacks": attacks,
-                  "cell_timeout": cell_timeout,
+                  "cell_timeout": cell_timeout, "certifiers": list(certifiers),
                   # ids and content hashes: a resumed run must bracket the same matrices
                   "operators": [f"{op.operator_id}:{op.hash}" for op in operators]})
     ledger = Ledger(out, ident, resume=resume)
@@ -299,7 +348,8 @@ def run_audit(operators: list[Operator], eps_list, out: Path, workers: int | Non
 
     # largest operators first: better load balance at the end of the run
     order = sorted(todo, key=lambda i: -operators[i].A.size)
-    tasks = [(i, operators[i], eps_list, validated, attacks, out, cell_timeout) for i in order]
+    tasks = [(i, operators[i], eps_list, validated, attacks, out, cell_timeout, certifiers)
+             for i in order]
     try:
         if executor == "dask":
             from .executors import dask_map

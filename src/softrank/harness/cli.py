@@ -96,6 +96,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="bracket the exact softmax of each operator's float64 factors Q, K, beta "
                         "(ball-arithmetic enclosure; operators without factors as usual)")
 
+    a.add_argument("--certifier", action="append", default=[], metavar="MODULE:OBJECT",
+                   help="a third-party construction or lower test run in every cell beside the "
+                        "built-ins (repeatable; the spec of the pytest plugin's "
+                        "--softrank-certifier); the report's Constructions section compares it")
     a.add_argument("--study-boot", type=_study_boot, default=1000, metavar="N",
                    help="bootstrap resamples of the report's studies (scaling laws, block "
                         "width, held-out add-on test, intrinsic descriptor; default 1000, "
@@ -105,7 +109,11 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("file", help="(m, N) float64 row-stochastic matrix (.npy), or an operator "
                                 "file (.npz with A and optionally Q, K, beta: `softrank heads`)")
     b.add_argument("--eps", type=_eps_arg, nargs="+", required=True)
-    b.add_argument("--json", action="store_true", help="print a JSON list")
+    b.add_argument("--json", action="store_true", help="print a JSON list (with every method's "
+                   "outcome under 'diagnostics')")
+    b.add_argument("--certifier", action="append", default=[], metavar="MODULE:OBJECT",
+                   help="a third-party construction or lower test run beside the built-ins "
+                        "(repeatable); its witness can become the reported end, credited by name")
     b.add_argument("--save-certificates", metavar="DIR", default=None,
                    help="write the certificates as .npz files into DIR")
     b.add_argument("--no-interval", action="store_true",
@@ -225,7 +233,12 @@ def _cmd_audit(args) -> int:
         print(f"operators ready in {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
     if args.scheduler and args.executor != "dask":
         raise SoftrankError("--scheduler: needs --executor dask")
+    for d in panel.certifier_paths:  # [[certifier]] path = "...": importable, here and in workers
+        if d not in sys.path:
+            sys.path.insert(0, d)
+    certifiers = list(panel.certifiers) + list(args.certifier)
     rows = run_audit(ops, eps, out, workers=args.workers, progress=not args.quiet,
+                     certifiers=certifiers,
                      validated=args.validated, attacks=args.attacks, executor=args.executor,
                      scheduler=args.scheduler, cell_timeout=args.cell_timeout,
                      resume=args.resume, identity={"panel": args.panel, "seed": args.seed})
@@ -290,7 +303,11 @@ def _cmd_bracket(args) -> int:
 
     op = load_operator(args.file, "file")
     d = _out_dir(args.save_certificates, "--save-certificates") if args.save_certificates else None
-    brs = bracket(op, list(args.eps), interval=not args.no_interval)
+    from .audit import load_certifiers
+
+    cons, tests = load_certifiers(args.certifier)
+    brs = bracket(op, list(args.eps), interval=not args.no_interval, constructions=cons,
+                  lower_tests=tests)
     if d is not None:
         for t, br in enumerate(brs):
             for side, cert in (("lower", br.lower_certificate), ("upper", br.upper_witness)):
@@ -310,6 +327,13 @@ def _cmd_bracket(args) -> int:
         for br in brs:
             print(f"{br.eps!r:>{w}}  {br.lower:5d}  {br.upper:5d}  {br.verdict:8s}  "
                   f"{br.lower_method} / {br.upper_method}")
+        for c in cons + tests:  # the user's own methods, beside the bracket
+            for br in brs:
+                r = br.diagnostics.record(c.name)
+                if r is not None:
+                    print(f"  {c.name} at eps {br.eps!r}: {r.status}"
+                          + (f", rank {r.rank}" if r.rank is not None else "")
+                          + (f" ({r.message})" if r.message else ""))
     return 1 if any(br.verdict in ("unsound", "error") for br in brs) else 0
 
 

@@ -40,6 +40,10 @@ A panel file (TOML) lists the same things::
     heads = [0, 3]                  # default all (query) heads
     family = "qwen2-tiny"           # default: the config's model_type
 
+    [[certifier]]                   # a third-party construction or lower test run in every
+    spec = "mypkg.certifiers:Mine"  # cell (as `softrank audit --certifier`); `path`, relative
+    path = "src"                    # to the panel file, is put on sys.path to import it
+
 Every (source, width, layer, head) of a ``[[heads]]`` entry is one operator; each
 checkpoint is loaded once and every operator verified against the model's eager attention.
 """
@@ -47,6 +51,7 @@ checkpoint is loaded once and every operator verified against the model's eager 
 from __future__ import annotations
 
 import dataclasses
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,6 +77,8 @@ class Panel:
     name: str
     specs: list = field(default_factory=list)
     eps: tuple = DEFAULT_EPS
+    certifiers: tuple = ()
+    certifier_paths: tuple = ()
 
     def __len__(self) -> int:
         return len(self.specs)
@@ -234,7 +241,7 @@ def _panel_file(path: Path, seed: int) -> Panel:
         raise PanelError(f"panel: {str(path)!r} is not valid TOML ({exc})") from exc
     except OSError as exc:
         raise PanelError(f"panel: cannot read {str(path)!r} ({exc})") from exc
-    known = {"eps", "minilm", "synthetic", "matrix", "heads", "name"}
+    known = {"eps", "minilm", "synthetic", "matrix", "heads", "name", "certifier"}
     extra = set(data) - known
     if extra:
         raise PanelError(f"panel: {str(path)!r} has unknown keys {sorted(extra)}; expected {sorted(known)}")
@@ -274,6 +281,29 @@ def _panel_file(path: Path, seed: int) -> Panel:
         specs += _heads_specs(h, i, path)
     if not specs:
         raise PanelError(f"panel: {str(path)!r} lists no operators")
+    certs, cpaths = [], []
+    for i, c in enumerate(_tables(data, "certifier", path)):
+        bad = set(c) - {"spec", "path"}
+        if bad:
+            raise PanelError(f"panel: [[certifier]] entry {i} has unknown keys {sorted(bad)}; "
+                             "expected 'spec' and optionally 'path'")
+        spec = c.get("spec")
+        if not isinstance(spec, str) or not re.fullmatch(r"[\w.]+:[\w.-]+", spec):
+            raise PanelError(f"panel: [[certifier]] entry {i}: spec must be 'MODULE:OBJECT', "
+                             f"got {spec!r}")
+        if spec in certs:
+            raise PanelError(f"panel: [[certifier]] entry {i}: {spec!r} is listed twice")
+        certs.append(spec)
+        if "path" in c:
+            if not isinstance(c["path"], str) or not c["path"]:
+                raise PanelError(f"panel: [[certifier]] entry {i}: path must be a directory "
+                                 f"name, got {c['path']!r}")
+            d = Path(c["path"])
+            d = d if d.is_absolute() else path.parent / d
+            if not d.is_dir():
+                raise PanelError(f"panel: [[certifier]] entry {i}: path {str(d)!r} is not a "
+                                 "directory")
+            cpaths.append(str(d.resolve()))
     eps = data.get("eps", list(DEFAULT_EPS))
     if not isinstance(eps, list):
         raise PanelError(f"panel: {str(path)!r}: eps must be a list of tolerances, got {eps!r}")
@@ -281,7 +311,8 @@ def _panel_file(path: Path, seed: int) -> Panel:
         eps = validate_eps(eps)
     except SoftrankError as exc:
         raise PanelError(f"panel: {str(path)!r}: {exc}") from exc
-    return Panel(str(data.get("name", path.stem)), specs, tuple(eps))
+    return Panel(str(data.get("name", path.stem)), specs, tuple(eps), tuple(certs),
+                 tuple(cpaths))
 
 
 def build_panel(panel: str, seed: int = 0) -> Panel:

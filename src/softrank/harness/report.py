@@ -73,16 +73,28 @@ def _method_family(m: str) -> str:
     return m.split("(")[0].split("/")[0] if m else "(none)"
 
 
-def _candidates(r) -> dict:
-    out = {}
-    for part in r.get("candidates", "").split(";"):
-        if "=" in part:
-            k, v = part.split("=", 1)
-            try:
-                out[k] = int(v)
-            except ValueError:
-                pass
-    return out
+def _diagnostics(r) -> dict:
+    """The cell's diagnostics (JSON column): every method's record, checker disagreements,
+    the error of an ``error`` cell; empty for a row without them."""
+    d = r.get("diagnostics", "")
+    if isinstance(d, dict):
+        return d
+    try:
+        return json.loads(d) if d else {}
+    except ValueError:
+        return {}
+
+
+def _records(r, side: str | None = None) -> list[dict]:
+    return [m for m in _diagnostics(r).get("methods", []) if side is None or m["side"] == side]
+
+
+def _ok_rank(r, name: str):
+    """Rank of method ``name``'s checked answer in cell ``r``, or None."""
+    for m in _records(r):
+        if m["name"] == name and m["status"] == "ok":
+            return m["rank"]
+    return None
 
 
 def _tsvd_ratio(rows) -> dict:
@@ -90,7 +102,7 @@ def _tsvd_ratio(rows) -> dict:
     the plain SVD wastes against the best construction (seed paper: 1.62x vs alternating l1)."""
     by = defaultdict(list)
     for r in rows:
-        k = _candidates(r).get("upper:truncated-svd")
+        k = _ok_rank(r, "truncated-svd")
         if k and int(r["upper"]) > 0:
             by[_group_key(r)].append(k / int(r["upper"]))
     return {g: round(float(np.median(v)), 3) for g, v in sorted(by.items())}
@@ -150,7 +162,7 @@ def summarize(rows: list[dict], panel: str, eps_list, wall_seconds: float, seed:
             "reported": 2 * sum(r["verdict"] != "error" for r in rows),
             "all_passed_checker": all_checked,
             "float64_interval_disagreements": sum(
-                _candidates(r).get("checker_disagreements", 0) for r in rows),
+                int(_diagnostics(r).get("checker_disagreements", 0)) for r in rows),
             "interval_backends": dict(Counter(
                 c.split("+", 1)[1].split("(")[0] for r in rows
                 for c in (r["lower_check"], r["upper_check"]) if "+" in c)),
@@ -162,8 +174,57 @@ def summarize(rows: list[dict], panel: str, eps_list, wall_seconds: float, seed:
         },
         "attacks": _attacks(rows),
         "truncated_svd_vs_best": _tsvd_ratio(rows),
+        "constructions": {name: _method_stats(rs) for name, rs in _by_method(rows, "upper").items()},
+        "lower_tests": {name: _method_stats(rs) for name, rs in _by_method(rows, "lower").items()},
         "paper": PAPER,
     }
+
+
+def _by_method(rows, side: str) -> dict:
+    """``{method name: [(cell row, record), ...]}`` over the non-error cells, in the order
+    the methods ran."""
+    out: dict = {}
+    for r in rows:
+        if r["verdict"] == "error":
+            continue
+        for m in _records(r, side):
+            out.setdefault(m["name"], []).append((r, m))
+    return out
+
+
+def _median(v, nd=3):
+    return round(float(np.median(v)), nd) if v else None
+
+
+def _method_stats(pairs) -> dict:
+    """One method over its cells: counts by outcome, its checked rank over the cell's
+    certified lower end and over the reported upper end (medians), median seconds.
+
+    ``within_eps`` (constructions) and ``certified`` (lower tests) count answers that the
+    float64 checker accepted; ``rejected`` those it refused (never reported)."""
+    ok = [(r, m) for r, m in pairs if m["status"] == "ok"]
+    st = Counter(m["status"] for _, m in pairs)
+    side = pairs[0][1]["side"] if pairs else "upper"
+    out = {
+        "origin": pairs[0][1]["origin"] if pairs else "",
+        "cells": len(pairs),
+        "declined": st["declined"],
+        "skipped": st["skipped"],
+        "failed": st["failed"],
+        ("within_eps" if side == "upper" else "certified"): st["ok"],
+        "rejected": st["rejected"],
+        "median_rank_over_lower": _median([m["rank"] / int(r["lower"]) for r, m in ok
+                                           if int(r["lower"]) > 0]),
+        "median_rank_over_best_upper": _median([m["rank"] / int(r["upper"]) for r, m in ok
+                                                if int(r["upper"]) > 0]),
+        "median_seconds": _median([float(m["seconds"]) for _, m in pairs
+                                   if m["status"] != "skipped"], 4),
+    }
+    if side == "upper":
+        out["reported"] = sum(r["upper_method"].split(" (from")[0] == m["name"] for r, m in ok)
+    else:
+        out["reported"] = sum(r["lower_method"].split(" (from")[0] == m["name"] for r, m in ok)
+    return out
 
 
 def _plot_minilm(rows, eps, out: Path) -> list[str]:
@@ -279,6 +340,123 @@ def _standing(s: dict) -> list[str]:
     return out
 
 
+_ORIGIN = {"builtin": "built-in", "reference": "reference", "third-party": "third-party"}
+
+
+def _plot_constructions(rows, out: Path) -> str | None:
+    """Each construction's checked rank against the cell's certified lower end (log-log), one
+    marker per construction, the diagonal ``rank = lower`` drawn (no sound witness lies
+    below it)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    by = _by_method(rows, "upper")
+    pts = {n: [(int(r["lower"]), m["rank"]) for r, m in ps if m["status"] == "ok"
+               and int(r["lower"]) > 0] for n, ps in by.items()}
+    pts = {n: v for n, v in pts.items() if v}
+    if not pts:
+        return None
+    fig, ax = plt.subplots(figsize=(7.5, 6), constrained_layout=True)
+    markers = "o^sDvP*Xh<>p"
+    hi = 1
+    for i, (n, v) in enumerate(pts.items()):
+        x, y = np.array(v, dtype=float).T
+        hi = max(hi, x.max(), y.max())
+        origin = by[n][0][1]["origin"]
+        ax.scatter(x, y, s=14, marker=markers[i % len(markers)], alpha=0.55,
+                   label=f"{n} ({_ORIGIN.get(origin, origin)})")
+    ax.plot([1, hi], [1, hi], "k--", lw=1, label="rank = certified lower")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("certified lower end of the cell")
+    ax.set_ylabel("construction's checked rank")
+    ax.set_title("Constructions against the certified lower end (every cell, every eps)")
+    ax.legend(fontsize=7, loc="upper left")
+    name = "constructions.png"
+    fig.savefig(out / name, dpi=110)
+    plt.close(fig)
+    return name
+
+
+def _fmt_x(v):
+    return "" if v is None else f"{v:g}x"
+
+
+def _constructions_section(rows, summary, plot: str | None) -> list[str]:
+    """The report's *Constructions* section: every construction (built-in, reference,
+    third-party) against the certified ends, overall and per family and tolerance."""
+    cons = summary.get("constructions", {})
+    if not cons:
+        return []
+    head = ["construction", "origin", "cells", "declined", "skipped", "failed",
+            "within eps (checked)", "rejected", "reported", "median rank / certified lower",
+            "median rank / best upper", "median s / cell"]
+
+    def row(name, st):
+        return [name, _ORIGIN.get(st["origin"], st["origin"]), st["cells"], st["declined"],
+                st["skipped"], st["failed"], st["within_eps"], st["rejected"], st["reported"],
+                _fmt_x(st["median_rank_over_lower"]), _fmt_x(st["median_rank_over_best_upper"]),
+                st["median_seconds"]]
+
+    lines = [
+        "## Constructions", "",
+        "Every construction that ran, against the certified ends of the same cells. *Within "
+        "eps (checked)*: its witness passed the float64 checker with rounding bounds (the "
+        "reported end also passed the interval check); *rejected*: the checker refused it "
+        "(never reported, counted against the construction); *declined*: it returned no "
+        "witness (a reference construction without `Q`, `K`, or one that never met eps within "
+        "its budget); *skipped*: a built-in search not run because the ends found before it "
+        "left nothing to improve (built-in searches only try ranks below the best witness so "
+        "far, so their ratios to the best upper end are at least 1 by design; reference and "
+        "third-party constructions search their own least rank); *reported*: its witness is "
+        "the cell's upper end. Ratios are medians over the cells where the witness passed.",
+        "",
+        "All cells:", "",
+        _table(head, [row(n, st) for n, st in cons.items()]),
+        "",
+    ]
+    third = [n for n, st in summary.get("lower_tests", {}).items()
+             if st["origin"] == "third-party"]
+    if third:
+        lt = summary["lower_tests"]
+        lines += ["Third-party lower tests:", "",
+                  _table(["lower test", "cells", "declined", "failed", "certified (checked)",
+                          "rejected", "reported", "median rank / certified lower",
+                          "median rank / best upper", "median s / cell"],
+                         [[n, lt[n]["cells"], lt[n]["declined"], lt[n]["failed"],
+                           lt[n]["certified"], lt[n]["rejected"], lt[n]["reported"],
+                           _fmt_x(lt[n]["median_rank_over_lower"]),
+                           _fmt_x(lt[n]["median_rank_over_best_upper"]),
+                           lt[n]["median_seconds"]] for n in third]), ""]
+    by = defaultdict(list)
+    for r in rows:
+        by[(float(r["eps"]), _group_key(r))].append(r)
+    for e in summary["eps"]:
+        trows = []
+        for g in sorted({k[1] for k in by if k[0] == e}):
+            for n, ps in _by_method(by[(e, g)], "upper").items():
+                trows.append([g] + row(n, _method_stats(ps))[:1] + row(n, _method_stats(ps))[2:])
+        if trows:
+            lines += [f"By family at eps {e:g}:", "",
+                      _table(["family"] + head[:1] + head[2:], trows), ""]
+    if plot:
+        lines += [f"![{plot}]({plot})", ""]
+    return lines
+
+
+def _why(r) -> str:
+    d = _diagnostics(r)
+    if r["verdict"] == "unsound":
+        return (f"lower {r['lower']} ({r['lower_method']}) above upper {r['upper']} "
+                f"({r['upper_method']})" if int(r["lower"]) > int(r["upper"])
+                else f"attack: {r.get('attack', '')}")
+    fails = [f"{m['name']}: {m.get('message', '')}" for m in d.get("methods", [])
+             if m["status"] == "failed"]
+    return "; ".join(([d["error"]] if d.get("error") else []) + fails)[:400].replace("|", "/")
+
+
 def _attack_line(a: dict) -> str:
     if not a["tried"]:
         return "- targeted attacks (SPEC 10): none run (`--attacks none`, or no lower bound >= 2)"
@@ -300,7 +478,8 @@ def write_report(rows: list[dict], summary: dict, out: Path, study_boot: int = 1
         for e in summary["eps"]:
             plots += _plot_minilm(rows, e, out)
     plots.insert(0, _plot_families(summary, out))
-    summary["plots"] = plots
+    cplot = _plot_constructions(rows, out)
+    summary["plots"] = plots + ([cplot] if cplot else [])
     (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=False) + "\n")
 
     s = summary
@@ -368,6 +547,9 @@ def write_report(rows: list[dict], summary: dict, out: Path, study_boot: int = 1
         "",
         _table(["upper construction", "cells"], list(s["winners"]["upper"].items())),
         "",
+    ]
+    lines += _constructions_section(rows, s, cplot)
+    lines += [
         "## Plots",
         "",
     ]
@@ -375,8 +557,8 @@ def write_report(rows: list[dict], summary: dict, out: Path, study_boot: int = 1
     bad = [r for r in rows if r["verdict"] in ("unsound", "error")]
     if bad:
         lines += ["", "## Cells needing attention", "",
-                  _table(["operator", "eps", "verdict", "candidates"],
-                         [[r["operator_id"], r["eps"], r["verdict"], r["candidates"]] for r in bad])]
+                  _table(["operator", "eps", "verdict", "why"],
+                         [[r["operator_id"], r["eps"], r["verdict"], _why(r)] for r in bad])]
     if study_boot:
         from ..studies.report import report_studies
 

@@ -1,0 +1,448 @@
+"""The one certifier interface: constructions and lower tests, built-in or brought by a user.
+
+Every method that :func:`softrank.bracket` runs -- softrank's own, the reference
+constructions of :mod:`softrank.certifiers.reference` and any third-party one -- follows one
+of two signatures:
+
+``witness(operator, eps[, context]) -> UpperWitness | (U, W) | None``  -- a **construction**
+    ``operator`` is a :class:`softrank.Operator` (``operator.A`` is the ``(m, N)`` float64
+    row-stochastic matrix; ``operator.Q``, ``operator.K``, ``operator.beta`` the factors
+    when known, else None); ``eps`` a float in ``(0, 1)``. Return factors ``U (m, k)`` and
+    ``W (k, N)`` (float64-convertible, finite) claiming ``||A - U W||_inf <= eps``, hence
+    ``r_eps(A) <= k``, or an :class:`~softrank.checker.UpperWitness`. Return None to
+    decline (no witness at this tolerance); raising is a failure.
+
+``certify(operator, eps[, context]) -> certificate | None``  -- a **lower test**
+    Return a lower certificate from :mod:`softrank.checker.certificates` (trivial,
+    frobenius, key-groups, decoded, subspace) issued at this ``eps``, claiming
+    ``r_eps(A) >= certificate.rank``; the checker must accept it in float64 and in interval
+    arithmetic. Return None to decline; raising is a failure.
+
+``context`` is optional: a method whose signature has a ``context`` parameter receives the
+:class:`Context` of the running bracket (the operator's shared SVD and other cached work, and
+the ends found so far at this tolerance); one without it is called with two arguments. An
+optional ``name`` attribute names the method in diagnostics, reports and test ids.
+
+What the engine does with each answer (:mod:`softrank.certifiers.bracket`): every witness and
+every certificate is checked in float64 with rigorous rounding bounds; the strongest that
+also passes the interval cross-check becomes the reported end, credited by name. One that the
+checker rejects is recorded as ``rejected`` against its method and never reported.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+import re
+import sys
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import numpy as np
+
+from ..checker import LowerCertificate, UpperWitness
+from ..errors import InvalidArgumentError, SoftrankError
+
+__all__ = [
+    "Construction", "LowerTest", "Context", "Certifier", "CertifierError", "MethodRecord",
+    "Diagnostics", "Status", "Verdict", "Origin", "as_certifier", "load_certifier",
+    "parse_spec",
+]
+
+#: What became of one method at one tolerance.
+#:
+#: ``ok`` -- it returned a witness or certificate that the float64 checker accepted;
+#: ``declined`` -- it returned None; ``skipped`` -- not run, because the ends found before it
+#: already leave it nothing to improve (built-in searches only); ``failed`` -- it raised or
+#: broke the protocol (never a bound); ``rejected`` -- the checker refused what it returned.
+Status = Literal["ok", "declined", "skipped", "failed", "rejected"]
+#: A cell's verdict (see :class:`softrank.certifiers.bracket.Bracket`).
+Verdict = Literal["resolved", "open", "unsound", "error"]
+#: Where a method comes from: softrank's engine, the reference constructions users compare
+#: themselves with, or a user.
+Origin = Literal["builtin", "reference", "third-party"]
+
+
+@runtime_checkable
+class Construction(Protocol):
+    """Anything with ``witness(operator, eps[, context])`` (see the module docstring)."""
+
+    def witness(self, operator, eps: float): ...
+
+
+@runtime_checkable
+class LowerTest(Protocol):
+    """Anything with ``certify(operator, eps[, context])`` (see the module docstring)."""
+
+    def certify(self, operator, eps: float): ...
+
+
+class CertifierError(SoftrankError, AssertionError):
+    """A certifier broke the protocol (wrong return type or shape, or raised).
+
+    Subclasses ``AssertionError`` so that a suite reports it as a test failure."""
+
+
+class Context:
+    """Work shared by the methods of one :func:`softrank.bracket` call on one operator.
+
+    Attributes
+    ----------
+    A : (m, N) float64 ndarray
+        The matrix being bracketed (the enclosure's midpoint in validated mode).
+    p : int
+        ``min(m, N)``: every bracket has ``upper <= p``.
+    lower : int
+        The largest lower rank found so far at the current tolerance (on the lower side:
+        before checking; on the upper side: the checked, reported lower end). 0 if none.
+    upper : int
+        The least witness rank found so far at the current tolerance; ``p + 1`` if none.
+        A built-in search looks for ranks in ``[max(lower, 1), min(upper, p) - 1]`` only.
+    """
+
+    def __init__(self, A: np.ndarray):
+        self.A = A
+        self.p = int(min(A.shape))
+        self.lower = 0
+        self.upper = self.p + 1
+        self._cache: dict = {}
+
+    def shared(self, key: str, make):
+        """The value cached under ``key``, made by ``make()`` on first use."""
+        if key not in self._cache:
+            self._cache[key] = make()
+        return self._cache[key]
+
+    @property
+    def svd(self):
+        """``(U, s, Vt)``: the thin SVD of ``A``, computed once."""
+        return self.shared("svd", lambda: np.linalg.svd(self.A, full_matrices=False))
+
+    def window(self) -> tuple[int, int]:
+        """``(lo, hi)``: the ranks a witness search still needs to try."""
+        return max(self.lower, 1), min(self.upper, self.p) - 1
+
+
+@dataclass
+class MethodRecord:
+    """One method's outcome at one tolerance.
+
+    Attributes
+    ----------
+    name : str
+    side : {"lower", "upper"}
+    origin : {"builtin", "reference", "third-party"}
+    status : Status
+    rank : int or None
+        Rank of the witness or certificate returned (also when rejected); None otherwise.
+    seconds : float
+        Wall time of the method's call (the float64 check of its answer is not included).
+    message : str
+        Why it failed or was rejected.
+    """
+
+    name: str
+    side: Literal["lower", "upper"]
+    origin: Origin
+    status: Status
+    rank: int | None = None
+    seconds: float = 0.0
+    message: str = ""
+
+    def to_dict(self) -> dict:
+        d = {"name": self.name, "side": self.side, "origin": self.origin, "status": self.status,
+             "rank": self.rank, "seconds": round(self.seconds, 4)}
+        if self.message:
+            d["message"] = self.message
+        return d
+
+
+@dataclass
+class Diagnostics:
+    """What happened inside one bracket: every method's record and the engine's notes.
+
+    Attributes
+    ----------
+    methods : list of MethodRecord
+        In the order run (lower side, then upper side).
+    checker_disagreements : int
+        Candidates that the float64 check accepted and the interval check refused.
+    carried : dict
+        ``{"lower": eps, "upper": eps}``: an end carried from another tolerance (brackets
+        are monotone in ``eps``).
+    error : str
+        Why the cell has no bracket (set-up failure, time limit, crash); empty otherwise.
+    """
+
+    methods: list = field(default_factory=list)
+    checker_disagreements: int = 0
+    carried: dict = field(default_factory=dict)
+    error: str = ""
+
+    def record(self, name: str) -> MethodRecord | None:
+        """The record of method ``name`` (the last one if it ran twice), or None."""
+        for r in reversed(self.methods):
+            if r.name == name:
+                return r
+        return None
+
+    def ranks(self, side: str) -> dict:
+        """``{name: rank}`` of the methods of ``side`` whose answer the checker accepted."""
+        return {r.name: r.rank for r in self.methods if r.side == side and r.status == "ok"}
+
+    @property
+    def failures(self) -> list[str]:
+        return [f"{r.name}: {r.message}" for r in self.methods if r.status == "failed"]
+
+    @property
+    def rejected(self) -> list[str]:
+        return [r.name for r in self.methods if r.status == "rejected"]
+
+    def to_dict(self) -> dict:
+        return {"methods": [r.to_dict() for r in self.methods],
+                "checker_disagreements": self.checker_disagreements,
+                "carried": dict(self.carried), "error": self.error}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Diagnostics":
+        return cls(methods=[MethodRecord(**m) for m in d.get("methods", [])],
+                   checker_disagreements=int(d.get("checker_disagreements", 0)),
+                   carried=dict(d.get("carried", {})), error=str(d.get("error", "")))
+
+
+def _accepts_context(fn) -> bool:
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+    return "context" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+_LOWER_TYPES: tuple | None = None
+
+
+def _lower_types() -> tuple:
+    global _LOWER_TYPES
+    if _LOWER_TYPES is None:
+        from ..checker import certificates as C
+
+        _LOWER_TYPES = (C.TrivialCertificate, C.FrobeniusCertificate, C.KeyGroupCertificate,
+                        C.DecodedInverseCertificate, C.SubspaceCertificate)
+    return _LOWER_TYPES
+
+
+@dataclass(frozen=True)
+class Certifier:
+    """A construction or lower test with protocol checks around its calls.
+
+    Attributes
+    ----------
+    name : str
+        Its name in diagnostics, reports and test ids.
+    obj : object
+        The object that implements ``witness`` and/or ``certify``.
+    spec : str
+        Where it came from (``MODULE:OBJECT``, ``builtin:NAME``), or empty.
+    origin : {"builtin", "reference", "third-party"}
+    """
+
+    name: str
+    obj: Any
+    spec: str
+    origin: Origin = "third-party"
+
+    @property
+    def is_construction(self) -> bool:
+        return callable(getattr(self.obj, "witness", None))
+
+    @property
+    def is_lower_test(self) -> bool:
+        return callable(getattr(self.obj, "certify", None))
+
+    def _call(self, method: str, operator, eps: float, context: Context | None):
+        """Call ``obj.method``. A third-party method gets a private copy of ``operator``, and a
+        change to the copy (writing into ``operator.A`` or the factors) is a failure."""
+        fn = getattr(self.obj, method)
+        op = _copy(operator) if self.origin == "third-party" else operator
+        try:
+            out = fn(op, eps, context=context) if _accepts_context(fn) else fn(op, eps)
+        except Exception as exc:
+            tb = "".join(traceback.format_exception(exc)[-6:])
+            raise CertifierError(f"{self.name}: {method}(operator {operator.A.shape}, eps={eps!r}) "
+                                 f"raised {type(exc).__name__}: {exc}\n{tb}") from exc
+        if op is not operator:
+            for name in ("A", "Q", "K"):
+                a, b = getattr(operator, name), getattr(op, name)
+                if a is not None and not np.array_equal(a, b):
+                    raise CertifierError(f"{self.name}: {method} modified operator.{name} in place")
+        return out
+
+    def witness(self, operator, eps: float, context: Context | None = None) -> UpperWitness | None:
+        """Call the construction; validate what it returns.
+
+        Returns
+        -------
+        UpperWitness or None
+            Unchecked: the engine and the suites check it. Its ``method`` is this
+            certifier's name.
+
+        Raises
+        ------
+        CertifierError
+            If the construction raised (third-party ones) or returned something that is not
+            ``(U, W)`` of shapes ``(m, k)``, ``(k, N)`` with finite real entries.
+        """
+        A = operator.A
+        out = self._call("witness", operator, eps, context)
+        if out is None:
+            return None
+        if type(out) is UpperWitness:
+            if self.origin != "third-party":
+                return out
+            U, W = out.U, out.W
+        else:
+            try:
+                U, W = out
+            except Exception as exc:
+                raise CertifierError(f"{self.name}: witness must return (U, W), an UpperWitness "
+                                     f"or None, got {type(out).__name__}") from exc
+        try:
+            cplx = np.iscomplexobj(U) or np.iscomplexobj(W)
+            if not cplx:
+                U = np.asarray(U, dtype=np.float64)
+                W = np.asarray(W, dtype=np.float64)
+        except Exception as exc:
+            raise CertifierError(f"{self.name}: U, W are not numeric arrays ({exc})") from exc
+        if cplx:
+            raise CertifierError(f"{self.name}: U, W must be real, got complex factors")
+        m, N = A.shape
+        if U.ndim != 2 or W.ndim != 2 or U.shape[0] != m or W.shape[1] != N or U.shape[1] != W.shape[0]:
+            raise CertifierError(f"{self.name}: expected U (m={m}, k) and W (k, N={N}), got U "
+                                 f"{U.shape} and W {W.shape}")
+        if not (np.isfinite(U).all() and np.isfinite(W).all()):
+            raise CertifierError(f"{self.name}: U or W has a NaN or an infinity")
+        return UpperWitness(eps, U, W, self.name)
+
+    def certify(self, operator, eps: float, context: Context | None = None) -> LowerCertificate | None:
+        """Call the lower test; validate the type and tolerance of what it returns.
+
+        Raises
+        ------
+        CertifierError
+            If the lower test raised (third-party ones), returned something other than a
+            lower certificate of :mod:`softrank.checker.certificates`, or one issued at
+            another tolerance.
+        """
+        cert = self._call("certify", operator, eps, context)
+        if cert is None:
+            return None
+        types = _lower_types()
+        if type(cert) not in types:
+            raise CertifierError(f"{self.name}: certify must return a lower certificate (one of "
+                                 f"{[t.__name__ for t in types]}, not a subclass) or None, "
+                                 f"got {type(cert).__module__}.{type(cert).__qualname__}")
+        try:
+            same = float(cert.eps) == float(eps)
+        except (TypeError, ValueError):
+            same = False
+        if not same:
+            raise CertifierError(f"{self.name}: certificate issued at eps={cert.eps!r}, asked for "
+                                 f"eps={eps!r}")
+        return cert
+
+
+def _copy(operator):
+    """A copy of ``operator`` whose arrays the certifier may do anything with."""
+    from ..operators import Operator
+
+    return Operator(A=np.array(operator.A), Q=None if operator.Q is None else np.array(operator.Q),
+                    K=None if operator.K is None else np.array(operator.K), beta=operator.beta,
+                    family=operator.family, source=operator.source, layer=operator.layer,
+                    head=operator.head, block=operator.block, seed=operator.seed,
+                    meta=dict(operator.meta), operator_id=operator.operator_id)
+
+
+def _import(module: str):
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        cwd = os.getcwd()
+        # like ``python -m``: a module in the current directory is importable
+        if exc.name and module.startswith(exc.name) and cwd not in sys.path:
+            sys.path.insert(0, cwd)
+            try:
+                return importlib.import_module(module)
+            except Exception:
+                sys.path.remove(cwd)  # leave sys.path as it was
+                raise
+        raise
+
+
+def as_certifier(obj, spec: str = "", name: str | None = None,
+                 origin: Origin = "third-party") -> Certifier:
+    """Wrap an object (or a class, instantiated without arguments) as a :class:`Certifier`.
+
+    A :class:`Certifier` is returned as it is.
+
+    Raises
+    ------
+    InvalidArgumentError
+        If it has neither ``witness`` nor ``certify``, or the class cannot be instantiated.
+    """
+    if isinstance(obj, Certifier):
+        return obj
+    if isinstance(obj, type):
+        try:
+            obj = obj()
+        except Exception as exc:
+            raise InvalidArgumentError(f"certifier {spec or obj!r}: the class could not be "
+                                       f"instantiated without arguments ({exc})") from exc
+    c = Certifier(name or str(getattr(obj, "name", "") or spec.rpartition(":")[2] or
+                             type(obj).__name__), obj, spec, origin)
+    if not (c.is_construction or c.is_lower_test):
+        raise InvalidArgumentError(f"certifier {spec or obj!r}: expected an object with a "
+                                   "witness(operator, eps) or a certify(operator, eps) method")
+    return c
+
+
+def parse_spec(spec, arg: str = "--certifier") -> tuple[str, str]:
+    """``MODULE:OBJECT`` split in two; ``arg`` names the option in the error.
+
+    Raises
+    ------
+    InvalidArgumentError
+        If ``spec`` is not of that form.
+    """
+    if not isinstance(spec, str) or not re.fullmatch(r"[\w.]+:[\w.-]+", spec):
+        raise InvalidArgumentError(f"{arg}: expected MODULE:OBJECT, got {spec!r}")
+    module, _, attr = spec.partition(":")
+    return module, attr
+
+
+def load_certifier(spec: str, arg: str = "--softrank-certifier") -> Certifier:
+    """Load ``MODULE:OBJECT`` (or ``builtin:NAME``, see :mod:`softrank.certifiers.registry`).
+
+    Raises
+    ------
+    InvalidArgumentError
+        If ``spec`` is malformed, the module cannot be imported or has no such object, or the
+        object follows neither protocol. The message names ``arg``.
+    """
+    module, attr = parse_spec(spec, arg)
+    if module == "builtin":
+        from .registry import builtin
+
+        return builtin(attr, arg)
+    try:
+        mod = _import(module)
+    except Exception as exc:
+        raise InvalidArgumentError(f"{arg} {spec!r}: cannot import {module!r} "
+                                   f"({type(exc).__name__}: {exc})") from exc
+    obj = mod
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise InvalidArgumentError(f"{arg} {spec!r}: {module!r} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    return as_certifier(obj, spec)

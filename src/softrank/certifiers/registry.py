@@ -1,0 +1,281 @@
+"""softrank's own methods behind the one interface (:mod:`softrank.certifiers.interface`).
+
+:data:`LOWER_TESTS` and :data:`CONSTRUCTIONS` are the registries that :func:`softrank.bracket`
+runs, in order; :data:`REFERENCE` holds the reference constructions users measure their own
+against (:mod:`softrank.certifiers.reference`). The suites (``builtin:NAME``), the audit and
+the attacks take their built-in methods from here.
+
+Run inside a bracket, each built-in reads the operator's shared work from the
+:class:`~softrank.certifiers.interface.Context` (one SVD, per-rank l1 fits, LP caches) and a
+*search* looks only for ranks that would improve the ends found before it: a lower test
+above ``context.lower``, a construction in ``context.window()``. Called without a context
+(the suites), each builds its own and searches its whole range.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.linalg
+
+from ..errors import InvalidArgumentError
+from . import lower as lo_
+from . import upper as up_
+from .interface import Certifier, Context, as_certifier
+
+__all__ = ["CONSTRUCTIONS", "LOWER_TESTS", "REFERENCE", "builtin", "builtin_certifiers",
+           "default_constructions", "default_lower_tests"]
+
+
+def _ctx(operator, context: Context | None) -> Context:
+    return context if context is not None else Context(operator.A)
+
+
+# ---------------------------------------------------------------- constructions (SPEC 4)
+
+class TruncatedSVDConstruction:
+    """Top-``k`` singular triplets at the least ``k`` within ``eps`` (every rank's error from
+    one SVD; :class:`~softrank.certifiers.upper.TruncatedSVD`)."""
+
+    name = "truncated-svd"
+    searches = False  # always run: its rank is the engine's first upper end
+
+    def witness(self, operator, eps, context=None):
+        ctx = _ctx(operator, context)
+        t = ctx.shared("tsvd", lambda: up_.TruncatedSVD(ctx.A, ctx.svd))
+        k = t.least_rank(eps)
+        return None if k is None else t.witness(eps, k)
+
+
+class KeySupportConstruction:
+    """Greedy key cover (:func:`~softrank.certifiers.upper.key_support`)."""
+
+    name = "key-support"
+    searches = False
+
+    def witness(self, operator, eps, context=None):
+        return up_.key_support(_ctx(operator, context).A, eps)
+
+
+class _WindowSearch:
+    """A construction that searches the least rank in ``context.window()``."""
+
+    searches = True
+    name = ""
+
+    def _con(self, ctx: Context):
+        raise NotImplementedError
+
+    def witness(self, operator, eps, context=None):
+        ctx = _ctx(operator, context)
+        lo, hi = ctx.window()
+        con = self._con(ctx)
+        k = con.least_rank(eps, lo, hi)
+        return None if k is None else con.witness(eps, k)
+
+
+class L1RefitConstruction(_WindowSearch):
+    """Top right singular vectors as ``W``, each row of ``U`` by an l1 regression."""
+
+    name = "l1-refit"
+
+    def _con(self, ctx):
+        return ctx.shared("l1-refit", lambda: up_.L1Refit(ctx.A, ctx.svd[2]))
+
+
+class RowBasisConstruction(_WindowSearch):
+    """Rows of ``A`` in pivoted-QR order as ``W``, each row of ``U`` by an l1 regression."""
+
+    name = "row-basis"
+
+    def _con(self, ctx):
+        return ctx.shared("row-basis", lambda: up_.L1Refit(
+            ctx.A, ctx.A[ctx.shared("row-order", lambda: lo_.row_order(ctx.A))],
+            method="row-basis"))
+
+
+class AlternatingL1Construction(_WindowSearch):
+    """Both factors by reweighted least squares, rows polished by exact l1 regressions."""
+
+    name = "alternating-l1"
+
+    def _con(self, ctx):
+        return ctx.shared("alternating-l1", lambda: up_.AlternatingL1(
+            ctx.A, ctx.svd, tsvd_errors=ctx.shared(
+                "tsvd", lambda: up_.TruncatedSVD(ctx.A, ctx.svd)).errors))
+
+
+class HybridConstruction:
+    """Heavy (sink) keys exactly plus an l1 refit of the rest; rank adds."""
+
+    name = "hybrid"
+    searches = True
+
+    def witness(self, operator, eps, context=None):
+        ctx = _ctx(operator, context)
+        lo, _ = ctx.window()
+        hy = ctx.shared("hybrid", lambda: up_.Hybrid(ctx.A))
+        out = hy.least_rank(eps, lo, min(ctx.upper, ctx.p + 1) - 1)
+        return None if out is None else out[1]
+
+
+class IdentityConstruction:
+    """``B = A`` itself: rank ``min(m, N)``, error 0 (every bracket has an upper end)."""
+
+    name = "identity"
+    searches = False
+
+    def witness(self, operator, eps, context=None):
+        return up_.identity_witness(_ctx(operator, context).A, eps)
+
+
+# ---------------------------------------------------------------- lower tests (SPEC 5)
+
+class TrivialTest:
+    """``r_eps >= 1`` when ``||A||_inf > eps``."""
+
+    name = "trivial"
+
+    def certify(self, operator, eps, context=None):
+        return lo_.trivial(_ctx(operator, context).A, eps)
+
+
+class FrobeniusTest:
+    """Eckart-Young tail on the whole matrix and on row subsets (shared singular values)."""
+
+    name = "frobenius"
+
+    def certify(self, operator, eps, context=None):
+        ctx = _ctx(operator, context)
+        return lo_.frobenius(ctx.A, eps, ctx.shared("row-order", lambda: lo_.row_order(ctx.A)),
+                             ctx.shared("sv-cache", dict))
+
+
+class KeyGroupsTest:
+    """Disjoint key groups with Varah's bound."""
+
+    name = "key-groups"
+
+    def certify(self, operator, eps, context=None):
+        return lo_.key_groups(_ctx(operator, context).A, eps)
+
+
+class TruncatedPseudoinverseTest:
+    """Decoded inverse with ``R = V_k``, ``L = S_k^-1 U_k^T``."""
+
+    name = "truncated-pseudoinverse"
+
+    def certify(self, operator, eps, context=None):
+        ctx = _ctx(operator, context)
+        return lo_.truncated_pseudoinverse(ctx.A, eps, ctx.svd, ctx.p)
+
+
+class SubspaceTest:
+    """Subspace (Bernstein) certificate on the top right singular vectors, searched above
+    ``context.lower``, then grown by a local search."""
+
+    name = "subspace"
+
+    def certify(self, operator, eps, context=None):
+        ctx = _ctx(operator, context)
+        sub = ctx.shared("subspace", lambda: lo_.SubspaceSearch(ctx.A, ctx.svd[2].T, "svd"))
+        base = max(ctx.lower, 1)
+        c = sub.best(eps, base + 1, ctx.p)
+        if c is None:
+            c = sub.certificate(base, eps)
+        if c is None:
+            return None
+        g = sub.extend(eps, c)
+        return g if g is not None and g.rank > c.rank else c
+
+
+def _decoders(ctx: Context) -> dict:
+    """LP decoders of one operator: single keys in pivoted-QR order, contiguous blocks of
+    widths 2 and 4 in the pivoted order of their column sums."""
+    A = ctx.A
+    N = A.shape[1]
+    _, _, kpiv = scipy.linalg.qr(A, mode="economic", pivoting=True)
+    out = {1: lo_.LPDecoder(A, [np.array([j]) for j in kpiv], "singletons")}
+    for w in (2, 4):
+        if w < N:
+            groups = [np.arange(a, min(a + w, N)) for a in range(0, N, w)]
+            AG = np.stack([A[:, g].sum(axis=1) for g in groups], axis=1)
+            _, _, gpiv = scipy.linalg.qr(AG, mode="economic", pivoting=True)
+            out[w] = lo_.LPDecoder(A, [groups[i] for i in gpiv], f"blocks(w={w})")
+    return out
+
+
+class LPDecoderTest:
+    """Decoded inverse with key-group indicators as ``R`` and ``L`` by basis-pursuit LPs,
+    searched above ``context.lower``; ``width`` 1 is single keys, 2 and 4 contiguous blocks
+    (declines when ``width >= N``)."""
+
+    def __init__(self, width: int = 1):
+        self.width = width
+        self.name = "lp-decoder" if width == 1 else f"lp-decoder-blocks{width}"
+
+    def certify(self, operator, eps, context=None):
+        ctx = _ctx(operator, context)
+        dec = ctx.shared("decoders", lambda: _decoders(ctx)).get(self.width)
+        if dec is None:
+            return None
+        return dec.best(eps, max(ctx.lower, 1) + 1, ctx.p)
+
+
+def _reference():
+    from . import reference
+
+    return [reference.NystromLandmarks(), reference.PositiveRandomFeatures(),
+            reference.SinksPlusRandomFeatures()]
+
+
+#: Built-in constructions in the order the engine runs them (cheapest first; the searches
+#: after them try only ranks below the best end found so far).
+CONSTRUCTIONS = {c.name: c for c in (
+    TruncatedSVDConstruction(), KeySupportConstruction(), L1RefitConstruction(),
+    RowBasisConstruction(), AlternatingL1Construction(), HybridConstruction(),
+    IdentityConstruction())}
+
+#: Built-in lower tests in the order the engine runs them.
+LOWER_TESTS = {t.name: t for t in (
+    TrivialTest(), FrobeniusTest(), KeyGroupsTest(), TruncatedPseudoinverseTest(),
+    SubspaceTest(), LPDecoderTest(1), LPDecoderTest(2), LPDecoderTest(4))}
+
+#: Reference constructions (Nystrom landmarks, positive random features, sinks plus random
+#: features): they need ``Q``, ``K``, ``beta``, decline without them, and search their own
+#: least rank; run by every bracket beside the built-ins.
+REFERENCE = {c.name: c for c in _reference()}
+
+
+def default_constructions() -> list[Certifier]:
+    """The built-in constructions, then the reference ones, as :class:`Certifier` values."""
+    return ([as_certifier(c, f"builtin:{n}", n, "builtin") for n, c in CONSTRUCTIONS.items()]
+            + [as_certifier(c, f"builtin:{n}", n, "reference") for n, c in REFERENCE.items()])
+
+
+def default_lower_tests() -> list[Certifier]:
+    """The built-in lower tests as :class:`Certifier` values."""
+    return [as_certifier(t, f"builtin:{n}", n, "builtin") for n, t in LOWER_TESTS.items()]
+
+
+def builtin(name: str, arg: str = "--softrank-certifier") -> Certifier:
+    """``builtin:NAME``: one construction (built-in or reference) or lower test by name.
+
+    Raises
+    ------
+    InvalidArgumentError
+        If ``name`` is not a key of :data:`CONSTRUCTIONS`, :data:`REFERENCE` or
+        :data:`LOWER_TESTS`.
+    """
+    for table, origin in ((CONSTRUCTIONS, "builtin"), (REFERENCE, "reference"),
+                          (LOWER_TESTS, "builtin")):
+        if name in table:
+            return as_certifier(table[name], f"builtin:{name}", name, origin)
+    raise InvalidArgumentError(
+        f"{arg}: unknown built-in {name!r}; expected 'all' or one of "
+        f"{sorted(CONSTRUCTIONS) + sorted(REFERENCE) + sorted(LOWER_TESTS)}")
+
+
+def builtin_certifiers() -> list[Certifier]:
+    """Every built-in construction, reference construction and lower test (the suites'
+    default set, ``builtin:all``)."""
+    return default_constructions() + default_lower_tests()
