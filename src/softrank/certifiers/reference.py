@@ -139,8 +139,8 @@ def _orthogonal_gaussian(n: int, d: int, rng: np.random.Generator) -> np.ndarray
     orthogonal random features), each scaled by an independent chi(d) norm."""
     blocks = []
     for _ in range(-(-n // d)):
-        q, _ = np.linalg.qr(rng.standard_normal((d, d)))
-        blocks.append(q.T)
+        q, r = np.linalg.qr(rng.standard_normal((d, d)))
+        blocks.append((q * np.sign(np.diag(r))).T)  # signs fixed: Haar-distributed rotation
     W = np.vstack(blocks)[:n]
     return W * np.linalg.norm(rng.standard_normal((n, d)), axis=1)[:, None]
 
