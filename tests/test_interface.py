@@ -317,3 +317,28 @@ def test_audit_refuses_builtin_and_clashing_certifiers(tmp_path, monkeypatch):
                                                 "        return None\n")
     with pytest.raises(SoftrankError, match="built-in method's"):
         load_certifiers(["clash:X"])
+
+
+def test_attacks_take_constructions_of_the_interface():
+    # a claim r_eps >= 6 is refuted by a registered construction with a rank-5 witness
+    from softrank.attacks import attack
+    from softrank.generators.synthetic import gaussian_head
+
+    op = gaussian_head(12, 12, 8, 1.0, seed=1)
+    w = attack(op.A, 0.25, 6, effort="standard").witness
+    res = attack(op.A, 0.25, 6, effort="quick", constructions=[Oracle(w.U, w.W)])
+    assert res.succeeded and res.best_method == "construction:oracle"
+    res = attack(op.A, 0.25, 3, effort="quick", constructions=[CONSTRUCTIONS["truncated-svd"]])
+    assert not res.succeeded  # rank 3 is certified: nothing refutes it
+
+
+def test_the_reported_ends_are_credited_to_their_methods():
+    from softrank.generators.synthetic import gaussian_head
+
+    for br in bracket(gaussian_head(16, 16, 8, 1.0, seed=0), [0.1, 0.25, 0.5]):
+        rep = br.diagnostics.reported
+        assert set(rep) == {"lower", "upper"}
+        assert br.diagnostics.record(rep["upper"]).status == "ok"
+        assert br.diagnostics.record(rep["lower"]).status == "ok"
+        if "upper" not in br.diagnostics.carried:
+            assert br.diagnostics.record(rep["upper"]).rank == br.upper

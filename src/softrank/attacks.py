@@ -131,7 +131,8 @@ def _smoothed_descent(A, U, W, eps, iters):
 
 
 def attack(A, eps: float, claimed, *, upper_witness: UpperWitness | None = None,
-           effort: str = "standard", seed: int = 0, interval: bool = True) -> AttackResult:
+           effort: str = "standard", seed: int = 0, interval: bool = True,
+           constructions=(), operator=None) -> AttackResult:
     """Search for a witness of rank ``claimed - 1`` within ``eps`` of ``A`` (SPEC 10).
 
     Parameters
@@ -150,6 +151,14 @@ def attack(A, eps: float, claimed, *, upper_witness: UpperWitness | None = None,
         Seed of the random restarts (results are deterministic given it).
     interval : bool
         Confirm a success with the interval cross-check too (default True).
+    constructions : sequence, optional
+        Constructions of the one interface (:mod:`softrank.certifiers.interface`: objects
+        with ``witness(operator, eps)``, e.g. entries of
+        :data:`softrank.certifiers.registry.CONSTRUCTIONS` or a user's own) tried first:
+        a witness of rank ``<= claimed - 1`` that the checker accepts refutes the claim.
+    operator : Operator, optional
+        The operator handed to ``constructions`` (one with ``Q``, ``K``, ``beta`` lets the
+        reference constructions run); default ``Operator(A=A)``.
 
     Returns
     -------
@@ -274,7 +283,17 @@ def attack(A, eps: float, claimed, *, upper_witness: UpperWitness | None = None,
                     return True
         return False
 
-    plan = [("truncated-svd", tsvd)]
+    def registered(con):
+        from .certifiers.interface import as_certifier
+        from .operators import Operator
+
+        c = as_certifier(con)
+        w = c.witness(operator if operator is not None else Operator(A=A), eps)
+        return w is not None and w.rank <= r and consider(w.U, w.W, f"construction:{c.name}")
+
+    plan = [(f"construction:{getattr(c, 'name', type(c).__name__)}", lambda c=c: registered(c))
+            for c in constructions]
+    plan.append(("truncated-svd", tsvd))
     plan += [(f"alternating-l1[{i}]", lambda i=i: alt(i)) for i in range(cfg["starts"] + 1)]
     plan.append(("smoothed-descent", smooth))
     if upper_witness is not None and upper_witness.rank >= k:

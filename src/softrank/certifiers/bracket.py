@@ -220,12 +220,13 @@ class _Engine:
                                               out.rank, dt, msg))
         return out if ok else None
 
-    def first_passing(self, cands: list, owner: dict):
-        """The first candidate (in the given order) that the full checker accepts; one that
-        fails the interval check is recorded as rejected against its method."""
+    def first_passing(self, cands: list, owner: dict, side: str):
+        """The first candidate (in the given order) that the full checker accepts, credited
+        to its method; one that fails the interval check is recorded as rejected."""
         for cert in cands:
             rep = check(self.ctx.A, cert, interval=self.interval)
             if rep.ok:
+                self.diag.reported[side] = owner[id(cert)].name
                 return cert, rep
             rec = owner[id(cert)]
             rec.status = "rejected"
@@ -255,7 +256,7 @@ def _bracket_one(op: Operator, ctx: Context, eps_req: float, interval: bool,
             owner[id(c)] = eng.diag.methods[-1]
             ctx.lower = max(ctx.lower, c.rank)
     lowers.sort(key=lambda c: -c.rank)  # stable: ties keep the order run
-    lcert, lrep = eng.first_passing(lowers, owner)
+    lcert, lrep = eng.first_passing(lowers, owner, "lower")
 
     # ---- upper side: searches look only below the best witness so far
     ctx.lower = lcert.rank if lcert is not None else 0
@@ -267,7 +268,7 @@ def _bracket_one(op: Operator, ctx: Context, eps_req: float, interval: bool,
             owner[id(w)] = eng.diag.methods[-1]
             ctx.upper = min(ctx.upper, w.rank)
     uppers.sort(key=lambda w: w.rank)  # stable: built-ins first among equal ranks
-    uwit, urep = eng.first_passing(uppers, owner)
+    uwit, urep = eng.first_passing(uppers, owner, "upper")
 
     br = Bracket(eps=eps_req, lower=lcert.rank if lcert else 0, upper=uwit.rank if uwit else -1,
                  lower_certificate=lcert, upper_witness=uwit,
@@ -312,6 +313,7 @@ def _monotone(brs: list[Bracket], A: np.ndarray, interval: bool) -> None:
                     small.lower_certificate, small.lower = moved, moved.rank
                     small.lower_method, small.checks["lower"] = moved.method, rep
                     small.diagnostics.carried["lower"] = big.eps
+                    small.diagnostics.reported["lower"] = big.diagnostics.reported.get("lower")
             # upper side: carry a smaller tolerance's witness up
             w = small.upper_witness
             if w is not None and (big.upper_witness is None or w.rank < big.upper) and (
@@ -323,6 +325,7 @@ def _monotone(brs: list[Bracket], A: np.ndarray, interval: bool) -> None:
                     big.upper_witness, big.upper = moved, moved.rank
                     big.upper_method, big.checks["upper"] = moved.method, rep
                     big.diagnostics.carried["upper"] = small.eps
+                    big.diagnostics.reported["upper"] = small.diagnostics.reported.get("upper")
     for br in brs:
         _set_verdict(br)
 

@@ -174,12 +174,16 @@ class Diagnostics:
         are monotone in ``eps``).
     error : str
         Why the cell has no bracket (set-up failure, time limit, crash); empty otherwise.
+    reported : dict
+        ``{"lower": name, "upper": name}``: the methods whose answers are the reported ends
+        (for an end carried from another tolerance, the method that made it there).
     """
 
     methods: list = field(default_factory=list)
     checker_disagreements: int = 0
     carried: dict = field(default_factory=dict)
     error: str = ""
+    reported: dict = field(default_factory=dict)
 
     def record(self, name: str) -> MethodRecord | None:
         """The record of method ``name`` (the last one if it ran twice), or None."""
@@ -203,13 +207,15 @@ class Diagnostics:
     def to_dict(self) -> dict:
         return {"methods": [r.to_dict() for r in self.methods],
                 "checker_disagreements": self.checker_disagreements,
-                "carried": dict(self.carried), "error": self.error}
+                "carried": dict(self.carried), "error": self.error,
+                "reported": dict(self.reported)}
 
     @classmethod
     def from_dict(cls, d: dict) -> "Diagnostics":
         return cls(methods=[MethodRecord(**m) for m in d.get("methods", [])],
                    checker_disagreements=int(d.get("checker_disagreements", 0)),
-                   carried=dict(d.get("carried", {})), error=str(d.get("error", "")))
+                   carried=dict(d.get("carried", {})), error=str(d.get("error", "")),
+                   reported=dict(d.get("reported", {})))
 
 
 def _accepts_context(fn) -> bool:

@@ -220,10 +220,8 @@ def _method_stats(pairs) -> dict:
         "median_seconds": _median([float(m["seconds"]) for _, m in pairs
                                    if m["status"] != "skipped"], 4),
     }
-    if side == "upper":
-        out["reported"] = sum(r["upper_method"].split(" (from")[0] == m["name"] for r, m in ok)
-    else:
-        out["reported"] = sum(r["lower_method"].split(" (from")[0] == m["name"] for r, m in ok)
+    out["reported"] = sum(_diagnostics(r).get("reported", {}).get(side) == m["name"]
+                          for r, m in pairs)
     return out
 
 
