@@ -188,6 +188,9 @@ class PositiveRandomFeatures:
     """
 
     name = "random-features"
+    #: Reads ``Q`` and ``K`` themselves (features of their rows): a gauge ``Q S``, ``K S^-T``
+    #: changes the witness (Nystrom's segment means, by contrast, move with the gauge).
+    gauge_invariant = False
 
     def __init__(self, seed: int = 0, budget: float = 4.0):
         self.seed, self.budget = seed, budget
@@ -234,6 +237,7 @@ class SinksPlusRandomFeatures:
     """
 
     name = "sinks+random-features"
+    gauge_invariant = False  # random features of the rows of Q and K
 
     def __init__(self, seed: int = 0, budget: float = 4.0, sinks=(1, 2, 4, 8)):
         self.seed, self.budget, self.sinks = seed, budget, tuple(sinks)

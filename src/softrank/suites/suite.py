@@ -363,6 +363,9 @@ def _gauge_side(cert, test, case, side):
 @suite_settings(0.5)
 @given(case=_gauge_cases())
 def test_construction_gauge(softrank_certifier, case):
+    if getattr(softrank_certifier.obj, "gauge_invariant", True) is False:
+        pytest.skip(f"{softrank_certifier.name} declares gauge_invariant = False: it reads Q and "
+                    "K (random features of their rows), so its rank may move with the gauge")
     _gauge_side(softrank_certifier, "construction_gauge", case, "upper")
 
 
