@@ -9,6 +9,7 @@ import numpy as np
 
 class MyConstruction:
     name = "my-construction"
+    gauge_invariant = True  # reads only A, so it claims gauge invariance (the suites check it)
 
     def witness(self, operator, eps):
         A = operator.A

@@ -13,6 +13,7 @@ from softrank.checker import KeyGroupCertificate
 
 class MyLowerTest:
     name = "my-lower-test"
+    gauge_invariant = True  # reads only A
 
     def certify(self, operator, eps):
         A = operator.A

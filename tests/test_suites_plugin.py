@@ -36,15 +36,31 @@ REPO = Path(__file__).resolve().parents[1]
 SOFTRANK = Path(sys.executable).with_name("softrank")
 TIMEOUT = 600
 
+NEVER = """
+class Never:
+    name = "never"
+    def witness(self, operator, eps):
+        return None
+"""
+
+# key -> (certifier specs, extra options); every run uses the ci profile
 SPECS = {
-    "good-construction": "examples.my_construction:MyConstruction",
-    "good-lower": "examples.my_lower_test:MyLowerTest",
-    "broken-construction": "examples.broken_construction:BrokenConstruction",
-    "broken-lower": "examples.broken_lower_test:OffByOneLowerTest",
-    "no-module": "nosuchmodule:X",
-    "no-object": "examples.my_construction:Nope",
-    "not-a-spec": "not-a-spec",
-    "no-builtin": "builtin:nope",
+    "good": (["examples.my_construction:MyConstruction", "examples.my_lower_test:MyLowerTest"],
+             []),
+    "broken-construction": (["examples.broken_construction:BrokenConstruction"], []),
+    "broken-lower": (["examples.broken_lower_test:OffByOneLowerTest"], []),
+    # real sizes, coverage and gauge claims: the reference constructions, a construction that
+    # reads Q and K without claiming gauge invariance, one wrong above 32 keys, one that
+    # always declines
+    "sized": (["builtin:reference", "examples.norm_landmarks:NormLandmarks",
+               "examples.small_only_construction:SmallOnlyConstruction", "nevermod:Never"], []),
+    "no-module": (["nosuchmodule:X"], []),
+    "no-object": (["examples.my_construction:Nope"], []),
+    "not-a-spec": (["not-a-spec"], []),
+    "no-builtin": (["builtin:nope"], []),
+    "bad-sizes": (["examples.my_construction:MyConstruction"], ["--softrank-sizes", "minilm:4"]),
+    "bad-coverage": (["examples.my_construction:MyConstruction"],
+                     ["--softrank-min-coverage", "1.5"]),
 }
 
 
@@ -59,16 +75,22 @@ def _env():
 
 
 class Run:
-    def __init__(self, key, spec, root):
-        self.key, self.spec = key, spec
+    def __init__(self, key, specs, extra, root):
+        self.key, self.specs = key, specs
+        self.spec = specs[0]
         self.failures = root / key / "f"
         self.failures.parent.mkdir(parents=True)
         self._out = open(root / key / "stdout", "w+")
         self._err = open(root / key / "stderr", "w+")
-        cmd = [sys.executable, "-m", "pytest", "--softrank-certifier", spec,
-               "--softrank-profile", "ci", "-p", "no:cacheprovider", "-q",
-               "--softrank-failures", str(self.failures), "-rA"]
-        self.proc = subprocess.Popen(cmd, cwd=REPO, env=_env(), stdout=self._out,
+        cmd = [sys.executable, "-m", "pytest", "--softrank-profile", "ci", "-p",
+               "no:cacheprovider", "-q", "--softrank-failures", str(self.failures), "-rA"]
+        for spec in specs:
+            cmd += ["--softrank-certifier", spec]
+        env = _env()
+        (root / "mods").mkdir(exist_ok=True)
+        (root / "mods" / "nevermod.py").write_text(NEVER)
+        env["PYTHONPATH"] = str(root / "mods")
+        self.proc = subprocess.Popen(cmd + extra, cwd=REPO, env=env, stdout=self._out,
                                      stderr=self._err)
         self._done = False
 
@@ -109,7 +131,7 @@ class Run:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("plugin-runs")
-    started = {k: Run(k, spec, root) for k, spec in SPECS.items()}
+    started = {k: Run(k, specs, extra, root) for k, (specs, extra) in SPECS.items()}
     yield started
     for r in started.values():  # only our own processes, by handle
         if r.proc.poll() is None:
@@ -123,6 +145,23 @@ def _failed(run):
 
 def _passed(run):
     return {re.sub(r"^.*::", "", ln) for ln in run.lines("PASSED ")}
+
+
+def _summary(run):
+    """The terminal summary's table: {certifier label: {group: (cases, declined, rank/lower,
+    rank/upper)}} (None for '-')."""
+    lines = run.wait().stdout.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("certifier ") and "rank/upper" in ln)
+    out, label = {}, None
+    for ln in lines[start + 2:]:
+        parts = ln.split()
+        if len(parts) < 5 or not parts[-3].isdigit() or not parts[-4].isdigit():
+            break
+        if len(parts) > 5:
+            label = " ".join(parts[:-5])
+        vals = [None if v == "-" else float(v) for v in parts[-2:]]
+        out.setdefault(label, {})[parts[-5]] = (int(parts[-4]), int(parts[-3]), *vals)
+    return out
 
 
 def _verify(path):
@@ -139,26 +178,27 @@ def _replay(path):
 # ------------------------------------------------------------------ end to end
 
 
-def test_sound_construction_passes(runs):
-    r = runs["good-construction"]
+def test_sound_construction_and_lower_test_pass(runs):
+    r = runs["good"]
     assert r.returncode == 0, r
     passed = _passed(r)
     assert "test_construction_stress[my-construction]" in passed, r
     assert "test_construction_gauge[my-construction]" in passed, r
-    assert not any("lower_soundness" in t for t in passed)  # lower suites deselected
-    assert not _failed(r)
-    assert not r.failures.exists() or not any(r.failures.rglob("*"))
-
-
-def test_sound_lower_test_passes(runs):
-    r = runs["good-lower"]
-    assert r.returncode == 0, r
-    passed = _passed(r)
     for t in ("test_lower_soundness", "test_lower_attack_resistance", "test_lower_gauge"):
         assert f"{t}[my-lower-test]" in passed, r
-    assert not any("construction_stress" in t for t in passed)
+    # the real-size cases: synthetic 32-128 and MiniLM widths 64 and 128 under ci
+    for case in ("gaussian-128-eps0.25", "planted-64-eps0.25", "minilm-w64-L2H3-eps0.25",
+                 "minilm-w128-L5H11-eps0.25"):
+        assert f"test_construction_sizes[my-construction-{case}]" in passed, r
+        assert f"test_lower_sizes[my-lower-test-{case}]" in passed, r
     assert "attacks:" in r.stdout and " 0 succeeded" in r.stdout, r
+    assert not _failed(r)
     assert not r.failures.exists() or not any(r.failures.rglob("*"))
+    # the summary: per certifier and size, cases, declined, rank against softrank's ends
+    table = _summary(r)
+    assert table["my-construction (construction)"]["minilm-w128"][:2] == (2, 0), r
+    assert table["my-lower-test (lower test)"]["all"][0] == 63, r
+    assert "gauge my-construction: 25 gauged cases" in r.stdout and "claimed: gated" in r.stdout
 
 
 def test_broken_construction_fails_and_its_counterexample_replays(runs):
@@ -218,6 +258,77 @@ def test_broken_lower_test_fails_and_its_counterexamples_replay(runs):
     assert w.rank < lower.rank and w.eps == lower.eps
     assert check(A, w).ok
     assert np.abs(A - w.U @ w.W).sum(axis=1).max() <= w.eps
+
+
+def test_sizes_catch_a_construction_wrong_above_32_keys(runs):
+    """Exact up to 32 keys: every drawn case (<= 16 x 16) passes; the real-size cases above
+    32 keys fail, with the checker's rejection saved."""
+    r = runs["sized"]
+    assert r.returncode == 1, r
+    failed, passed = _failed(r), _passed(r)
+    assert "test_construction_stress[small-only]" in passed, r
+    mine = {t for t in failed if "small-only" in t}
+    assert mine and all(t.startswith("test_construction_sizes[small-only-") for t in mine), r
+    assert not any("-32-" in t for t in mine), r
+    assert {"test_construction_sizes[small-only-gaussian-64-eps0.1]",
+            "test_construction_sizes[small-only-minilm-w128-L2H3-eps0.25]"} <= mine, r
+    saved = [d for d in r.saved_dirs() if "small-only" in str(d)]
+    assert saved and all(d.name in ("rejected", "no-margin") for d in saved), r
+    # only constructions given: the lower-test suites are deselected
+    assert not any("lower_soundness" in t or "lower_sizes" in t for t in passed | failed)
+
+
+def test_coverage_fails_a_construction_that_always_declines(runs):
+    r = runs["sized"]
+    # all of its tests pass (a decline is not unsound) ...
+    assert not any("[never" in t for t in _failed(r)), r
+    assert "test_construction_sizes[never-minilm-w64-L2H3-eps0.25]" in _passed(r), r
+    # ... and the session fails on coverage, with the count: 50 drawn + 13 sized cases, of
+    # which those given with Q and K are counted (the planted ones are A only)
+    fails = r.lines("FAIL coverage: ")
+    never = [f for f in fails if f.startswith("never ")]
+    assert len(never) == 1 and "answered 0 of" in never[0] and "(0 %)" in never[0], r
+    assert _summary(r)["never (construction)"]["all"][:2] == (63, 63), r
+
+
+def test_gauge_movement_of_a_construction_that_does_not_claim_it_is_reported(runs):
+    """norm-landmarks reads Q and K (landmarks by norm) and sets gauge_invariant = False: its
+    gauge test passes and the summary reports the movement; it answers every case with
+    factors, so coverage passes too."""
+    r = runs["sized"]
+    passed = _passed(r)
+    assert "test_construction_gauge[norm-landmarks]" in passed, r
+    assert "test_construction_stress[norm-landmarks]" in passed, r
+    assert not any("norm-landmarks" in t for t in _failed(r)), r
+    line = next(ln for ln in r.stdout.splitlines() if ln.startswith("gauge norm-landmarks:"))
+    assert "25 gauged cases" in line and "not claimed" in line and "reported, not gated" in line
+    assert not any(f.startswith("norm-landmarks ") for f in r.lines("FAIL coverage: ")), r
+
+
+def test_reference_constructions_at_real_sizes(runs):
+    """nystrom (claims gauge invariance) passes everything; the random-feature constructions
+    are sound but decline every real-size case (no feature count up to 4 min(m, N) meets
+    eps), and the coverage gate says so."""
+    r = runs["sized"]
+    failed, passed = _failed(r), _passed(r)
+    assert not any("nystrom" in t or "random-features" in t for t in failed), r
+    assert "test_construction_sizes[nystrom-minilm-w128-L2H3-eps0.25]" in passed, r
+    table = _summary(r)
+    ny = table["nystrom (construction)"]
+    assert ny["minilm-w128"][:2] == (2, 0) and ny["minilm-w128"][2] > 1, r
+    assert table["random-features (construction)"]["minilm-w64"][:2] == (2, 2), r
+    fails = r.lines("FAIL coverage: ")
+    assert any(f.startswith("random-features answered ") for f in fails), r
+    assert not any(f.startswith("nystrom ") for f in fails), r
+    assert "gauge nystrom:" in r.stdout and "claimed: gated" in r.stdout
+
+
+@pytest.mark.parametrize("key, option", [("bad-sizes", "--softrank-sizes"),
+                                         ("bad-coverage", "--softrank-min-coverage")])
+def test_bad_suite_options_are_usage_errors(runs, key, option):
+    r = runs[key]
+    assert r.returncode == 4, r
+    assert option in r.stdout + r.stderr, r
 
 
 @pytest.mark.parametrize("key", ["no-module", "no-object", "not-a-spec", "no-builtin"])

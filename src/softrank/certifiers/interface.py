@@ -267,6 +267,13 @@ class Certifier:
     def is_lower_test(self) -> bool:
         return callable(getattr(self.obj, "certify", None))
 
+    @property
+    def gauge_invariant(self) -> bool:
+        """Whether it *claims* gauge invariance: its object's ``gauge_invariant`` attribute,
+        ``False`` (no claim) when absent. Claimed, the suites fail it when a gauge moves its
+        rank beyond the margin; not claimed, they report the movement (docs/suites.md)."""
+        return bool(getattr(self.obj, "gauge_invariant", False))
+
     def _call(self, method: str, operator, eps: float, context: Context | None):
         """Call ``obj.method``. A third-party method gets a private copy of ``operator``, and a
         change to the copy (writing into ``operator.A`` or the factors) is a failure."""
@@ -410,6 +417,10 @@ def as_certifier(obj, spec: str = "", name: str | None = None,
     if not (c.is_construction or c.is_lower_test):
         raise InvalidArgumentError(f"certifier {spec or obj!r}: expected an object with a "
                                    "witness(operator, eps) or a certify(operator, eps) method")
+    claim = getattr(obj, "gauge_invariant", False)
+    if not isinstance(claim, (bool, np.bool_)):
+        raise InvalidArgumentError(f"certifier {spec or c.name!r}: gauge_invariant: expected "
+                                   f"True or False, got {claim!r}")
     return c
 
 
@@ -421,7 +432,7 @@ def parse_spec(spec, arg: str = "--certifier") -> tuple[str, str]:
     InvalidArgumentError
         If ``spec`` is not of that form.
     """
-    if not isinstance(spec, str) or not re.fullmatch(r"[\w.]+:[\w.-]+", spec):
+    if not isinstance(spec, str) or not re.fullmatch(r"[\w.]+:[\w.+-]+", spec):
         raise InvalidArgumentError(f"{arg}: expected MODULE:OBJECT, got {spec!r}")
     module, _, attr = spec.partition(":")
     return module, attr

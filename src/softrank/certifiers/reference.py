@@ -111,6 +111,9 @@ class NystromLandmarks:
     """
 
     name = "nystrom"
+    #: Reads ``Q`` and ``K`` only through ``beta Q K^T`` and their segment means, which move
+    #: linearly with a gauge ``Q S``, ``K S^-T``: the witness depends on ``A``'s logits only.
+    gauge_invariant = True
 
     def witness(self, operator, eps, context=None):
         f = _factors(operator)

@@ -37,6 +37,7 @@ class TruncatedSVDConstruction:
     one SVD; :class:`~softrank.certifiers.upper.TruncatedSVD`)."""
 
     name = "truncated-svd"
+    gauge_invariant = True  # reads only A
     searches = False  # always run: its rank is the engine's first upper end
 
     def witness(self, operator, eps, context=None):
@@ -50,6 +51,7 @@ class KeySupportConstruction:
     """Greedy key cover (:func:`~softrank.certifiers.upper.key_support`)."""
 
     name = "key-support"
+    gauge_invariant = True  # reads only A
     searches = False
 
     def witness(self, operator, eps, context=None):
@@ -61,6 +63,7 @@ class _WindowSearch:
 
     searches = True
     name = ""
+    gauge_invariant = True  # reads only A
 
     def _con(self, ctx: Context):
         raise NotImplementedError
@@ -77,6 +80,7 @@ class L1RefitConstruction(_WindowSearch):
     """Top right singular vectors as ``W``, each row of ``U`` by an l1 regression."""
 
     name = "l1-refit"
+    gauge_invariant = True  # reads only A
 
     def _con(self, ctx):
         return ctx.shared("l1-refit", lambda: up_.L1Refit(ctx.A, ctx.svd[2]))
@@ -86,6 +90,7 @@ class RowBasisConstruction(_WindowSearch):
     """Rows of ``A`` in pivoted-QR order as ``W``, each row of ``U`` by an l1 regression."""
 
     name = "row-basis"
+    gauge_invariant = True  # reads only A
 
     def _con(self, ctx):
         return ctx.shared("row-basis", lambda: up_.L1Refit(
@@ -97,6 +102,7 @@ class AlternatingL1Construction(_WindowSearch):
     """Both factors by reweighted least squares, rows polished by exact l1 regressions."""
 
     name = "alternating-l1"
+    gauge_invariant = True  # reads only A
 
     def _con(self, ctx):
         return ctx.shared("alternating-l1", lambda: up_.AlternatingL1(
@@ -105,15 +111,19 @@ class AlternatingL1Construction(_WindowSearch):
 
 
 class HybridConstruction:
-    """Heavy (sink) keys exactly plus an l1 refit of the rest; rank adds."""
+    """Heavy (sink) keys exactly plus an l1 refit of the rest; rank adds. Called without a
+    context it also tries no heavy key at all (the plain l1 refit), so it answers on every
+    operator; in a bracket that option is the l1-refit construction's, which ran first."""
 
     name = "hybrid"
+    gauge_invariant = True  # reads only A
     searches = True
 
     def witness(self, operator, eps, context=None):
         ctx = _ctx(operator, context)
         lo, _ = ctx.window()
-        hy = ctx.shared("hybrid", lambda: up_.Hybrid(ctx.A))
+        # alone (the suites), h = 0 too: without heavy keys hybrid is the l1 refit itself
+        hy = ctx.shared("hybrid", lambda: up_.Hybrid(ctx.A, plain=context is None))
         out = hy.least_rank(eps, lo, min(ctx.upper, ctx.p + 1) - 1)
         return None if out is None else out[1]
 
@@ -122,6 +132,7 @@ class IdentityConstruction:
     """``B = A`` itself: rank ``min(m, N)``, error 0 (every bracket has an upper end)."""
 
     name = "identity"
+    gauge_invariant = True  # reads only A
     searches = False
 
     def witness(self, operator, eps, context=None):
@@ -134,6 +145,7 @@ class TrivialTest:
     """``r_eps >= 1`` when ``||A||_inf > eps``."""
 
     name = "trivial"
+    gauge_invariant = True  # reads only A
 
     def certify(self, operator, eps, context=None):
         return lo_.trivial(_ctx(operator, context).A, eps)
@@ -143,6 +155,7 @@ class FrobeniusTest:
     """Eckart-Young tail on the whole matrix and on row subsets (shared singular values)."""
 
     name = "frobenius"
+    gauge_invariant = True  # reads only A
 
     def certify(self, operator, eps, context=None):
         ctx = _ctx(operator, context)
@@ -154,6 +167,7 @@ class KeyGroupsTest:
     """Disjoint key groups with Varah's bound."""
 
     name = "key-groups"
+    gauge_invariant = True  # reads only A
 
     def certify(self, operator, eps, context=None):
         return lo_.key_groups(_ctx(operator, context).A, eps)
@@ -163,6 +177,7 @@ class TruncatedPseudoinverseTest:
     """Decoded inverse with ``R = V_k``, ``L = S_k^-1 U_k^T``."""
 
     name = "truncated-pseudoinverse"
+    gauge_invariant = True  # reads only A
 
     def certify(self, operator, eps, context=None):
         ctx = _ctx(operator, context)
@@ -174,6 +189,7 @@ class SubspaceTest:
     ``context.lower``, then grown by a local search."""
 
     name = "subspace"
+    gauge_invariant = True  # reads only A
 
     def certify(self, operator, eps, context=None):
         ctx = _ctx(operator, context)
@@ -208,6 +224,8 @@ class LPDecoderTest:
     """Decoded inverse with key-group indicators as ``R`` and ``L`` by basis-pursuit LPs,
     searched above ``context.lower``; ``width`` 1 is single keys, 2 and 4 contiguous blocks
     (declines when ``width >= N``)."""
+
+    gauge_invariant = True  # reads only A
 
     def __init__(self, width: int = 1):
         self.width = width
@@ -271,11 +289,30 @@ def builtin(name: str, arg: str = "--softrank-certifier") -> Certifier:
         if name in table:
             return as_certifier(table[name], f"builtin:{name}", name, origin)
     raise InvalidArgumentError(
-        f"{arg}: unknown built-in {name!r}; expected 'all' or one of "
+        f"{arg}: unknown built-in {name!r}; expected 'all', 'own', 'reference' or one of "
         f"{sorted(CONSTRUCTIONS) + sorted(REFERENCE) + sorted(LOWER_TESTS)}")
 
 
-def builtin_certifiers() -> list[Certifier]:
-    """Every built-in construction, reference construction and lower test (the suites'
-    default set, ``builtin:all``)."""
-    return default_constructions() + default_lower_tests()
+def builtin_certifiers(which: str = "all") -> list[Certifier]:
+    """softrank's certifiers as the suites select them.
+
+    Parameters
+    ----------
+    which : {"all", "own", "reference"}
+        ``own``: softrank's constructions and lower tests (``builtin:own``, the suites'
+        default); ``reference``: the reference constructions (``builtin:reference``);
+        ``all``: both (``builtin:all``).
+
+    Raises
+    ------
+    InvalidArgumentError
+        On another ``which``.
+    """
+    if which not in ("all", "own", "reference"):
+        raise InvalidArgumentError(f"which: expected 'all', 'own' or 'reference', got {which!r}")
+    cons = default_constructions()
+    if which == "reference":
+        return [c for c in cons if c.origin == "reference"]
+    if which == "own":
+        cons = [c for c in cons if c.origin == "builtin"]
+    return cons + default_lower_tests()

@@ -363,7 +363,11 @@ class Hybrid:
 
     method = "hybrid"
 
-    def __init__(self, A: np.ndarray, max_heavy: int = 3):
+    def __init__(self, A: np.ndarray, max_heavy: int = 3, plain: bool = False):
+        """``plain`` adds ``h = 0`` (no heavy key: the l1 refit of ``A`` itself). Inside a
+        bracket it is left out: the l1-refit construction runs that same fit first, over a
+        window that contains hybrid's, and its error is non-increasing in ``k`` (nested
+        subspaces), so ``h = 0`` could not improve the upper end there."""
         self.A = A
         m, N = A.shape
         colmass = A.sum(axis=0)
@@ -371,8 +375,8 @@ class Hybrid:
         # a key is "heavy" when it carries more than twice a uniform key's mass
         heavy = [int(j) for j in order[:max_heavy] if colmass[j] > 2.0 * m / N]
         self.options = []
-        for h in range(1, len(heavy) + 1):
-            H = np.array(sorted(heavy[:h]))
+        for h in range(0 if plain else 1, len(heavy) + 1):
+            H = np.array(sorted(heavy[:h]), dtype=np.intp)
             rest = np.setdiff1d(np.arange(N), H)
             _, _, Vt = np.linalg.svd(A[:, rest], full_matrices=False)
             self.options.append((H, rest, L1Refit(A[:, rest], Vt, method="hybrid")))

@@ -1,8 +1,9 @@
-"""``softrank`` command line: ``audit``, ``bracket``, ``verify``, ``heads``,
-``tiny-checkpoint``.
+"""``softrank`` command line: ``audit``, ``bracket``, ``verify``, ``diff``, ``heads``,
+``laws``, ``study``, ``tiny-checkpoint``.
 
-Exit codes: 0 success; 1 a check failed (``verify``) or a cell was unsound/errored
-(``audit``, ``bracket``); 2 bad arguments or input (the message names the argument).
+Exit codes: 0 success; 1 a check failed (``verify``), a cell was unsound/errored
+(``audit``, ``bracket``) or more ends got worse than allowed (``diff``); 2 bad arguments or
+input (the message names the argument).
 """
 
 from __future__ import annotations
@@ -208,7 +209,38 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--matrix", default=None,
                    help="check against this .npy instead of the copy stored in each file "
                         "(its hash must match the certificate's header)")
+    df = sub.add_parser(
+        "diff", help="compare two audits of one panel cell by cell; exit 1 if an end got worse",
+        description="Regression benchmarking of brackets: joins two audits of the same panel "
+        "on (operator, eps) and reports the ends that got better or worse, per family group "
+        "the summed gap and time, per construction and lower test the change in cells "
+        "answered, median rank and median time. Exits 1 when more ends got worse than "
+        "--allow-worse, 2 when the audits are of different panels.")
+    df.add_argument("a", metavar="AUDIT_A", help="the baseline: an audit directory (--out of "
+                    "softrank audit) or its brackets.csv")
+    df.add_argument("b", metavar="AUDIT_B", help="the audit to compare with the baseline")
+    df.add_argument("--allow-worse", type=_int_arg(0), default=0, metavar="N",
+                    help="ends allowed to get worse before exiting 1 (default 0)")
+    df.add_argument("--json", action="store_true", help="print JSON instead of Markdown")
+    df.add_argument("--limit", type=_int_arg(1), default=50, metavar="K",
+                    help="cells listed per table in Markdown (default 50; --json lists all)")
     return p
+
+
+def _cmd_diff(args) -> int:
+    from .diff import diff_audits, load_audit, render_markdown
+
+    a = load_audit(args.a, "AUDIT_A")
+    b = load_audit(args.b, "AUDIT_B")
+    d = diff_audits(a, b)
+    worse = d["summary"]["ends_worse"]
+    if args.json:
+        d["allow_worse"] = args.allow_worse
+        d["passed"] = worse <= args.allow_worse
+        print(json.dumps(d, indent=1))
+    else:
+        sys.stdout.write(render_markdown(d, args.allow_worse, args.limit))
+    return 0 if worse <= args.allow_worse else 1
 
 
 def _cmd_audit(args) -> int:
@@ -607,7 +639,7 @@ def _contradictions(held) -> int:
 
 _COMMANDS = {"audit": _cmd_audit, "bracket": _cmd_bracket, "verify": _cmd_verify,
              "heads": _cmd_heads, "tiny-checkpoint": _cmd_tiny, "laws": _cmd_laws,
-             "study": _cmd_study}
+             "study": _cmd_study, "diff": _cmd_diff}
 
 
 def _sigterm(signum, frame):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["summarize", "write_report", "PAPER"]
+__all__ = ["summarize", "write_report", "PAPER", "group_key", "cell_diagnostics"]
 
 #: Seed paper, eps = 0.25: resolved share by family (SPEC 11).
 PAPER = {
@@ -27,7 +27,9 @@ PAPER = {
 _PAPER_COMPARE = {"minilm": "BERT native"}  # other families: a user's own checkpoints
 
 
-def _group_key(r):
+def group_key(r) -> str:
+    """The report's family group of a cell: ``FAMILY-wN`` for learned heads (one group per
+    width), the family otherwise."""
     fam = r["family"]
     if fam == "minilm" or r.get("checkpoint"):  # learned heads: one group per width
         return f"{fam}-w{r['n']}"
@@ -73,7 +75,7 @@ def _method_family(m: str) -> str:
     return m.split("(")[0].split("/")[0] if m else "(none)"
 
 
-def _diagnostics(r) -> dict:
+def cell_diagnostics(r) -> dict:
     """The cell's diagnostics (JSON column): every method's record, checker disagreements,
     the error of an ``error`` cell; empty for a row without them."""
     d = r.get("diagnostics", "")
@@ -86,7 +88,7 @@ def _diagnostics(r) -> dict:
 
 
 def _records(r, side: str | None = None) -> list[dict]:
-    return [m for m in _diagnostics(r).get("methods", []) if side is None or m["side"] == side]
+    return [m for m in cell_diagnostics(r).get("methods", []) if side is None or m["side"] == side]
 
 
 def _ok_rank(r, name: str):
@@ -104,7 +106,7 @@ def _tsvd_ratio(rows) -> dict:
     for r in rows:
         k = _ok_rank(r, "truncated-svd")
         if k and int(r["upper"]) > 0:
-            by[_group_key(r)].append(k / int(r["upper"]))
+            by[group_key(r)].append(k / int(r["upper"]))
     return {g: round(float(np.median(v)), 3) for g, v in sorted(by.items())}
 
 
@@ -133,7 +135,7 @@ def summarize(rows: list[dict], panel: str, eps_list, wall_seconds: float, seed:
     """The audit summary (JSON-ready)."""
     by = defaultdict(list)
     for r in rows:
-        by[(_group_key(r), float(r["eps"]))].append(r)
+        by[(group_key(r), float(r["eps"]))].append(r)
     families = defaultdict(dict)
     for (g, e), rs in sorted(by.items()):
         families[g][f"{e:g}"] = _stats(rs)
@@ -162,7 +164,7 @@ def summarize(rows: list[dict], panel: str, eps_list, wall_seconds: float, seed:
             "reported": 2 * sum(r["verdict"] != "error" for r in rows),
             "all_passed_checker": all_checked,
             "float64_interval_disagreements": sum(
-                int(_diagnostics(r).get("checker_disagreements", 0)) for r in rows),
+                int(cell_diagnostics(r).get("checker_disagreements", 0)) for r in rows),
             "interval_backends": dict(Counter(
                 c.split("+", 1)[1].split("(")[0] for r in rows
                 for c in (r["lower_check"], r["upper_check"]) if "+" in c)),
@@ -220,7 +222,7 @@ def _method_stats(pairs) -> dict:
         "median_seconds": _median([float(m["seconds"]) for _, m in pairs
                                    if m["status"] != "skipped"], 4),
     }
-    out["reported"] = sum(_diagnostics(r).get("reported", {}).get(side) == m["name"]
+    out["reported"] = sum(cell_diagnostics(r).get("reported", {}).get(side) == m["name"]
                           for r, m in pairs)
     return out
 
@@ -430,7 +432,7 @@ def _constructions_section(rows, summary, plot: str | None) -> list[str]:
                            lt[n]["median_seconds"]] for n in third]), ""]
     by = defaultdict(list)
     for r in rows:
-        by[(float(r["eps"]), _group_key(r))].append(r)
+        by[(float(r["eps"]), group_key(r))].append(r)
     for e in summary["eps"]:
         trows = []
         for g in sorted({k[1] for k in by if k[0] == e}):
@@ -445,7 +447,7 @@ def _constructions_section(rows, summary, plot: str | None) -> list[str]:
 
 
 def _why(r) -> str:
-    d = _diagnostics(r)
+    d = cell_diagnostics(r)
     if r["verdict"] == "unsound":
         return (f"lower {r['lower']} ({r['lower_method']}) above upper {r['upper']} "
                 f"({r['upper_method']})" if int(r["lower"]) > int(r["upper"])

@@ -25,9 +25,9 @@ MIN_OPERATORS = 6
 
 def _group(r) -> str:
     """The report's grouping: learned heads per family and width, synthetic per family."""
-    from ..harness.report import _group_key
+    from ..harness.report import group_key
 
-    return _group_key(r)
+    return group_key(r)
 
 
 def _spearman(x, y) -> float:

@@ -10,6 +10,11 @@ profile   examples    max side   attack effort           randomness    database
 ``deep``  2000        32         ``hard``                random        ``.hypothesis/softrank-deep``
 ========  ==========  =========  ======================  ============  ==============
 
+"Max side" bounds the operators hypothesis draws. Beside them, every profile runs fixed
+cases at real sizes (:mod:`softrank.suites.sizes`; ``--softrank-sizes``, or the environment
+variable ``SOFTRANK_SIZES``): ``dev`` 32, 64 and MiniLM width 64; ``ci`` 32, 64, 128 and
+MiniLM widths 64 and 128; ``deep`` adds 256 and MiniLM width 256.
+
 The hypothesis profiles are registered as ``softrank-dev``, ``softrank-ci`` and
 ``softrank-deep``; the suite tests use the selected one (other hypothesis tests in the
 session keep theirs).
@@ -64,6 +69,31 @@ class SuiteConfig:
     closest_attack: float = float("inf")  # least best_error / eps over failed attacks
     gauge: list = field(default_factory=list)  # (kind, Gamma ratio, rho_Q ratio, C rel. change, delta)
     gauge_rank_changes: int = 0
+    sizes: str | None = None  # --softrank-sizes (None: the profile's default)
+    min_coverage: float = 0.5  # --softrank-min-coverage
+    #: one record per (certifier, case) a suite ran: name, side, group, status
+    #: ("answered"/"declined"), rank, softrank's lower and upper end
+    cases: list = field(default_factory=list)
+    #: one record per gauged case: name, side, claimed, rank before, rank after, explained
+    gauge_moves: list = field(default_factory=list)
+
+    def sized_cases(self) -> list:
+        """The fixed real-size cases of this session (:mod:`softrank.suites.sizes`)."""
+        from .sizes import DEFAULT_SIZES, parse_sizes, sized_cases
+
+        spec = self.sizes
+        if spec is None:
+            spec = os.environ.get("SOFTRANK_SIZES", DEFAULT_SIZES[self.profile])
+        return sized_cases(parse_sizes(spec))
+
+    def record(self, name: str, side: str, group: str, op, rank, ref=None) -> None:
+        """Count one case a certifier answered (``rank``) or declined (``rank is None``) on
+        operator ``op``, with softrank's bracket ``ref`` when known."""
+        self.cases.append({
+            "name": name, "side": side, "group": group, "factors": op.Q is not None,
+            "status": "declined" if rank is None else "answered", "rank": rank,
+            "lower": None if ref is None or ref.lower_certificate is None else ref.lower,
+            "upper": None if ref is None or ref.upper_witness is None else ref.upper})
 
     @property
     def max_side(self) -> int:

@@ -1,0 +1,455 @@
+"""``softrank diff``: regression benchmarking of brackets between two audits.
+
+Two audits of the same panel (two commits, or before and after a change to a certifier)
+are joined cell by cell on ``(operator_id, eps)``. An end is *better* when it moved towards
+``r_eps``: a higher lower end or a lower upper end; *worse* when it moved away. A cell that
+became an ``error`` counts both its ends as worse (an error reports no bound); a cell that
+stopped being one counts them as better. Per method (construction or lower test, from the
+audit's ``diagnostics`` records) the change in the cells it answered, its median rank and
+its median time is reported; per family group, the ends that moved, the summed gap
+``upper - lower`` and the time.
+
+The comparison refuses two audits of different panels: different tolerances, different
+operator ids, or an operator whose matrix differs (its content hash in the run's ledger).
+Settings that do not change which matrices are bracketed (extra certifiers, attacks,
+validation, the cell time limit) may differ; the report lists them.
+
+In the manner of ``asv compare`` and pytest-benchmark's ``--benchmark-compare-fail``: the
+exit status is 1 when more ends got worse than allowed (``--allow-worse``, default 0), so a
+CI job can gate on it.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import sqlite3
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import InvalidArgumentError
+from .report import cell_diagnostics, group_key
+
+__all__ = ["Audit", "load_audit", "diff_audits", "render_markdown"]
+
+#: identity fields that decide which cells and matrices an audit brackets
+_PANEL_FIELDS = ("eps", "operators")
+
+
+@dataclass
+class Audit:
+    """One audit's cells as :func:`diff_audits` reads them.
+
+    Attributes
+    ----------
+    path : Path
+        The directory (or ``brackets.csv``) given.
+    rows : dict
+        ``(operator_id, eps) -> row`` (the ``brackets.csv`` columns).
+    identity : dict or None
+        The run identity stored in ``ledger.sqlite`` (None for a bare ``brackets.csv``).
+    summary : dict
+        ``summary.json`` beside it, if any (panel name, softrank version).
+    """
+
+    path: Path
+    rows: dict
+    identity: dict | None = None
+    summary: dict = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        panel = (self.identity or {}).get("panel") or self.summary.get("panel") or "?"
+        version = self.summary.get("softrank_version")
+        return f"{self.path} (panel {panel}" + (f", softrank {version})" if version else ")")
+
+
+def _read_ledger(path: Path, arg: str) -> tuple[dict, list[dict], str]:
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=60.0)
+        try:
+            run = dict(conn.execute("SELECT key, value FROM run").fetchall())
+            rows = [json.loads(r[0]) for r in
+                    conn.execute("SELECT row FROM cells ORDER BY operator_index, rowid")]
+        finally:
+            conn.close()
+        identity = json.loads(run["identity"])
+    except (sqlite3.Error, KeyError, ValueError) as exc:
+        raise InvalidArgumentError(f"{arg}: {str(path)!r} is not a readable softrank ledger "
+                                   f"({type(exc).__name__}: {exc})") from None
+    return identity, rows, run.get("status", "unknown")
+
+
+def _read_csv(path: Path, arg: str) -> list[dict]:
+    try:
+        with path.open(newline="") as fh:
+            rows = list(csv.DictReader(fh))
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise InvalidArgumentError(f"{arg}: cannot read {str(path)!r} ({exc})") from None
+    need = {"operator_id", "eps", "lower", "upper", "verdict"}
+    if rows and not need <= set(rows[0]):
+        raise InvalidArgumentError(f"{arg}: {str(path)!r} is not a softrank brackets.csv "
+                                   f"(missing columns {sorted(need - set(rows[0]))})")
+    return rows
+
+
+def load_audit(path, arg: str = "audit") -> Audit:
+    """Read an audit directory (its ``ledger.sqlite``, else its ``brackets.csv``) or a
+    ``brackets.csv`` file.
+
+    Raises
+    ------
+    InvalidArgumentError
+        If ``path`` holds no audit, the audit is unfinished, or a file is unreadable;
+        ``arg`` names the argument in the message.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise InvalidArgumentError(f"{arg}: {str(p)!r} does not exist")
+    identity = None
+    summary: dict = {}
+    if p.is_dir():
+        ledger, csv_path = p / "ledger.sqlite", p / "brackets.csv"
+        sp = p / "summary.json"
+        if sp.is_file():
+            try:
+                summary = json.loads(sp.read_text())
+            except (OSError, ValueError):
+                summary = {}
+        if ledger.is_file():
+            identity, rows, status = _read_ledger(ledger, arg)
+            if status != "complete":
+                raise InvalidArgumentError(
+                    f"{arg}: the audit in {str(p)!r} is unfinished (status {status!r}, "
+                    f"{len(rows)} cells stored); finish it with softrank audit --resume first")
+        elif csv_path.is_file():
+            rows = _read_csv(csv_path, arg)
+        else:
+            raise InvalidArgumentError(f"{arg}: {str(p)!r} holds no softrank audit (no "
+                                       "ledger.sqlite or brackets.csv)")
+    else:
+        rows = _read_csv(p, arg)
+    cells = {}
+    for r in rows:
+        try:
+            key = (str(r["operator_id"]), float(r["eps"]))
+            r["lower"], r["upper"] = int(r["lower"]), int(r["upper"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InvalidArgumentError(f"{arg}: malformed cell in {str(p)!r}: {exc}") from None
+        if key in cells:
+            raise InvalidArgumentError(f"{arg}: cell {key[0]} at eps {key[1]:g} appears twice "
+                                       f"in {str(p)!r}")
+        cells[key] = r
+    if not cells:
+        raise InvalidArgumentError(f"{arg}: {str(p)!r} holds no cells")
+    return Audit(p, cells, identity, summary)
+
+
+def _few(items, k=3) -> str:
+    items = sorted(items)
+    return ", ".join(map(str, items[:k])) + (f", ... ({len(items)} in all)" if len(items) > k else "")
+
+
+def _same_panel(a: Audit, b: Audit) -> list[str]:
+    """Settings that differ but do not change the cells (listed in the report); raises if
+    the two audits bracket different cells or matrices."""
+    ea = sorted({k[1] for k in a.rows})
+    eb = sorted({k[1] for k in b.rows})
+    if ea != eb:
+        raise InvalidArgumentError(f"audits of different panels: tolerances differ (A: {ea}, "
+                                   f"B: {eb})")
+    oa = {k[0] for k in a.rows}
+    ob = {k[0] for k in b.rows}
+    if oa != ob:
+        parts = []
+        if oa - ob:
+            parts.append(f"{len(oa - ob)} only in A ({_few(oa - ob)})")
+        if ob - oa:
+            parts.append(f"{len(ob - oa)} only in B ({_few(ob - oa)})")
+        raise InvalidArgumentError("audits of different panels: operators differ: "
+                                   + "; ".join(parts))
+    missing = set(a.rows) ^ set(b.rows)
+    if missing:
+        op, e = sorted(missing)[0]
+        raise InvalidArgumentError(f"audits of different panels: {len(missing)} cells are in "
+                                   f"one audit only (e.g. {op} at eps {e:g})")
+    notes = []
+    if a.identity is not None and b.identity is not None:
+        ha = dict(s.rsplit(":", 1) for s in a.identity.get("operators", []))
+        hb = dict(s.rsplit(":", 1) for s in b.identity.get("operators", []))
+        changed = sorted(k for k in ha.keys() & hb.keys() if ha[k] != hb[k])
+        if changed:
+            raise InvalidArgumentError(
+                f"audits of different panels: {len(changed)} operators have different matrices "
+                f"under the same id (content hashes differ), e.g. {changed[0]} "
+                f"({ha[changed[0]][:12]} in A, {hb[changed[0]][:12]} in B)")
+        for k in sorted(set(a.identity) | set(b.identity)):
+            if k in _PANEL_FIELDS:
+                continue
+            va, vb = a.identity.get(k), b.identity.get(k)
+            if va != vb:
+                notes.append(f"{k}: {va!r} in A, {vb!r} in B")
+    else:
+        notes.append("matrix hashes not compared (an audit without its ledger.sqlite): cells "
+                     "matched by operator id and eps only")
+    return notes
+
+
+def _method_table(a: Audit, b: Audit) -> list[dict]:
+    """Per method (name, side): cells answered, median rank and seconds in A and B, and the
+    paired rank changes on cells both answered."""
+    recs = {"A": defaultdict(dict), "B": defaultdict(dict)}
+    for tag, audit in (("A", a), ("B", b)):
+        for key, r in audit.rows.items():
+            for m in cell_diagnostics(r).get("methods", []):
+                recs[tag][(m["name"], m["side"])][key] = m
+    out = []
+    for name, side in sorted(set(recs["A"]) | set(recs["B"]), key=lambda t: (t[1], t[0])):
+        ra, rb = recs["A"].get((name, side), {}), recs["B"].get((name, side), {})
+
+        def ok_ranks(rs):
+            return {k: m["rank"] for k, m in rs.items() if m["status"] == "ok"
+                    and m.get("rank") is not None}
+
+        oa, ob = ok_ranks(ra), ok_ranks(rb)
+        both = oa.keys() & ob.keys()
+        if side == "upper":
+            better = sum(ob[k] < oa[k] for k in both)
+            worse = sum(ob[k] > oa[k] for k in both)
+        else:
+            better = sum(ob[k] > oa[k] for k in both)
+            worse = sum(ob[k] < oa[k] for k in both)
+
+        def med(vals):
+            return float(np.median(vals)) if vals else None
+
+        out.append({
+            "name": name, "side": side,
+            "cells": [len(ra), len(rb)],
+            "answered": [len(oa), len(ob)],
+            "rejected": [sum(m["status"] == "rejected" for m in ra.values()),
+                         sum(m["status"] == "rejected" for m in rb.values())],
+            "failed": [sum(m["status"] == "failed" for m in ra.values()),
+                       sum(m["status"] == "failed" for m in rb.values())],
+            "median_rank": [med(list(oa.values())), med(list(ob.values()))],
+            "median_seconds": [med([m["seconds"] for m in ra.values()]),
+                               med([m["seconds"] for m in rb.values()])],
+            "paired_cells": len(both), "rank_better": better, "rank_worse": worse,
+        })
+    return out
+
+
+def _float(v):
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+def diff_audits(a: Audit, b: Audit) -> dict:
+    """Compare two audits of the same panel, cell by cell (JSON-ready).
+
+    Returns
+    -------
+    dict
+        ``summary`` (cells, ends better/worse, cells better/worse/mixed/unchanged, summed gap,
+        resolved, unsound and error counts, brackets time), ``worse`` and ``better`` (the
+        cells whose ends moved, with the methods that reported them), ``groups`` (per family
+        group) and ``methods`` (per construction and lower test), ``settings`` (identity
+        fields that differ).
+
+    Raises
+    ------
+    InvalidArgumentError
+        If the audits bracket different cells or matrices; the message names what differs.
+    """
+    settings = _same_panel(a, b)
+    cells = []
+    for key in sorted(a.rows, key=lambda k: (k[0], k[1])):
+        ra, rb = a.rows[key], b.rows[key]
+        ea, eb = ra["verdict"] == "error", rb["verdict"] == "error"
+        if ea and eb:
+            dl = du = 0
+        elif ea or eb:  # an error reports no bound: both ends count
+            dl = du = 1 if ea else -1
+        else:
+            dl = (rb["lower"] > ra["lower"]) - (rb["lower"] < ra["lower"])
+            du = (rb["upper"] < ra["upper"]) - (rb["upper"] > ra["upper"])
+        cells.append({
+            "operator_id": key[0], "eps": key[1], "group": group_key(ra),
+            "lower": [ra["lower"], rb["lower"]], "upper": [ra["upper"], rb["upper"]],
+            "verdict": [ra["verdict"], rb["verdict"]],
+            "lower_method": [ra.get("lower_method", ""), rb.get("lower_method", "")],
+            "upper_method": [ra.get("upper_method", ""), rb.get("upper_method", "")],
+            "seconds": [_float(ra.get("seconds")), _float(rb.get("seconds"))],
+            "lower_change": dl, "upper_change": du,
+        })
+
+    def gap(c, i):
+        return c["upper"][i] - c["lower"][i] if c["verdict"][i] != "error" else None
+
+    def stats(cs) -> dict:
+        gaps = [[gap(c, i) for c in cs] for i in (0, 1)]
+        secs = [[c["seconds"][i] for c in cs if c["seconds"][i] is not None] for i in (0, 1)]
+        ratios = [c["seconds"][1] / c["seconds"][0] for c in cs
+                  if c["seconds"][0] and c["seconds"][1] is not None]
+        return {
+            "cells": len(cs),
+            "lower_better": sum(c["lower_change"] > 0 for c in cs),
+            "lower_worse": sum(c["lower_change"] < 0 for c in cs),
+            "upper_better": sum(c["upper_change"] > 0 for c in cs),
+            "upper_worse": sum(c["upper_change"] < 0 for c in cs),
+            "summed_gap": [sum(g for g in gaps[i] if g is not None) for i in (0, 1)],
+            "resolved": [sum(c["verdict"][i] == "resolved" for c in cs) for i in (0, 1)],
+            "seconds": [round(sum(secs[i]), 3) for i in (0, 1)],
+            "median_seconds_ratio": round(float(np.median(ratios)), 4) if ratios else None,
+        }
+
+    s = stats(cells)
+    worse = [c for c in cells if c["lower_change"] < 0 or c["upper_change"] < 0]
+    better = [c for c in cells if (c["lower_change"] > 0 or c["upper_change"] > 0)
+              and not (c["lower_change"] < 0 or c["upper_change"] < 0)]
+    s.update({
+        "ends_worse": s["lower_worse"] + s["upper_worse"],
+        "ends_better": s["lower_better"] + s["upper_better"],
+        "cells_worse": len(worse),
+        "cells_mixed": sum(c["lower_change"] > 0 or c["upper_change"] > 0 for c in worse),
+        "cells_better": len(better),
+        "cells_unchanged": len(cells) - len(worse) - len(better),
+        "unsound": [sum(c["verdict"][i] == "unsound" for c in cells) for i in (0, 1)],
+        "errors": [sum(c["verdict"][i] == "error" for c in cells) for i in (0, 1)],
+    })
+    groups = defaultdict(list)
+    for c in cells:
+        groups[c["group"]].append(c)
+    return {
+        "a": {"path": str(a.path), "label": a.label},
+        "b": {"path": str(b.path), "label": b.label},
+        "settings": settings,
+        "summary": s,
+        "groups": {g: stats(cs) for g, cs in sorted(groups.items())},
+        "worse": worse,
+        "better": better,
+        "methods": _method_table(a, b),
+    }
+
+
+# ---------------------------------------------------------------------------- markdown
+
+def _arrow(pair, fmt="{}") -> str:
+    x, y = pair
+    fx = "-" if x is None else fmt.format(x)
+    fy = "-" if y is None else fmt.format(y)
+    return fx if fx == fy else f"{fx} -> {fy}"
+
+
+def _pct(x, y) -> str:
+    if not x or x == y:
+        return ""
+    return f" ({100.0 * (y - x) / x:+.1f} %)"
+
+
+def _ratio(x, y) -> str:
+    return f"{y / x:.2f}x" if x and y is not None else "-"
+
+
+def _table(headers, rows) -> list[str]:
+    out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    out += ["| " + " | ".join(str(v) for v in r) + " |" for r in rows]
+    return out
+
+
+def _end(c, side) -> str:
+    v = c[side]
+    mark = {1: " (better)", -1: " (**worse**)", 0: ""}[c[f"{side}_change"]]
+    return _arrow(v) + mark
+
+
+def _cell_rows(cs, limit):
+    rows = []
+    for c in cs[:limit]:
+        methods = []
+        for side in ("lower", "upper"):
+            m = c[f"{side}_method"]
+            if c[f"{side}_change"] and m[0] != m[1]:
+                methods.append(f"{side}: {m[0] or '-'} -> {m[1] or '-'}")
+        verdict = _arrow(c["verdict"])
+        rows.append([c["operator_id"], f"{c['eps']:g}", _end(c, "lower"), _end(c, "upper"),
+                     verdict, "; ".join(methods)])
+    return rows
+
+
+def render_markdown(d: dict, allow_worse: int = 0, limit: int = 50) -> str:
+    """The comparison as Markdown (what ``softrank diff`` prints)."""
+    s = d["summary"]
+    L = ["# softrank diff", "", f"- A: {d['a']['label']}", f"- B: {d['b']['label']}"]
+    for note in d["settings"]:
+        L.append(f"- differs: {note}")
+    g0, g1 = s["summed_gap"]
+    L += ["", "## Summary", "",
+          f"- cells: {s['cells']}: {s['cells_better']} better, {s['cells_worse']} worse"
+          f"{' (' + str(s['cells_mixed']) + ' of them mixed)' if s['cells_mixed'] else ''}, "
+          f"{s['cells_unchanged']} unchanged",
+          f"- ends better: {s['ends_better']} (lower {s['lower_better']}, upper "
+          f"{s['upper_better']}); ends worse: {s['ends_worse']} (lower {s['lower_worse']}, "
+          f"upper {s['upper_worse']})",
+          f"- summed gap (upper - lower): {_arrow((g0, g1))}{_pct(g0, g1)}",
+          f"- resolved: {_arrow(s['resolved'])}; unsound: {_arrow(s['unsound'])}; errors: "
+          f"{_arrow(s['errors'])}",
+          f"- brackets time (sum of cells' seconds): {_arrow(s['seconds'], '{:.1f} s')}"
+          f"{_pct(*s['seconds'])}; median cell time B/A: "
+          f"{'-' if s['median_seconds_ratio'] is None else format(s['median_seconds_ratio'], '.3g') + 'x'}"]
+    verdict = ("PASS" if s["ends_worse"] <= allow_worse else "FAIL")
+    L += ["", f"**{verdict}**: {s['ends_worse']} ends worse (allowed {allow_worse})"]
+    heads = ["operator", "eps", "lower", "upper", "verdict", "reported by"]
+    if d["worse"]:
+        L += ["", f"## Worse ({len(d['worse'])} cells)", ""]
+        L += _table(heads, _cell_rows(d["worse"], limit))
+        if len(d["worse"]) > limit:
+            L.append(f"\n... {len(d['worse']) - limit} more (--limit, or --json for all)")
+    if d["better"]:
+        L += ["", f"## Better ({len(d['better'])} cells)", ""]
+        L += _table(heads, _cell_rows(d["better"], limit))
+        if len(d["better"]) > limit:
+            L.append(f"\n... {len(d['better']) - limit} more (--limit, or --json for all)")
+    L += ["", "## By group", ""]
+    rows = []
+    for g, st in d["groups"].items():
+        a0, a1 = st["summed_gap"]
+        rows.append([g, st["cells"], f"+{st['lower_better']} / -{st['lower_worse']}",
+                     f"+{st['upper_better']} / -{st['upper_worse']}",
+                     _arrow((a0, a1)) + _pct(a0, a1), _arrow(st["resolved"]),
+                     _arrow(st["seconds"], "{:.1f}"),
+                     "-" if st["median_seconds_ratio"] is None
+                     else f"{st['median_seconds_ratio']:.3g}x"])
+    L += _table(["group", "cells", "lower better / worse", "upper better / worse",
+                 "summed gap", "resolved", "seconds", "median cell time B/A"], rows)
+    if d["methods"]:
+        for side, title in (("upper", "Constructions"), ("lower", "Lower tests")):
+            ms = [m for m in d["methods"] if m["side"] == side]
+            if not ms:
+                continue
+            L += ["", f"## {title}", "",
+                  "Per method, from the audits' diagnostics: cells it ran in, cells it answered "
+                  "with a checked result, its median rank over them, its median time, and on "
+                  "cells both audits answered, how often its rank got better or worse.", ""]
+            rows = []
+            for m in ms:
+                rows.append([m["name"], _arrow(m["cells"]), _arrow(m["answered"]),
+                             _arrow(m["median_rank"], "{:g}"),
+                             _arrow(m["median_seconds"], "{:.3g}") + " s"
+                             if m["median_seconds"][0] is not None
+                             or m["median_seconds"][1] is not None else "-",
+                             _ratio(*m["median_seconds"]),
+                             f"{m['rank_better']} / {m['rank_worse']} of {m['paired_cells']}",
+                             _arrow(m["rejected"]), _arrow(m["failed"])])
+            L += _table(["method", "cells", "answered", "median rank", "median time",
+                         "time B/A", "rank better / worse", "rejected", "failed"], rows)
+    else:
+        L += ["", "(no per-method records: audits older than the diagnostics column)"]
+    return "\n".join(L) + "\n"
