@@ -58,7 +58,8 @@ def test_an_audit_against_itself_exits_0(tmp_path, capsys):
     rc, out, _ = _run(capsys, a, a)
     assert rc == 0
     assert "4 unchanged" in out and "ends worse: 0" in out and "**PASS**" in out
-    assert "summed gap (upper - lower): 10" in out  # 5 + 3 + 0 + 2, hand-summed
+    # 5 + 3 + 0 + 2, hand-summed
+    assert "summed gap (upper - lower) over the 4 cells with a bracket in both: 10\n" in out
 
 
 def test_a_worse_end_exits_1_and_is_named(tmp_path, capsys):
@@ -72,9 +73,10 @@ def test_a_worse_end_exits_1_and_is_named(tmp_path, capsys):
     rc, out, _ = _run(capsys, a, b)
     assert rc == 1
     assert "1 better, 1 worse" in out and "**FAIL**: 1 ends worse (allowed 0)" in out
-    assert "| g-1 | 0.25 | 2 | 5 -> 6 (**worse**) |" in out
+    assert ("| g-1 | 0.25 | 2 | 5 -> 6 (**worse**) | open | lower: frobenius; upper: "
+            "truncated-svd |") in out
     assert "| g-2 | 0.25 | 1 -> 2 (better) | 3 |" in out
-    assert "summed gap (upper - lower): 10\n" in out  # +1 on g-1, -1 on g-2
+    assert "both: 10\n" in out  # +1 on g-1, -1 on g-2
     # per method: l1-refit's rank 5 -> 6 on one paired cell; its median time 0.45 -> 0.65 s
     line = next(ln for ln in out.splitlines() if ln.startswith("| l1-refit |"))
     assert "0 / 1 of 2" in line and "0.45 -> 0.65 s" in line and "1.44x" in line
@@ -91,7 +93,7 @@ def test_json_output(tmp_path, capsys):
     b = _audit(tmp_path / "b", rows)
     rc, out, _ = _run(capsys, a, b, "--json")
     d = json.loads(out)
-    assert rc == 0 and d["passed"] is True
+    assert rc == 0 and d["passed"] is True and "no new rejections" in d["reason"]
     s = d["summary"]
     assert (s["lower_better"], s["upper_better"], s["ends_worse"]) == (1, 1, 0)
     assert s["summed_gap"] == [10, 8] and s["cells_better"] == 1
@@ -107,7 +109,42 @@ def test_an_error_cell_counts_both_ends_worse(tmp_path, capsys):
     rc, out, _ = _run(capsys, a, b, "--json")
     s = json.loads(out)["summary"]
     assert rc == 1 and (s["lower_worse"], s["upper_worse"]) == (1, 1)
-    assert s["errors"] == [0, 1] and s["summed_gap"] == [10, 10]  # an error cell has no gap
+    # the gap is summed over the 3 cells with a bracket in both audits: 5 + 3 + 2
+    assert s["errors"] == [0, 1] and s["summed_gap"] == [10, 10] and s["gap_cells"] == 3
+
+
+def test_an_unsound_cell_counts_both_ends_worse_and_leaves_the_gap(tmp_path, capsys):
+    a = _audit(tmp_path / "a", BASE)
+    rows = [dict(r) for r in BASE]
+    rows[0] = _row("g-1", 0.1, 9, 8, verdict="unsound")  # lower above upper
+    b = _audit(tmp_path / "b", rows)
+    rc, out, _ = _run(capsys, a, b, "--json")
+    s = json.loads(out)["summary"]
+    assert rc == 1 and (s["lower_worse"], s["upper_worse"], s["unsound"]) == (1, 1, [0, 1])
+    assert s["summed_gap"] == [5, 5] and s["gap_cells"] == 3  # 3 + 0 + 2 in both
+
+
+def test_more_rejected_answers_fail_the_gate(tmp_path, capsys):
+    a = _audit(tmp_path / "a", BASE)
+    rows = [dict(r) for r in BASE]
+    rows[2] = _row("g-2", 0.1, 4, 4, methods=[("truncated-svd", "upper", "ok", 4, 0.01),
+                                               ("mine", "upper", "rejected", None, 0.02)])
+    b = _audit(tmp_path / "b", rows)
+    rc, out, _ = _run(capsys, a, b)
+    assert rc == 1 and "ends worse: 0" in out
+    assert "**FAIL**: more answers rejected by the checker in B: mine" in out
+    assert "answers rejected by the checker: 0 -> 1" in out
+
+
+def test_worse_cells_are_listed_largest_change_first(tmp_path, capsys):
+    a = _audit(tmp_path / "a", BASE)
+    rows = [dict(r) for r in BASE]
+    rows[0] = _row("g-1", 0.1, 3, 9)   # upper +1
+    rows[3] = _row("g-2", 0.25, 1, 6)  # upper +3
+    b = _audit(tmp_path / "b", rows)
+    rc, out, _ = _run(capsys, a, b, "--limit", "1")
+    assert rc == 1 and "## Worse (2 cells, largest change first)" in out
+    assert "| g-2 | 0.25 |" in out and "| g-1 | 0.1 |" not in out and "... 1 more" in out
 
 
 @pytest.mark.parametrize("change, words", [
@@ -153,6 +190,49 @@ def test_unfinished_or_missing_audits_are_refused(tmp_path, capsys):
     assert rc == 2 and "AUDIT_A" in err and "no softrank audit" in err
 
 
+@pytest.mark.parametrize("field, value, words", [
+    ("verdict", "banana", "verdict 'banana'"),
+    ("lower", "-5", "do not fit the verdict"),
+    ("lower", "7", "do not fit the verdict 'open'"),  # lower 7 > upper 5, verdict open
+    ("seconds", "abc", "seconds 'abc'"),
+    ("diagnostics", "[1, 2]", "diagnostics are not softrank's records"),
+    ("diagnostics", '{"methods": [{"name": "x"}]}', "diagnostics are not softrank's records"),
+    ("eps", "1.5", "0 < eps < 1"),
+])
+def test_malformed_csv_cells_are_refused(tmp_path, capsys, field, value, words):
+    import csv
+
+    cols = list(BASE[0])
+    rows = [dict(r) for r in BASE]
+    rows[1][field] = value
+    path = tmp_path / "brackets.csv"
+    with path.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=cols)
+        w.writeheader()
+        w.writerows(rows)
+    a = _audit(tmp_path / "a", BASE)
+    rc, out, err = _run(capsys, a, path)
+    assert rc == 2 and out == "" and words in err and "AUDIT_B" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_an_edited_export_beside_its_ledger_is_refused(tmp_path, capsys):
+    import csv
+
+    a = tmp_path / "a"
+    _audit(a, BASE)
+    cols = list(BASE[0])
+    rows = [dict(r) for r in BASE]
+    rows[0]["upper"] = 18
+    with (a / "brackets.csv").open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=cols)
+        w.writeheader()
+        w.writerows(rows)
+    for arg in (a, a / "brackets.csv"):
+        rc, _, err = _run(capsys, arg, arg)
+        assert rc == 2 and "does not match the ledger" in err
+
+
 def test_two_real_audits(tmp_path, capsys):
     """End to end on real audits of one small panel: identical code, identical brackets; a
     brackets.csv is accepted in place of the directory (hashes then not compared)."""
@@ -170,5 +250,11 @@ def test_two_real_audits(tmp_path, capsys):
     rc, out, _ = _run(capsys, outs[0], outs[1])
     assert rc == 0 and "4 unchanged" in out and "## Constructions" in out
     assert "| truncated-svd |" in out and "| frobenius |" in out
+    # the export beside its ledger: the same cells, and the hashes still compared
     rc, out, _ = _run(capsys, outs[0] / "brackets.csv", outs[1])
+    assert rc == 0 and "4 unchanged" in out and "matrix hashes not compared" not in out
+    # a copy away from the ledger: matched by id and eps only, and the report says so
+    (tmp_path / "copy").mkdir()
+    (tmp_path / "copy" / "brackets.csv").write_bytes((outs[0] / "brackets.csv").read_bytes())
+    rc, out, _ = _run(capsys, tmp_path / "copy" / "brackets.csv", outs[1])
     assert rc == 0 and "matrix hashes not compared" in out

@@ -19,7 +19,7 @@ def test_parse_sizes():
     assert parse_sizes("64,64") == [("synthetic", 64)]
 
 
-@pytest.mark.parametrize("bad", ["4", "257", "minilm:8", "minilm:513", "qwen:64", "64x64",
+@pytest.mark.parametrize("bad", ["4", "257", "minilm:8", "minilm:513", "qwen:64", "64x64", ":32", "\u00b2",
                                  "-32", "32,", "1e2"])
 def test_parse_sizes_refuses(bad):
     with pytest.raises(InvalidArgumentError, match="--softrank-sizes") as e:

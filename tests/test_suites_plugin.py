@@ -61,6 +61,8 @@ SPECS = {
     "bad-sizes": (["examples.my_construction:MyConstruction"], ["--softrank-sizes", "minilm:4"]),
     "bad-coverage": (["examples.my_construction:MyConstruction"],
                      ["--softrank-min-coverage", "1.5"]),
+    "same-names": (["examples.my_construction:MyConstruction",
+                    "examples.my_construction:MyConstruction"], []),
 }
 
 
@@ -148,19 +150,19 @@ def _passed(run):
 
 
 def _summary(run):
-    """The terminal summary's table: {certifier label: {group: (cases, declined, rank/lower,
-    rank/upper)}} (None for '-')."""
+    """The terminal summary's table: {certifier label: {group: (cases, declined,
+    "answered/with Q,K", rank/lower, rank/upper)}} (None for '-')."""
     lines = run.wait().stdout.splitlines()
     start = next(i for i, ln in enumerate(lines) if ln.startswith("certifier ") and "rank/upper" in ln)
     out, label = {}, None
     for ln in lines[start + 2:]:
         parts = ln.split()
-        if len(parts) < 5 or not parts[-3].isdigit() or not parts[-4].isdigit():
+        if len(parts) < 6 or not parts[-5].isdigit() or not parts[-4].isdigit():
             break
-        if len(parts) > 5:
-            label = " ".join(parts[:-5])
+        if len(parts) > 6:
+            label = " ".join(parts[:-6])
         vals = [None if v == "-" else float(v) for v in parts[-2:]]
-        out.setdefault(label, {})[parts[-5]] = (int(parts[-4]), int(parts[-3]), *vals)
+        out.setdefault(label, {})[parts[-6]] = (int(parts[-5]), int(parts[-4]), parts[-3], *vals)
     return out
 
 
@@ -198,7 +200,7 @@ def test_sound_construction_and_lower_test_pass(runs):
     table = _summary(r)
     assert table["my-construction (construction)"]["minilm-w128"][:2] == (2, 0), r
     assert table["my-lower-test (lower test)"]["all"][0] == 63, r
-    assert "gauge my-construction: 25 gauged cases" in r.stdout and "claimed: gated" in r.stdout
+    assert "gauge my-construction: 25 gauged examples" in r.stdout and "claimed: gated" in r.stdout
 
 
 def test_broken_construction_fails_and_its_counterexample_replays(runs):
@@ -274,6 +276,11 @@ def test_sizes_catch_a_construction_wrong_above_32_keys(runs):
             "test_construction_sizes[small-only-minilm-w128-L2H3-eps0.25]"} <= mine, r
     saved = [d for d in r.saved_dirs() if "small-only" in str(d)]
     assert saved and all(d.name in ("rejected", "no-margin") for d in saved), r
+    assert saved[0].parent.name == "construction_sizes"
+    rp = _replay(saved[0])
+    assert rp.returncode == 1 and "REPRODUCED" in rp.stdout, rp.stdout + rp.stderr
+    v = _verify(saved[0])
+    assert v.returncode == 1 and "FAIL" in v.stdout, v.stdout + v.stderr
     # only constructions given: the lower-test suites are deselected
     assert not any("lower_soundness" in t or "lower_sizes" in t for t in passed | failed)
 
@@ -287,7 +294,9 @@ def test_coverage_fails_a_construction_that_always_declines(runs):
     # which those given with Q and K are counted (the planted ones are A only)
     fails = r.lines("FAIL coverage: ")
     never = [f for f in fails if f.startswith("never ")]
-    assert len(never) == 1 and "answered 0 of" in never[0] and "(0 %)" in never[0], r
+    # counted apart: the drawn cases and the real-size ones (10 of the 13 have factors)
+    assert len(never) == 2 and all("answered 0 of" in f and "(0 %)" in f for f in never), r
+    assert any("0 of 10 real-size cases with factors" in f for f in never), r
     assert _summary(r)["never (construction)"]["all"][:2] == (63, 63), r
 
 
@@ -301,7 +310,7 @@ def test_gauge_movement_of_a_construction_that_does_not_claim_it_is_reported(run
     assert "test_construction_stress[norm-landmarks]" in passed, r
     assert not any("norm-landmarks" in t for t in _failed(r)), r
     line = next(ln for ln in r.stdout.splitlines() if ln.startswith("gauge norm-landmarks:"))
-    assert "25 gauged cases" in line and "not claimed" in line and "reported, not gated" in line
+    assert "25 gauged examples" in line and "not claimed" in line and "reported, not gated" in line
     assert not any(f.startswith("norm-landmarks ") for f in r.lines("FAIL coverage: ")), r
 
 
@@ -315,7 +324,7 @@ def test_reference_constructions_at_real_sizes(runs):
     assert "test_construction_sizes[nystrom-minilm-w128-L2H3-eps0.25]" in passed, r
     table = _summary(r)
     ny = table["nystrom (construction)"]
-    assert ny["minilm-w128"][:2] == (2, 0) and ny["minilm-w128"][2] > 1, r
+    assert ny["minilm-w128"][:3] == (2, 0, "2/2") and ny["minilm-w128"][3] > 1, r
     assert table["random-features (construction)"]["minilm-w64"][:2] == (2, 2), r
     fails = r.lines("FAIL coverage: ")
     assert any(f.startswith("random-features answered ") for f in fails), r
@@ -324,7 +333,8 @@ def test_reference_constructions_at_real_sizes(runs):
 
 
 @pytest.mark.parametrize("key, option", [("bad-sizes", "--softrank-sizes"),
-                                         ("bad-coverage", "--softrank-min-coverage")])
+                                         ("bad-coverage", "--softrank-min-coverage"),
+                                         ("same-names", "names must differ")])
 def test_bad_suite_options_are_usage_errors(runs, key, option):
     r = runs[key]
     assert r.returncode == 4, r

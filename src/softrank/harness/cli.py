@@ -212,12 +212,14 @@ def _parser() -> argparse.ArgumentParser:
     df = sub.add_parser(
         "diff", help="compare two audits of one panel cell by cell; exit 1 if an end got worse",
         description="Regression benchmarking of brackets: joins two audits of the same panel "
-        "on (operator, eps) and reports the ends that got better or worse, per family group "
-        "the summed gap and time, per construction and lower test the change in cells "
-        "answered, median rank and median time. Exits 1 when more ends got worse than "
-        "--allow-worse, 2 when the audits are of different panels.")
+        "on (operator, eps) and reports the ends that got better or worse (a cell that became "
+        "error or unsound counts both), per family group the summed gap and time, per "
+        "construction and lower test the change in cells answered, median rank and median "
+        "time. Exits 1 when more ends got worse than --allow-worse or the checker rejected "
+        "more answers of some method; 2 on bad input, including audits of different panels.")
     df.add_argument("a", metavar="AUDIT_A", help="the baseline: an audit directory (--out of "
-                    "softrank audit) or its brackets.csv")
+                    "softrank audit; read from its ledger) or a brackets.csv (with the ledger "
+                    "beside it, if any, for the matrices' hashes)")
     df.add_argument("b", metavar="AUDIT_B", help="the audit to compare with the baseline")
     df.add_argument("--allow-worse", type=_int_arg(0), default=0, metavar="N",
                     help="ends allowed to get worse before exiting 1 (default 0)")
@@ -228,19 +230,25 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _cmd_diff(args) -> int:
-    from .diff import diff_audits, load_audit, render_markdown
+    import os
+
+    from .diff import diff_audits, load_audit, render_markdown, verdict
 
     a = load_audit(args.a, "AUDIT_A")
     b = load_audit(args.b, "AUDIT_B")
     d = diff_audits(a, b)
-    worse = d["summary"]["ends_worse"]
+    passed, reason = verdict(d, args.allow_worse)
     if args.json:
-        d["allow_worse"] = args.allow_worse
-        d["passed"] = worse <= args.allow_worse
-        print(json.dumps(d, indent=1))
+        d["allow_worse"], d["passed"], d["reason"] = args.allow_worse, passed, reason
+        text = json.dumps(d, indent=1) + "\n"
     else:
-        sys.stdout.write(render_markdown(d, args.allow_worse, args.limit))
-    return 0 if worse <= args.allow_worse else 1
+        text = render_markdown(d, args.allow_worse, args.limit)
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:  # e.g. piped into head: the status still says pass or fail
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0 if passed else 1
 
 
 def _cmd_audit(args) -> int:

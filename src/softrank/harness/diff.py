@@ -3,8 +3,9 @@
 Two audits of the same panel (two commits, or before and after a change to a certifier)
 are joined cell by cell on ``(operator_id, eps)``. An end is *better* when it moved towards
 ``r_eps``: a higher lower end or a lower upper end; *worse* when it moved away. A cell that
-became an ``error`` counts both its ends as worse (an error reports no bound); a cell that
-stopped being one counts them as better. Per method (construction or lower test, from the
+became ``error`` or ``unsound`` counts both its ends as worse (it reports no bracket); a cell
+that stopped being one counts them as better. The summed gap is taken over the cells with a
+bracket in both audits. Per method (construction or lower test, from the
 audit's ``diagnostics`` records) the change in the cells it answered, its median rank and
 its median time is reported; per family group, the ends that moved, the summed gap
 ``upper - lower`` and the time.
@@ -15,8 +16,9 @@ Settings that do not change which matrices are bracketed (extra certifiers, atta
 validation, the cell time limit) may differ; the report lists them.
 
 In the manner of ``asv compare`` and pytest-benchmark's ``--benchmark-compare-fail``: the
-exit status is 1 when more ends got worse than allowed (``--allow-worse``, default 0), so a
-CI job can gate on it.
+exit status is 1 when more ends got worse than allowed (``--allow-worse``, default 0) or
+when the checker rejected more answers of some method in B than in A, so a CI job can gate
+on it.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import numpy as np
 from ..errors import InvalidArgumentError
 from .report import cell_diagnostics, group_key
 
-__all__ = ["Audit", "load_audit", "diff_audits", "render_markdown"]
+__all__ = ["Audit", "load_audit", "diff_audits", "render_markdown", "verdict"]
 
 #: identity fields that decide which cells and matrices an audit brackets
 _PANEL_FIELDS = ("eps", "operators")
@@ -97,55 +99,129 @@ def _read_csv(path: Path, arg: str) -> list[dict]:
     return rows
 
 
+_VERDICTS = ("resolved", "open", "unsound", "error")
+_STATUSES = ("ok", "declined", "skipped", "failed", "rejected")
+
+
+def _cell(r: dict, arg: str, where: str) -> tuple:
+    """Validate one cell in place (ends, verdict, seconds, diagnostics); its key."""
+    def bad(what):
+        op, eps = r.get("operator_id", "?"), r.get("eps", "?")
+        return InvalidArgumentError(f"{arg}: malformed cell {op} at eps {eps} in {where}: {what}")
+
+    try:
+        key = (str(r["operator_id"]), float(r["eps"]))
+        lo, up = int(r["lower"]), int(r["upper"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise bad(f"{type(exc).__name__}: {exc}") from None
+    if not (key[0] and 0 < key[1] < 1):
+        raise bad("expected an operator id and 0 < eps < 1")
+    verdict = r.get("verdict")
+    if verdict not in _VERDICTS:
+        raise bad(f"verdict {verdict!r} is not one of {_VERDICTS}")
+    if verdict == "error":
+        if (lo, up) != (0, -1):
+            raise bad(f"an error cell has ends (0, -1), got ({lo}, {up})")
+    elif lo < 0 or up < 0 or (verdict == "resolved") != (lo == up) or \
+            (verdict == "unsound") != (lo > up):
+        raise bad(f"ends ({lo}, {up}) do not fit the verdict {verdict!r}")
+    r["lower"], r["upper"] = lo, up
+    sec = r.get("seconds", "")
+    if sec not in ("", None):
+        try:
+            r["seconds"] = float(sec)
+        except (TypeError, ValueError):
+            raise bad(f"seconds {sec!r} is not a number") from None
+        if not (r["seconds"] >= 0 and math.isfinite(r["seconds"])):
+            raise bad(f"seconds {sec!r} is not a finite number >= 0")
+    d = r.get("diagnostics", "")
+    if d not in ("", None):
+        try:
+            d = json.loads(d) if isinstance(d, str) else d
+            methods = d.get("methods", [])
+            ok = isinstance(methods, list) and all(
+                isinstance(m, dict) and isinstance(m.get("name"), str)
+                and m.get("side") in ("lower", "upper") and m.get("status") in _STATUSES
+                and (m.get("rank") is None or isinstance(m.get("rank"), int))
+                and isinstance(m.get("seconds", 0), (int, float)) for m in methods)
+        except (AttributeError, ValueError):
+            ok = False
+        if not ok:
+            raise bad("its diagnostics are not softrank's records (JSON with a list of "
+                      "methods, each with name, side, status, rank and seconds)")
+        r["diagnostics"] = d
+    return key
+
+
 def load_audit(path, arg: str = "audit") -> Audit:
-    """Read an audit directory (its ``ledger.sqlite``, else its ``brackets.csv``) or a
-    ``brackets.csv`` file.
+    """Read an audit: a directory written by ``softrank audit`` (its ``ledger.sqlite``; its
+    ``brackets.csv`` when there is no ledger) or a ``brackets.csv`` file (with the ledger
+    beside it, when there is one, for the matrices' hashes).
+
+    Every cell is validated: ends that fit the verdict, numeric seconds, diagnostics that
+    are softrank's records. A ``brackets.csv`` beside a ledger must hold the ledger's ends
+    (an edited export is refused rather than silently ignored).
 
     Raises
     ------
     InvalidArgumentError
-        If ``path`` holds no audit, the audit is unfinished, or a file is unreadable;
-        ``arg`` names the argument in the message.
+        If ``path`` holds no audit, the audit is unfinished, a file is unreadable or a cell
+        is malformed; ``arg`` names the argument in the message.
     """
     p = Path(path)
-    if not p.exists():
-        raise InvalidArgumentError(f"{arg}: {str(p)!r} does not exist")
-    identity = None
+    if not str(path) or not p.exists():
+        raise InvalidArgumentError(f"{arg}: {str(path)!r} does not exist")
+    d = p if p.is_dir() else p.parent
+    ledger, csv_path = d / "ledger.sqlite", (d / "brackets.csv" if p.is_dir() else p)
+    if p.is_dir() and not ledger.is_file() and not csv_path.is_file():
+        raise InvalidArgumentError(f"{arg}: {str(p)!r} holds no softrank audit (no "
+                                   "ledger.sqlite or brackets.csv)")
     summary: dict = {}
-    if p.is_dir():
-        ledger, csv_path = p / "ledger.sqlite", p / "brackets.csv"
-        sp = p / "summary.json"
-        if sp.is_file():
-            try:
-                summary = json.loads(sp.read_text())
-            except (OSError, ValueError):
-                summary = {}
-        if ledger.is_file():
-            identity, rows, status = _read_ledger(ledger, arg)
-            if status != "complete":
-                raise InvalidArgumentError(
-                    f"{arg}: the audit in {str(p)!r} is unfinished (status {status!r}, "
-                    f"{len(rows)} cells stored); finish it with softrank audit --resume first")
-        elif csv_path.is_file():
-            rows = _read_csv(csv_path, arg)
-        else:
-            raise InvalidArgumentError(f"{arg}: {str(p)!r} holds no softrank audit (no "
-                                       "ledger.sqlite or brackets.csv)")
-    else:
-        rows = _read_csv(p, arg)
+    if (d / "summary.json").is_file():
+        try:
+            summary = json.loads((d / "summary.json").read_text())
+        except (OSError, ValueError):
+            summary = {}
+        if not isinstance(summary, dict):
+            summary = {}
+    identity, rows = None, None
+    if ledger.is_file():
+        identity, rows, status = _read_ledger(ledger, arg)
+        if status != "complete":
+            raise InvalidArgumentError(
+                f"{arg}: the audit in {str(d)!r} is unfinished (status {status!r}, "
+                f"{len(rows)} cells stored); finish it with softrank audit --resume first")
+    exported = _read_csv(csv_path, arg) if csv_path.is_file() else None
+    if rows is None:
+        rows = exported
+    where = str(ledger if rows is not exported else csv_path)
     cells = {}
     for r in rows:
-        try:
-            key = (str(r["operator_id"]), float(r["eps"]))
-            r["lower"], r["upper"] = int(r["lower"]), int(r["upper"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise InvalidArgumentError(f"{arg}: malformed cell in {str(p)!r}: {exc}") from None
+        key = _cell(r, arg, where)
         if key in cells:
             raise InvalidArgumentError(f"{arg}: cell {key[0]} at eps {key[1]:g} appears twice "
-                                       f"in {str(p)!r}")
+                                       f"in {where}")
         cells[key] = r
     if not cells:
         raise InvalidArgumentError(f"{arg}: {str(p)!r} holds no cells")
+    if exported is not None and rows is not exported:
+        mismatch = None if len(exported) == len(cells) else (
+            f"{len(exported)} cells in the CSV, {len(cells)} in the ledger")
+        for r in exported if mismatch is None else []:
+            try:
+                key = (str(r["operator_id"]), float(r["eps"]))
+                same = key in cells and (int(r["lower"]), int(r["upper"]), r["verdict"]) == (
+                    cells[key]["lower"], cells[key]["upper"], cells[key]["verdict"])
+            except (KeyError, TypeError, ValueError):
+                same = False
+            if not same:
+                mismatch = f"cell {r.get('operator_id')} at eps {r.get('eps')}"
+                break
+        if mismatch:
+            raise InvalidArgumentError(
+                f"{arg}: {str(csv_path)!r} does not match the ledger beside it ({mismatch}): "
+                "an edited or stale export; compare the audit directory, or move the CSV away "
+                "from the ledger")
     return Audit(p, cells, identity, summary)
 
 
@@ -200,8 +276,8 @@ def _same_panel(a: Audit, b: Audit) -> list[str]:
 
 
 def _method_table(a: Audit, b: Audit) -> list[dict]:
-    """Per method (name, side): cells answered, median rank and seconds in A and B, and the
-    paired rank changes on cells both answered."""
+    """Per method (name, side): cells run and answered, median rank and seconds in A and B,
+    the paired rank changes on cells both answered, rejected and failed answers."""
     recs = {"A": defaultdict(dict), "B": defaultdict(dict)}
     for tag, audit in (("A", a), ("B", b)):
         for key, r in audit.rows.items():
@@ -217,27 +293,25 @@ def _method_table(a: Audit, b: Audit) -> list[dict]:
 
         oa, ob = ok_ranks(ra), ok_ranks(rb)
         both = oa.keys() & ob.keys()
-        if side == "upper":
-            better = sum(ob[k] < oa[k] for k in both)
-            worse = sum(ob[k] > oa[k] for k in both)
-        else:
-            better = sum(ob[k] > oa[k] for k in both)
-            worse = sum(ob[k] < oa[k] for k in both)
+        sign = 1 if side == "upper" else -1
+        better = sum(sign * (oa[k] - ob[k]) > 0 for k in both)
+        worse = sum(sign * (oa[k] - ob[k]) < 0 for k in both)
 
         def med(vals):
             return float(np.median(vals)) if vals else None
+
+        def count(rs, status):
+            return sum(m["status"] == status for m in rs.values())
 
         out.append({
             "name": name, "side": side,
             "cells": [len(ra), len(rb)],
             "answered": [len(oa), len(ob)],
-            "rejected": [sum(m["status"] == "rejected" for m in ra.values()),
-                         sum(m["status"] == "rejected" for m in rb.values())],
-            "failed": [sum(m["status"] == "failed" for m in ra.values()),
-                       sum(m["status"] == "failed" for m in rb.values())],
+            "rejected": [count(ra, "rejected"), count(rb, "rejected")],
+            "failed": [count(ra, "failed"), count(rb, "failed")],
             "median_rank": [med(list(oa.values())), med(list(ob.values()))],
-            "median_seconds": [med([m["seconds"] for m in ra.values()]),
-                               med([m["seconds"] for m in rb.values()])],
+            "median_seconds": [med([m.get("seconds", 0.0) for m in ra.values()]),
+                               med([m.get("seconds", 0.0) for m in rb.values()])],
             "paired_cells": len(both), "rank_better": better, "rank_worse": worse,
         })
     return out
@@ -251,17 +325,28 @@ def _float(v):
     return x if math.isfinite(x) else None
 
 
+def _bounded(verdict: str) -> bool:
+    """A cell whose ends are a bracket (an error reports none; an unsound cell's ends
+    contradict each other, so neither is trusted)."""
+    return verdict in ("resolved", "open")
+
+
 def diff_audits(a: Audit, b: Audit) -> dict:
     """Compare two audits of the same panel, cell by cell (JSON-ready).
+
+    A cell that is ``error`` or ``unsound`` has no bracket: one that became so counts both
+    ends as worse, one that stopped being so both ends as better. The summed gap is taken
+    over the cells with a bracket in both audits, so that a cell that breaks cannot make it
+    smaller.
 
     Returns
     -------
     dict
         ``summary`` (cells, ends better/worse, cells better/worse/mixed/unchanged, summed gap,
-        resolved, unsound and error counts, brackets time), ``worse`` and ``better`` (the
-        cells whose ends moved, with the methods that reported them), ``groups`` (per family
-        group) and ``methods`` (per construction and lower test), ``settings`` (identity
-        fields that differ).
+        resolved, unsound and error counts, answers rejected by the checker, brackets time),
+        ``worse`` and ``better`` (the cells whose ends moved, largest change first, with the
+        methods that reported them), ``groups`` (per family group) and ``methods`` (per
+        construction and lower test), ``settings`` (identity fields that differ).
 
     Raises
     ------
@@ -272,14 +357,16 @@ def diff_audits(a: Audit, b: Audit) -> dict:
     cells = []
     for key in sorted(a.rows, key=lambda k: (k[0], k[1])):
         ra, rb = a.rows[key], b.rows[key]
-        ea, eb = ra["verdict"] == "error", rb["verdict"] == "error"
-        if ea and eb:
+        ba, bb = _bounded(ra["verdict"]), _bounded(rb["verdict"])
+        if not ba and not bb:
             dl = du = 0
-        elif ea or eb:  # an error reports no bound: both ends count
-            dl = du = 1 if ea else -1
+        elif not ba or not bb:  # no bracket on one side: both ends count
+            dl = du = 1 if not ba else -1
         else:
             dl = (rb["lower"] > ra["lower"]) - (rb["lower"] < ra["lower"])
             du = (rb["upper"] < ra["upper"]) - (rb["upper"] > ra["upper"])
+        size = (abs(rb["lower"] - ra["lower"]) + abs(rb["upper"] - ra["upper"])
+                if ba and bb else math.inf)
         cells.append({
             "operator_id": key[0], "eps": key[1], "group": group_key(ra),
             "lower": [ra["lower"], rb["lower"]], "upper": [ra["upper"], rb["upper"]],
@@ -287,14 +374,11 @@ def diff_audits(a: Audit, b: Audit) -> dict:
             "lower_method": [ra.get("lower_method", ""), rb.get("lower_method", "")],
             "upper_method": [ra.get("upper_method", ""), rb.get("upper_method", "")],
             "seconds": [_float(ra.get("seconds")), _float(rb.get("seconds"))],
-            "lower_change": dl, "upper_change": du,
+            "lower_change": dl, "upper_change": du, "size": size,
         })
 
-    def gap(c, i):
-        return c["upper"][i] - c["lower"][i] if c["verdict"][i] != "error" else None
-
     def stats(cs) -> dict:
-        gaps = [[gap(c, i) for c in cs] for i in (0, 1)]
+        both = [c for c in cs if _bounded(c["verdict"][0]) and _bounded(c["verdict"][1])]
         secs = [[c["seconds"][i] for c in cs if c["seconds"][i] is not None] for i in (0, 1)]
         ratios = [c["seconds"][1] / c["seconds"][0] for c in cs
                   if c["seconds"][0] and c["seconds"][1] is not None]
@@ -304,7 +388,8 @@ def diff_audits(a: Audit, b: Audit) -> dict:
             "lower_worse": sum(c["lower_change"] < 0 for c in cs),
             "upper_better": sum(c["upper_change"] > 0 for c in cs),
             "upper_worse": sum(c["upper_change"] < 0 for c in cs),
-            "summed_gap": [sum(g for g in gaps[i] if g is not None) for i in (0, 1)],
+            "gap_cells": len(both),
+            "summed_gap": [sum(c["upper"][i] - c["lower"][i] for c in both) for i in (0, 1)],
             "resolved": [sum(c["verdict"][i] == "resolved" for c in cs) for i in (0, 1)],
             "seconds": [round(sum(secs[i]), 3) for i in (0, 1)],
             "median_seconds_ratio": round(float(np.median(ratios)), 4) if ratios else None,
@@ -314,6 +399,10 @@ def diff_audits(a: Audit, b: Audit) -> dict:
     worse = [c for c in cells if c["lower_change"] < 0 or c["upper_change"] < 0]
     better = [c for c in cells if (c["lower_change"] > 0 or c["upper_change"] > 0)
               and not (c["lower_change"] < 0 or c["upper_change"] < 0)]
+    worse.sort(key=lambda c: (-c["size"], c["operator_id"], c["eps"]))
+    better.sort(key=lambda c: (-c["size"], c["operator_id"], c["eps"]))
+    methods = _method_table(a, b)
+    rejected = [sum(m["rejected"][i] for m in methods) for i in (0, 1)]
     s.update({
         "ends_worse": s["lower_worse"] + s["upper_worse"],
         "ends_better": s["lower_better"] + s["upper_better"],
@@ -323,10 +412,15 @@ def diff_audits(a: Audit, b: Audit) -> dict:
         "cells_unchanged": len(cells) - len(worse) - len(better),
         "unsound": [sum(c["verdict"][i] == "unsound" for c in cells) for i in (0, 1)],
         "errors": [sum(c["verdict"][i] == "error" for c in cells) for i in (0, 1)],
+        "rejected_answers": rejected,
+        "more_rejected": [m["name"] for m in methods if m["rejected"][1] > m["rejected"][0]],
     })
     groups = defaultdict(list)
     for c in cells:
         groups[c["group"]].append(c)
+    for c in cells:
+        if c["size"] == math.inf:
+            c["size"] = None  # JSON has no infinity
     return {
         "a": {"path": str(a.path), "label": a.label},
         "b": {"path": str(b.path), "label": b.label},
@@ -335,8 +429,24 @@ def diff_audits(a: Audit, b: Audit) -> dict:
         "groups": {g: stats(cs) for g, cs in sorted(groups.items())},
         "worse": worse,
         "better": better,
-        "methods": _method_table(a, b),
+        "methods": methods,
     }
+
+
+def verdict(d: dict, allow_worse: int = 0) -> tuple[bool, str]:
+    """``(passed, reason)``: fails when more ends got worse than ``allow_worse``, or when
+    the checker rejected more answers of some method in B than in A (a certifier that
+    started to produce invalid witnesses or certificates)."""
+    s = d["summary"]
+    reasons = []
+    if s["ends_worse"] > allow_worse:
+        reasons.append(f"{s['ends_worse']} ends worse (allowed {allow_worse})")
+    if s["more_rejected"]:
+        reasons.append("more answers rejected by the checker in B: "
+                       + ", ".join(s["more_rejected"]))
+    if reasons:
+        return False, "; ".join(reasons)
+    return True, f"{s['ends_worse']} ends worse (allowed {allow_worse}), no new rejections"
 
 
 # ---------------------------------------------------------------------------- markdown
@@ -370,17 +480,18 @@ def _end(c, side) -> str:
     return _arrow(v) + mark
 
 
+def _plural(n, word) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
 def _cell_rows(cs, limit):
     rows = []
     for c in cs[:limit]:
         methods = []
         for side in ("lower", "upper"):
-            m = c[f"{side}_method"]
-            if c[f"{side}_change"] and m[0] != m[1]:
-                methods.append(f"{side}: {m[0] or '-'} -> {m[1] or '-'}")
-        verdict = _arrow(c["verdict"])
+            methods.append(f"{side}: {_arrow([m or '-' for m in c[f'{side}_method']])}")
         rows.append([c["operator_id"], f"{c['eps']:g}", _end(c, "lower"), _end(c, "upper"),
-                     verdict, "; ".join(methods)])
+                     _arrow(c["verdict"]), "; ".join(methods)])
     return rows
 
 
@@ -391,6 +502,7 @@ def render_markdown(d: dict, allow_worse: int = 0, limit: int = 50) -> str:
     for note in d["settings"]:
         L.append(f"- differs: {note}")
     g0, g1 = s["summed_gap"]
+    ratio = s["median_seconds_ratio"]
     L += ["", "## Summary", "",
           f"- cells: {s['cells']}: {s['cells_better']} better, {s['cells_worse']} worse"
           f"{' (' + str(s['cells_mixed']) + ' of them mixed)' if s['cells_mixed'] else ''}, "
@@ -398,25 +510,25 @@ def render_markdown(d: dict, allow_worse: int = 0, limit: int = 50) -> str:
           f"- ends better: {s['ends_better']} (lower {s['lower_better']}, upper "
           f"{s['upper_better']}); ends worse: {s['ends_worse']} (lower {s['lower_worse']}, "
           f"upper {s['upper_worse']})",
-          f"- summed gap (upper - lower): {_arrow((g0, g1))}{_pct(g0, g1)}",
+          f"- summed gap (upper - lower) over the {s['gap_cells']} cells with a bracket in "
+          f"both: {_arrow((g0, g1))}{_pct(g0, g1)}",
           f"- resolved: {_arrow(s['resolved'])}; unsound: {_arrow(s['unsound'])}; errors: "
-          f"{_arrow(s['errors'])}",
-          f"- brackets time (sum of cells' seconds): {_arrow(s['seconds'], '{:.1f} s')}"
-          f"{_pct(*s['seconds'])}; median cell time B/A: "
-          f"{'-' if s['median_seconds_ratio'] is None else format(s['median_seconds_ratio'], '.3g') + 'x'}"]
-    verdict = ("PASS" if s["ends_worse"] <= allow_worse else "FAIL")
-    L += ["", f"**{verdict}**: {s['ends_worse']} ends worse (allowed {allow_worse})"]
+          f"{_arrow(s['errors'])}; answers rejected by the checker: "
+          f"{_arrow(s['rejected_answers'])}",
+          f"- time: sum of the cells' seconds {_arrow(s['seconds'], '{:.1f} s')}"
+          f"{_pct(*s['seconds'])}; median over cells of the ratio B/A: "
+          f"{'-' if ratio is None else format(ratio, '.3g') + 'x'} (per-cell work, not the "
+          "audits' wall time)"]
+    passed, reason = verdict(d, allow_worse)
+    L += ["", f"**{'PASS' if passed else 'FAIL'}**: {reason}"]
     heads = ["operator", "eps", "lower", "upper", "verdict", "reported by"]
-    if d["worse"]:
-        L += ["", f"## Worse ({len(d['worse'])} cells)", ""]
-        L += _table(heads, _cell_rows(d["worse"], limit))
-        if len(d["worse"]) > limit:
-            L.append(f"\n... {len(d['worse']) - limit} more (--limit, or --json for all)")
-    if d["better"]:
-        L += ["", f"## Better ({len(d['better'])} cells)", ""]
-        L += _table(heads, _cell_rows(d["better"], limit))
-        if len(d["better"]) > limit:
-            L.append(f"\n... {len(d['better']) - limit} more (--limit, or --json for all)")
+    for title, cs in (("Worse", d["worse"]), ("Better", d["better"])):
+        if not cs:
+            continue
+        L += ["", f"## {title} ({_plural(len(cs), 'cell')}, largest change first)", ""]
+        L += _table(heads, _cell_rows(cs, limit))
+        if len(cs) > limit:
+            L.append(f"\n... {len(cs) - limit} more (--limit, or --json for all)")
     L += ["", "## By group", ""]
     rows = []
     for g, st in d["groups"].items():
@@ -428,7 +540,7 @@ def render_markdown(d: dict, allow_worse: int = 0, limit: int = 50) -> str:
                      "-" if st["median_seconds_ratio"] is None
                      else f"{st['median_seconds_ratio']:.3g}x"])
     L += _table(["group", "cells", "lower better / worse", "upper better / worse",
-                 "summed gap", "resolved", "seconds", "median cell time B/A"], rows)
+                 "summed gap", "resolved", "seconds (sum)", "median cell ratio B/A"], rows)
     if d["methods"]:
         for side, title in (("upper", "Constructions"), ("lower", "Lower tests")):
             ms = [m for m in d["methods"] if m["side"] == side]
@@ -436,20 +548,22 @@ def render_markdown(d: dict, allow_worse: int = 0, limit: int = 50) -> str:
                 continue
             L += ["", f"## {title}", "",
                   "Per method, from the audits' diagnostics: cells it ran in, cells it answered "
-                  "with a checked result, its median rank over them, its median time, and on "
-                  "cells both audits answered, how often its rank got better or worse.", ""]
+                  "with a checked result, its median rank over them, its median time per cell "
+                  "(and the ratio of the two medians), on the cells both audits answered how "
+                  "often its rank got better or worse, and answers the checker rejected or "
+                  "that raised.", ""]
             rows = []
             for m in ms:
+                t = m["median_seconds"]
                 rows.append([m["name"], _arrow(m["cells"]), _arrow(m["answered"]),
                              _arrow(m["median_rank"], "{:g}"),
-                             _arrow(m["median_seconds"], "{:.3g}") + " s"
-                             if m["median_seconds"][0] is not None
-                             or m["median_seconds"][1] is not None else "-",
-                             _ratio(*m["median_seconds"]),
+                             (_arrow(t, "{:.3g}") + " s") if t[0] is not None
+                             or t[1] is not None else "-",
+                             _ratio(*t),
                              f"{m['rank_better']} / {m['rank_worse']} of {m['paired_cells']}",
                              _arrow(m["rejected"]), _arrow(m["failed"])])
             L += _table(["method", "cells", "answered", "median rank", "median time",
-                         "time B/A", "rank better / worse", "rejected", "failed"], rows)
+                         "median time B/A", "rank better / worse", "rejected", "failed"], rows)
     else:
         L += ["", "(no per-method records: audits older than the diagnostics column)"]
     return "\n".join(L) + "\n"

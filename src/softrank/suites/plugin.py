@@ -113,6 +113,12 @@ def pytest_configure(config):
                              else [load_certifier(spec)])
             except Exception as exc:
                 raise pytest.UsageError(str(exc)) from exc
+        names = [c.name for c in certs]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise pytest.UsageError(
+                f"--softrank-certifier: names must differ, {dup} given twice (set a distinct "
+                "`name` attribute on each class)")
         CONFIG.certifiers = certs
         if config.args_source != pytest.Config.ArgsSource.ARGS:
             # no test paths given: run the suites themselves
@@ -147,7 +153,11 @@ def pytest_generate_tests(metafunc):
         from .config import CONFIG
 
         cases = CONFIG.sized_cases()
-        metafunc.parametrize("softrank_size_case", cases, ids=[c.id for c in cases])
+        if cases:
+            metafunc.parametrize("softrank_size_case", cases, ids=[c.id for c in cases])
+        else:
+            metafunc.parametrize("softrank_size_case", [pytest.param(None, marks=pytest.mark.skip(
+                reason="no real-size cases requested (--softrank-sizes none)"))], ids=["none"])
 
 
 def pytest_collection_modifyitems(session, config, items):
@@ -168,21 +178,24 @@ def pytest_collection_modifyitems(session, config, items):
 
 
 def _coverage_failures(C) -> list[str]:
-    """Constructions that declined more than ``1 - min_coverage`` of their cases. Counted
-    over operators given with their factors ``Q``, ``K`` (attention as it is computed); an
-    operator given as ``A`` only (a planted instance) may be declined by a construction that
-    needs the factors, and is listed in the summary but not counted."""
+    """Constructions that answered fewer than ``min_coverage`` of their cases, counted over
+    operators given with their factors ``Q``, ``K`` (attention as it is computed) and
+    separately for the drawn cases and for the real-size ones (declining every real-size
+    case must not pass on the strength of the small drawn ones). An operator given as ``A``
+    only (a planted instance) may be declined by a construction that needs the factors; it
+    is listed in the summary but not counted."""
     if C.min_coverage <= 0:
         return []
     out = []
     by = {}
     for r in C.cases:
         if r["side"] == "upper" and r["factors"]:
-            by.setdefault(r["name"], []).append(r)
-    for name, rs in by.items():
+            kind = "drawn" if r["group"].startswith("drawn") else "real-size"
+            by.setdefault((r["name"], kind), []).append(r)
+    for (name, kind), rs in by.items():
         answered = sum(r["status"] == "answered" for r in rs)
         if answered < C.min_coverage * len(rs):
-            out.append(f"{name} answered {answered} of {len(rs)} cases with factors "
+            out.append(f"{name} answered {answered} of {len(rs)} {kind} cases with factors "
                        f"({100.0 * answered / len(rs):.0f} %) and declined "
                        f"{len(rs) - answered}; --softrank-min-coverage is {C.min_coverage:g}: a "
                        "construction that declines is not measured (return a witness within "
@@ -227,7 +240,7 @@ def _summary_table(C) -> list[str]:
     wl = max([len(v) for v in labels.values()] + [9])
     wg = max([len(r["group"]) for r in C.cases] + [5])
     head = (f"{'certifier':<{wl}} {'group':<{wg}} {'cases':>5} {'declined':>8} "
-            f"{'rank/lower':>10} {'rank/upper':>10}")
+            f"{'answered/with Q,K':>17} {'rank/lower':>10} {'rank/upper':>10}")
     lines = [head, "-" * len(head)]
     for key, by in groups.items():
         rows = [("all", [r for rs in by.values() for r in rs])] + list(by.items())
@@ -237,9 +250,11 @@ def _summary_table(C) -> list[str]:
             ans = [r for r in rs if r["status"] == "answered"]
             lo = [r["rank"] / r["lower"] for r in ans if r["lower"]]
             up = [r["rank"] / r["upper"] for r in ans if r["upper"]]
+            fac = [r for r in rs if r["factors"]]
+            cov = f"{sum(r['status'] == 'answered' for r in fac)}/{len(fac)}"
             label = labels[key] if i == 0 else ""
             lines.append(f"{label:<{wl}} {g:<{wg}} {len(rs):>5} {len(rs) - len(ans):>8} "
-                         f"{_fmt(_median(lo)):>10} {_fmt(_median(up)):>10}")
+                         f"{cov:>17} {_fmt(_median(lo)):>10} {_fmt(_median(up)):>10}")
     return lines
 
 
@@ -261,7 +276,7 @@ def _gauge_lines(C) -> list[str]:
                 + (f"; answered on one side only in {one}" if one else ""))
         verdict = ("claimed: gated" if claimed else
                    "not claimed (gauge_invariant = False or absent): reported, not gated")
-        out.append(f"gauge {name}: {len(ms)} gauged cases, {tail}; {verdict}")
+        out.append(f"gauge {name}: {len(ms)} gauged examples, {tail}; {verdict}")
     return out
 
 
@@ -280,8 +295,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if C.cases:
         tr.write_line("rank/lower and rank/upper: medians of the certifier's rank over softrank's "
                       "certified lower end and its checked upper end on the same case; "
-                      "'declined' counts cases without an answer (coverage counts only "
-                      "operators given with Q, K)")
+                      "'declined': cases without an answer; 'answered/with Q,K': the cases the "
+                      "coverage gate counts (operators given with their factors), drawn and "
+                      "real-size separately; counts include hypothesis's shrinking replays")
         for ln in _summary_table(C):
             tr.write_line(ln)
     for ln in _gauge_lines(C):

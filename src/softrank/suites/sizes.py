@@ -79,10 +79,11 @@ def parse_sizes(spec: str, arg: str = "--softrank-sizes") -> list[tuple[str, int
     out = []
     for item in spec.split(","):
         item = item.strip()
-        kind, _, num = item.rpartition(":")
-        kind = kind or "synthetic"
+        kind, colon, num = item.rpartition(":")
+        kind = kind if colon else "synthetic"
         lo, hi = MINILM_RANGE if kind == "minilm" else SYNTHETIC_RANGE
-        if kind not in ("synthetic", "minilm") or not num.isdigit() or not lo <= int(num) <= hi:
+        if (kind not in ("synthetic", "minilm") or not (num.isascii() and num.isdigit())
+                or not lo <= int(num) <= hi):
             raise InvalidArgumentError(
                 f"{arg}: expected entries n ({SYNTHETIC_RANGE[0]} <= n <= {SYNTHETIC_RANGE[1]}) "
                 f"or minilm:w ({MINILM_RANGE[0]} <= w <= {MINILM_RANGE[1]}), got {item!r}")
