@@ -435,3 +435,51 @@ def test_a_dead_worker_stops_the_run_instead_of_hanging():
         for r in local_map(_die_on_three, [1, 2, 3, 4, 5, 6], 2):
             got.append(r)
     assert 3 not in got
+
+
+# ------------------------------------------------------------- nothing of the user's is replaced
+
+def test_audit_refuses_a_directory_it_did_not_create(tmp_path, capsys):
+    """--out holding the user's own files and no softrank ledger: refused before any work,
+    naming what is there; the files are untouched."""
+    p = _panel(tmp_path)
+    user = tmp_path / "userdir"
+    user.mkdir()
+    (user / "report.md").write_text("my notes\n")
+    (user / "summary.json").write_text('{"mine": true}\n')
+    rc = main(["audit", "--panel", str(p), "--out", str(user), "--workers", "1", "--quiet"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--out" in err and "report.md, summary.json" in err
+    assert len(err.strip().splitlines()) == 1
+    assert (user / "report.md").read_text() == "my notes\n"
+    assert sorted(x.name for x in user.iterdir()) == ["report.md", "summary.json"]
+    # an empty directory, or a finished audit's own directory, is fine
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["audit", "--panel", str(p), "--out", str(empty), "--workers", "1", "--quiet",
+                 "--study-boot", "0", "--attacks", "none"]) == 0
+    assert main(["audit", "--panel", str(p), "--out", str(empty), "--workers", "1", "--quiet",
+                 "--study-boot", "0", "--attacks", "none"]) == 0
+
+
+def test_saved_certificates_of_two_matrices_do_not_collide(tmp_path, capsys):
+    """Names carry the matrix's hash: bracketing B into A's directory adds files; bracketing
+    A again refuses to replace them unless --overwrite."""
+    fa, fb = tmp_path / "A.npy", tmp_path / "B.npy"
+    np.save(fa, _block_perm(k=3, size=4))
+    np.save(fb, _block_perm(k=4, size=3))
+    d = tmp_path / "certs"
+    assert main(["bracket", str(fa), "--eps", "0.2", "--save-certificates", str(d)]) == 0
+    first = {p.name: p.read_bytes() for p in d.glob("*.npz")}
+    assert len(first) == 2
+    assert main(["bracket", str(fb), "--eps", "0.2", "--save-certificates", str(d)]) == 0
+    after = {p.name: p.read_bytes() for p in d.glob("*.npz")}
+    assert len(after) == 4 and all(after[k] == v for k, v in first.items())
+    capsys.readouterr()
+    assert main(["bracket", str(fa), "--eps", "0.2", "--save-certificates", str(d)]) == 2
+    assert "--overwrite" in capsys.readouterr().err
+    assert main(["bracket", str(fa), "--eps", "0.2", "--save-certificates", str(d),
+                 "--overwrite"]) == 0
+    capsys.readouterr()
+    assert main(["verify", str(d)]) == 0
+    assert "4 of 4 certificates hold" in capsys.readouterr().out

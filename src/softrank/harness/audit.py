@@ -15,10 +15,10 @@ import sys
 import time
 from pathlib import Path
 
-from ..errors import SoftrankError
+from ..errors import InvalidArgumentError, SoftrankError
 from ..operators import Operator
 
-__all__ = ["CSV_COLUMNS", "bracket_operator", "run_audit"]
+__all__ = ["CSV_COLUMNS", "bracket_operator", "run_audit", "check_out_dir"]
 
 CSV_COLUMNS = [
     "operator_id", "family", "source", "layer", "head", "block", "m", "n", "eps",
@@ -282,6 +282,29 @@ class _Progress:
             print(file=self.stream, flush=True)
 
 
+def check_out_dir(out, arg: str = "--out") -> None:
+    """Refuse an output directory that holds files but no softrank audit: an audit writes
+    ``report.md``, ``summary.json``, ``brackets.csv`` and plots there, and must not replace
+    what a user put there. A new or empty directory, or one with an audit's ledger, is fine.
+
+    Raises
+    ------
+    InvalidArgumentError
+        Naming what the directory holds.
+    """
+    from .store import LEDGER_NAME
+
+    out = Path(out)
+    if not out.is_dir() or (out / LEDGER_NAME).exists():
+        return
+    present = sorted(p.name for p in out.iterdir())
+    if present:
+        raise InvalidArgumentError(
+            f"{arg}: {str(out)!r} is not empty and holds no softrank audit ("
+            f"{', '.join(present[:5])}{', ...' if len(present) > 5 else ''}); choose a new or "
+            "empty directory: an audit would replace report.md, summary.json and brackets.csv")
+
+
 def run_audit(operators: list[Operator], eps_list, out: Path, workers: int | None = None,
               progress=True, validated: bool = False, attacks: str = "quick",
               executor: str = "local", scheduler: str | None = None,
@@ -316,6 +339,7 @@ def run_audit(operators: list[Operator], eps_list, out: Path, workers: int | Non
     certifiers = tuple(certifiers)
     load_certifiers(certifiers)
     out = Path(out)
+    check_out_dir(out)
     out.mkdir(parents=True, exist_ok=True)
     eps_list = tuple(float(e) for e in eps_list)
     ids = [op.operator_id for op in operators]

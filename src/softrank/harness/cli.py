@@ -116,7 +116,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="a third-party construction or lower test run beside the built-ins "
                         "(repeatable); its witness can become the reported end, credited by name")
     b.add_argument("--save-certificates", metavar="DIR", default=None,
-                   help="write the certificates as .npz files into DIR")
+                   help="write the certificates as .npz files into DIR, named "
+                        "HASH_epsEPS_SIDE_KIND.npz (HASH: the first 16 hex digits of the "
+                        "matrix's content hash); an existing file is never replaced without "
+                        "--overwrite")
+    b.add_argument("--overwrite", action="store_true",
+                   help="with --save-certificates: replace files of the same name")
     b.add_argument("--no-interval", action="store_true",
                    help="skip the interval cross-check (float64 checker only)")
 
@@ -262,6 +267,9 @@ def _cmd_audit(args) -> int:
     from ..certifiers.bracket import validate_eps
 
     eps = validate_eps(eps)
+    from .audit import check_out_dir
+
+    check_out_dir(args.out, "--out")
     out = _out_dir(args.out, "--out")
     if args.quiet:
         _quiet_transformers()
@@ -349,11 +357,19 @@ def _cmd_bracket(args) -> int:
     brs = bracket(op, list(args.eps), interval=not args.no_interval, constructions=cons,
                   lower_tests=tests)
     if d is not None:
-        for t, br in enumerate(brs):
-            for side, cert in (("lower", br.lower_certificate), ("upper", br.upper_witness)):
-                if cert is not None:  # index first: distinct tolerances never share a name
-                    save_certificate(d / f"{t:02d}_eps{br.eps!r}_{side}_{cert.kind}.npz", cert,
-                                     op.A, producer=f"softrank {__version__}")
+        # the matrix's hash, the tolerance (repr: distinct tolerances never share a name),
+        # the side and the kind: bracketing another matrix into DIR never reuses a name
+        files = [(d / f"{op.hash[:16]}_eps{br.eps!r}_{side}_{cert.kind}.npz", cert)
+                 for br in brs
+                 for side, cert in (("lower", br.lower_certificate), ("upper", br.upper_witness))
+                 if cert is not None]
+        taken = [str(f) for f, _ in files if f.exists()]
+        if taken and not args.overwrite:
+            raise SoftrankError(f"--save-certificates: {len(taken)} files exist ({taken[0]}"
+                                f"{', ...' if len(taken) > 1 else ''}); pass --overwrite to "
+                                "replace them")
+        for f, cert in files:
+            save_certificate(f, cert, op.A, producer=f"softrank {__version__}")
     geo = _geometry(op)
     if args.json:
         print(json.dumps([{"operator_id": op.operator_id, **br.to_dict(),
