@@ -483,3 +483,21 @@ def test_saved_certificates_of_two_matrices_do_not_collide(tmp_path, capsys):
     capsys.readouterr()
     assert main(["verify", str(d)]) == 0
     assert "4 of 4 certificates hold" in capsys.readouterr().out
+
+
+def test_eps_next_to_one(tmp_path, capsys):
+    """eps = 1 - 1e-12: a row summing to 1 still proves r_eps >= 1 (the margin is the
+    rounding of the row sum, not the 1e-9 aim), so uniform attention is resolved at rank 1.
+    Rows that sum to 1 - 1e-9 (within the accepted tolerance) do not: r_eps may be 0, the
+    cell is an error, and the output says why."""
+    f = tmp_path / "U.npy"
+    np.save(f, np.full((4, 4), 0.25))
+    assert main(["bracket", str(f), "--eps", str(1 - 1e-12), "--json"]) == 0
+    (b,) = json.loads(capsys.readouterr().out)
+    assert (b["lower"], b["upper"], b["verdict"]) == (1, 1, "resolved")
+    A = np.full((4, 4), 0.25)
+    A[:, 0] -= 1e-9
+    np.save(f, A)
+    assert main(["bracket", str(f), "--eps", str(1 - 1e-12)]) == 1
+    out = capsys.readouterr().out
+    assert "error" in out and "r_eps >= 1 cannot be certified" in out

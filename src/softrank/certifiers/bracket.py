@@ -285,6 +285,13 @@ def _bracket_one(op: Operator, ctx: Context, eps_req: float, interval: bool,
 def _set_verdict(br: Bracket) -> None:
     if br.lower_certificate is None or br.upper_witness is None:
         br.verdict = "error"
+        if not br.diagnostics.error:  # say why, never an error without a reason
+            side = "lower certificate" if br.lower_certificate is None else "upper witness"
+            br.diagnostics.error = (
+                f"no checked {side} at eps {br.eps!r}"
+                + (": no row of A sums to more than eps by a provable margin, so even "
+                   "r_eps >= 1 cannot be certified (rows may sum to 1 only within 1e-9)"
+                   if br.lower_certificate is None else ""))
     elif br.lower > br.upper:
         br.verdict = "unsound"
     elif br.lower == br.upper:

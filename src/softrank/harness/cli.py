@@ -383,6 +383,8 @@ def _cmd_bracket(args) -> int:
         for br in brs:
             print(f"{br.eps!r:>{w}}  {br.lower:5d}  {br.upper:5d}  {br.verdict:8s}  "
                   f"{br.lower_method} / {br.upper_method}")
+            if br.verdict == "error":
+                print(f"{'':>{w}}  error: {br.diagnostics.error}")
         for c in cons + tests:  # the user's own methods, beside the bracket
             for br in brs:
                 r = br.diagnostics.record(c.name)
