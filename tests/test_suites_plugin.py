@@ -68,7 +68,7 @@ SPECS = {
 
 def _env():
     env = dict(os.environ)
-    for var in ("PYTHONPATH", "PYTEST_ADDOPTS", "SOFTRANK_PROFILE"):
+    for var in ("PYTHONPATH", "PYTEST_ADDOPTS", "SOFTRANK_PROFILE", "SOFTRANK_SIZES"):
         env.pop(var, None)
     # several pytest processes run at once: one BLAS thread each avoids oversubscription
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
