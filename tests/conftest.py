@@ -30,9 +30,3 @@ settings.register_profile(
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 # the suites (tests/test_suites_builtin.py) follow --softrank-profile, else this default
 os.environ.setdefault("SOFTRANK_PROFILE", "ci")
-# make test runs softrank's own 15 certifiers through the suites in-process: at the sizes
-# 32, 64 and MiniLM 64 (the plugin's ci default adds 128 and MiniLM 128, which the end-to-end
-# plugin runs of tests/test_suites_plugin.py keep, and which every `make audit` brackets for
-# the built-ins); this keeps `make test` within its 15 minutes on 2 cores.
-# SOFTRANK_SIZES=32,64,128,minilm:64,minilm:128 make test runs the built-ins at all of them.
-os.environ.setdefault("SOFTRANK_SIZES", "32,64,minilm:64")
