@@ -6,7 +6,7 @@ OUT ?= softrank-report
 PANEL ?= default
 PYTEST_ARGS ?=
 
-.PHONY: install audit test quick bench clean
+.PHONY: install audit test quick bench fuzz clean
 
 install: $(VENV)/.installed
 
@@ -29,6 +29,13 @@ quick: install
 SOFTRANK_SIZES ?= 32,64,minilm:64
 test: install
 	SOFTRANK_SIZES=$(SOFTRANK_SIZES) $(PY) -m pytest -m "not slow" --softrank-profile ci $(PYTEST_ARGS)
+
+# The fuzz tier's long run (tests/test_fuzz.py): each of its 5 targets draws fresh inputs for
+# FUZZ_SECONDS (default 130: about 11 minutes in all); counts of inputs in fuzz-stats.json.
+FUZZ_SECONDS ?= 130
+fuzz: install
+	SOFTRANK_FUZZ_SECONDS=$(FUZZ_SECONDS) $(PY) -m pytest -m fuzz tests/test_fuzz.py \
+		-p no:cacheprovider $(PYTEST_ARGS)
 
 # asv benchmarks of this commit (sizes: SOFTRANK_BENCH_SIZES=64,128; filter: ASV_ARGS="-b Checker")
 bench: install

@@ -30,3 +30,22 @@ settings.register_profile(
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 # the suites (tests/test_suites_builtin.py) follow --softrank-profile, else this default
 os.environ.setdefault("SOFTRANK_PROFILE", "ci")
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The fuzz tier's count of inputs per target (tests/test_fuzz.py); in a long run
+    (``make fuzz``) also written to fuzz-stats.json."""
+    import json
+    import sys
+
+    mod = sys.modules.get("test_fuzz") or sys.modules.get("tests.test_fuzz")
+    if mod is None or not mod.COUNTS:
+        return
+    tr = terminalreporter
+    tr.section("fuzz")
+    for name, n in mod.COUNTS.items():
+        tr.write_line(f"{name}: {n} inputs")
+    if mod.LONG_SECONDS > 0:
+        with open("fuzz-stats.json", "w") as fh:
+            json.dump({"seconds_per_target": mod.LONG_SECONDS, "inputs": mod.COUNTS}, fh,
+                      indent=1)

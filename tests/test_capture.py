@@ -230,8 +230,12 @@ def test_load_checkpoint_errors_name_the_directory(tmp_path, ckdirs):
     for f in ckdirs["gpt2"].iterdir():
         if f.name in ("config.json", "model.safetensors"):
             (nt / f.name).write_bytes(f.read_bytes())
-    with pytest.raises(CheckpointError, match="lacks a tokenizer"):
-        load_checkpoint(nt)
+    # no tokenizer: loads for token ids; text is refused, naming the checkpoint
+    ck = load_checkpoint(nt)
+    assert ck.tokenizer is None
+    with pytest.raises(CheckpointError, match="has no tokenizer") as info:
+        capture(ck, read_sources("stdlib:json"), width=8)
+    assert str(nt) in str(info.value)
 
 
 def test_bad_pixels_and_token_ids_are_refused(tmp_path, checkpoints):

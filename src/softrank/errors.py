@@ -13,6 +13,8 @@ __all__ = [
     "CertificateError",
     "CheckpointError",
     "PanelError",
+    "InvalidFileError",
+    "ResourceLimitError",
 ]
 
 
@@ -38,3 +40,13 @@ class CheckpointError(SoftrankError, OSError):
 
 class PanelError(SoftrankError, ValueError):
     """A panel (name or TOML file) is unknown or malformed."""
+
+
+class InvalidFileError(SoftrankError, ValueError):
+    """An input file cannot be read as what it should hold (a corrupt archive, a disallowed
+    dtype, a header that does not match its data, more data than the memory limit)."""
+
+
+class ResourceLimitError(SoftrankError):
+    """A job would need more memory than its stated limit (``--max-memory``); refused before
+    any work."""

@@ -6,9 +6,13 @@ keys, float64) and, when known, the factors it came from: ``Q`` (``m x d``), ``K
 provenance (family, source, layer, head, block, seed).
 
 Construction validates and never repairs: NaN/inf, negative entries, rows whose sums differ
-from 1 by more than :data:`ROW_SUM_TOL`, empty or non-2-D arrays, mismatched factor shapes
-and a non-finite or non-positive ``beta`` raise :class:`~softrank.errors.InvalidOperatorError`
-naming the field and the offending value.
+from 1 by more than :data:`ROW_SUM_TOL`, empty or non-2-D arrays, mismatched factor shapes,
+a non-finite or non-positive ``beta``, factors whose softmax differs from ``A`` by more than
+:data:`FACTOR_TOL` and a family or id that :func:`softrank.ids.check_id_part` refuses raise
+:class:`~softrank.errors.InvalidOperatorError` naming the field and the offending value.
+Files are read by :func:`load_operator` within a memory bound (no object arrays, headers
+checked before any allocation); reduced-precision attention is renormalised only on request
+(:func:`renormalize_rows`).
 """
 
 from __future__ import annotations
@@ -18,16 +22,17 @@ from typing import Any
 
 import numpy as np
 
-from .checker.certificates import matrix_hash
+from .checker.certificates import ROW_SUM_TOL, matrix_hash
 from .errors import InvalidOperatorError
 
 __all__ = ["Operator", "softmax_rows", "ROW_SUM_TOL", "operator_hash", "save_operator",
-           "load_operator", "OPERATOR_FORMAT", "FACTOR_TOL"]
+           "load_operator", "renormalize_rows", "OPERATOR_FORMAT", "FACTOR_TOL",
+           "MAX_FILE_BYTES"]
 
-#: Largest accepted ``|sum_j A_ij - 1|``. Float64 softmax rows of width up to a few thousand
-#: sum to 1 within ~1e-13; float32-derived matrices that were renormalised in float64 do too.
-#: A matrix further off is not an attention matrix and is rejected, not renormalised.
-ROW_SUM_TOL = 1e-9
+#: ``ROW_SUM_TOL`` (1e-9, from the checker): largest accepted ``|sum_j A_ij - 1|``. Float64
+#: softmax rows of width up to a few thousand sum to 1 within ~1e-13; float32 attention does
+#: only within ~1e-7. A matrix further off is not an attention matrix and is rejected, not
+#: renormalised: :func:`renormalize_rows` (``--renormalize``) does that on request.
 
 
 def softmax_rows(logits: np.ndarray) -> np.ndarray:
@@ -72,7 +77,7 @@ def _check_matrix(name: str, X: Any) -> np.ndarray:
     if bad.any():
         i, j = np.argwhere(bad)[0]
         raise InvalidOperatorError(
-            f"{name}: entries must be finite, {name}[{i}, {j}] = {arr[i, j]!r} "
+            f"{name}: entries must be finite, {name}[{i}, {j}] = {float(arr[i, j])!r} "
             f"({int(bad.sum())} non-finite entries)"
         )
     arr.setflags(write=False)
@@ -93,14 +98,22 @@ class Operator:
     K : (N, d) array_like, optional
         Key factor. ``Q`` and ``K`` are given together or not at all.
     beta : float, optional
-        Logit scale, finite and ``> 0``; required with ``Q`` and ``K``.
+        Logit scale, finite and ``> 0``; required with ``Q`` and ``K``. With the factors,
+        ``A`` must equal ``softmax_rows(beta Q K^T)`` within :data:`FACTOR_TOL` in every
+        entry (the check the operator file loader makes; :meth:`from_factors` builds such an
+        ``A``). No option skips it: factors that do not reproduce ``A`` are refused, and an
+        operator without them is built from ``A`` alone.
     family, source, layer, head, block, seed :
-        Provenance. ``family`` is e.g. ``"minilm"``, ``"grid"``, ``"planted"``; ``source`` the
-        text or generator parameters; ``block`` a description of the query/key positions.
+        Provenance. ``family`` is e.g. ``"minilm"``, ``"grid"``, ``"planted"``: part of the
+        operator id, so it passes :func:`softrank.ids.check_id_part` (non-empty; no control
+        characters, ``|``, ``/``, ``\\`` or ``..``; no leading or trailing whitespace; at
+        most :data:`softrank.ids.MAX_ID_BYTES` bytes). ``source`` the text or generator
+        parameters; ``block`` a description of the query/key positions.
     meta : dict
         Extra provenance (e.g. planted rank, width).
     operator_id : str, optional
-        Stable identifier; defaults to ``family`` plus the hash of ``A``.
+        Stable identifier; defaults to ``family`` plus the hash of ``A``. Checked as
+        ``family`` is.
 
     Raises
     ------
@@ -122,19 +135,21 @@ class Operator:
     operator_id: str = ""
 
     def __post_init__(self) -> None:
+        from .ids import check_id_part
+
         A = _check_matrix("A", self.A)
         neg = A < 0
         if neg.any():
             i, j = np.argwhere(neg)[0]
             raise InvalidOperatorError(
-                f"A: entries must be >= 0, A[{i}, {j}] = {A[i, j]!r}"
+                f"A: entries must be >= 0, A[{i}, {j}] = {float(A[i, j])!r}"
             )
         dev = np.abs(A.sum(axis=1) - 1.0)
         if dev.max() > ROW_SUM_TOL:
             i = int(dev.argmax())
             raise InvalidOperatorError(
                 f"A: rows must sum to 1 within {ROW_SUM_TOL:g}, row {i} sums to "
-                f"{A[i].sum()!r}"
+                f"{float(A[i].sum())!r}"
             )
         object.__setattr__(self, "A", A)
         if (self.Q is None) != (self.K is None):
@@ -173,8 +188,23 @@ class Operator:
             if not np.isfinite(beta) or beta <= 0:
                 raise InvalidOperatorError(f"beta: expected a finite number > 0, got {beta!r}")
             object.__setattr__(self, "beta", beta)
+        if self.Q is not None:
+            with np.errstate(over="ignore", invalid="ignore"):
+                logits = self.beta * (self.Q @ self.K.T)
+            if not np.isfinite(logits).all():
+                raise InvalidOperatorError(
+                    f"Q, K, beta: beta Q K^T overflows (non-finite logits, beta = {self.beta!r})")
+            gap = np.abs(A - softmax_rows(logits))
+            dev = float(gap.max())
+            if not dev <= FACTOR_TOL:
+                i, j = np.unravel_index(int(gap.argmax()), gap.shape)
+                raise InvalidOperatorError(
+                    f"A: differs from softmax_rows(beta Q K^T) of the given factors by {dev:.3g} "
+                    f"(> {FACTOR_TOL:g}) at A[{i}, {j}] = {float(A[i, j])!r}")
+        check_id_part(self.family, "family", InvalidOperatorError)
         if not self.operator_id:
             object.__setattr__(self, "operator_id", f"{self.family}-{operator_hash(A)}")
+        check_id_part(self.operator_id, "operator_id", InvalidOperatorError)
 
     @classmethod
     def from_factors(cls, Q: Any, K: Any, beta: float, **provenance: Any) -> "Operator":
@@ -299,81 +329,183 @@ def _json_default(v):
     raise TypeError(f"not JSON serialisable: {type(v).__name__}")
 
 
-def load_operator(path: Any, arg: str = "path") -> Operator:
-    """Read an operator from ``.npy`` (a bare ``A``) or ``.npz`` (:func:`save_operator`'s
-    format, or any archive with an ``A`` array and optionally ``Q``, ``K``, ``beta``).
+#: Default bound on the data an operator file may hold (bytes): 4 GiB.
+MAX_FILE_BYTES = 4 * 2**30
+
+
+def renormalize_rows(A: Any) -> tuple[np.ndarray, float]:
+    """Divide each row of a nonnegative matrix by its sum, in float64 (SPEC 3).
+
+    For attention probabilities saved in float32, float16 (or bfloat16 converted to either),
+    whose rows sum to 1 only within ~1e-7 or ~1e-3. The bracket then holds for the returned
+    ``A'``; since row ``i`` moves by ``||a_i - a_i / s_i||_1 = |s_i - 1|`` in l1, a bracket
+    ``[l, u]`` of ``r_eps(A')`` gives ``r_{eps + delta}(A) <= u`` and
+    ``r_{eps - delta}(A) >= l`` for the given ``A``, with ``delta`` returned here.
+
+    Parameters
+    ----------
+    A : (m, N) array_like
+        Finite, entries ``>= 0``, every row with a positive sum; any real dtype.
+
+    Returns
+    -------
+    A_renormalized : (m, N) float64 ndarray
+    delta : float
+        ``max_i |s_i - 1|`` with ``s_i`` the float64 row sums of ``A``.
 
     Raises
     ------
     InvalidOperatorError
-        Naming ``arg`` and the file: unreadable, a certificate file, no ``A``, invalid
-        ``A``/``Q``/``K``/``beta``, or ``A`` differs from ``softmax_rows(beta Q K^T)`` by more
-        than :data:`FACTOR_TOL`.
+        On a non-finite or negative entry, or a row that sums to 0.
+    """
+    B = _check_matrix("A", A)
+    neg = B < 0
+    if neg.any():
+        i, j = np.argwhere(neg)[0]
+        raise InvalidOperatorError(f"A: entries must be >= 0, A[{i}, {j}] = {float(B[i, j])!r}")
+    s = B.sum(axis=1)
+    if not (s > 0).all():
+        i = int(np.argmin(s))
+        raise InvalidOperatorError(f"A: row {i} sums to {float(s[i])!r}; it cannot be renormalised")
+    return B / s[:, None], float(np.abs(s - 1.0).max())
+
+
+_ROW_SUM_HINT = ("; attention saved in float32 or float16 sums to 1 only within ~1e-7 or "
+                 "~1e-3: renormalize=True (`softrank bracket --renormalize`) divides each row "
+                 "by its sum and records it in the provenance")
+
+
+def _scalar(data: dict, key: str, kinds: str, where: str):
+    x = data[key]
+    if x.shape != () or x.dtype.kind not in kinds:
+        raise InvalidOperatorError(f"{where}: {key}: expected a scalar "
+                                   f"{'integer' if kinds == 'iu' else 'real number'}, got "
+                                   f"dtype {x.dtype} shape {x.shape}")
+    return x[()].item()
+
+
+def load_operator(path: Any, arg: str = "path", *, max_bytes: int = MAX_FILE_BYTES,
+                  renormalize: bool = False) -> Operator:
+    """Read an operator from ``.npy`` (a bare ``A``) or ``.npz`` (:func:`save_operator`'s
+    format, or any archive with an ``A`` array and optionally ``Q``, ``K``, ``beta``).
+
+    The file is read through :func:`softrank.checker.arrays.read_arrays`: headers first, no
+    object arrays, at most ``max_bytes`` of data, nothing allocated before that is known.
+    Every field is checked for its type: ``beta`` a real scalar, ``layer`` and ``head``
+    integer scalars (``-1``: unknown), positions 1-D integers, ``provenance`` a JSON object
+    whose names are strings.
+
+    Parameters
+    ----------
+    path : str or path-like
+    arg : str
+        The argument the path was given as, for messages.
+    max_bytes : int
+        Largest total data the file may hold, in bytes (default 4 GiB).
+    renormalize : bool
+        Divide each row of ``A`` by its sum first (:func:`renormalize_rows`), for attention
+        saved in reduced precision; recorded in ``meta["renormalized"]`` with the original
+        dtype and ``delta``. Only for files without factors.
+
+    Raises
+    ------
+    InvalidOperatorError
+        Naming ``arg`` and the file: a certificate file, no ``A``, a field of the wrong type,
+        invalid ``A``/``Q``/``K``/``beta``, or ``A`` differs from ``softmax_rows(beta Q K^T)``
+        by more than :data:`FACTOR_TOL`.
+    InvalidFileError
+        The file is missing, unreadable, corrupt, holds a disallowed dtype or more than
+        ``max_bytes`` of data (:func:`softrank.checker.arrays.read_arrays`).
     """
     import json
     import pathlib
 
+    from .checker.arrays import read_arrays
+
     p = pathlib.Path(path)
     where = f"{arg}: {str(p)!r}"
-    try:
-        data = np.load(p, allow_pickle=False)
-    except FileNotFoundError:
-        raise InvalidOperatorError(f"{where} not found") from None
-    except IsADirectoryError:
-        raise InvalidOperatorError(f"{where} is a directory, expected a .npy or .npz file") from None
-    except (OSError, ValueError) as exc:
-        raise InvalidOperatorError(f"{where} is not a readable .npy/.npz file ({exc})") from exc
+    data = read_arrays(p, arg, max_bytes=max_bytes)
     if isinstance(data, np.ndarray):
+        data = {"A": data}
+    files = set(data)
+    if "header" in files:
+        raise InvalidOperatorError(f"{where} is a softrank certificate, not an operator: "
+                                   "`softrank verify` checks it (to bracket its matrix, save "
+                                   "its array 'A' as .npy)")
+    if "A" not in files:
+        raise InvalidOperatorError(f"{where} holds no array 'A' (arrays: "
+                                   f"{sorted(files)[:8]})")
+    has_f = {"Q", "K", "beta"} & files
+    if has_f and has_f != {"Q", "K", "beta"}:
+        raise InvalidOperatorError(f"{where}: factors incomplete, has {sorted(has_f)} of "
+                                   "Q, K, beta")
+    if has_f and renormalize:
+        raise InvalidOperatorError(f"{where}: renormalize applies to a matrix without factors "
+                                   "(this file's A is checked against its Q, K, beta)")
+    prov: dict = {}
+    if "provenance" in files:
+        raw = data["provenance"]
+        if raw.shape != () or raw.dtype.kind != "U":
+            raise InvalidOperatorError(f"{where}: provenance: expected a 0-d text array, got "
+                                       f"dtype {raw.dtype} shape {raw.shape}")
         try:
-            return Operator(A=data, family="matrix", source=p.name, operator_id=f"matrix-{p.stem}")
-        except InvalidOperatorError as exc:
-            raise InvalidOperatorError(f"{where}: {exc}") from exc
-    with data:
-        files = set(data.files)
-        if "A" not in files:
-            kind = " (a certificate: use `softrank verify`)" if "header" in files else ""
-            raise InvalidOperatorError(f"{where} holds no array 'A'{kind}")
-        A = data["A"]
-        has_f = {"Q", "K", "beta"} & files
-        if has_f and has_f != {"Q", "K", "beta"}:
-            raise InvalidOperatorError(f"{where}: factors incomplete, has {sorted(has_f)} of "
-                                       "Q, K, beta")
-        prov = {}
-        if "provenance" in files:
-            try:
-                prov = json.loads(str(data["provenance"]))
-            except ValueError as exc:
-                raise InvalidOperatorError(f"{where}: provenance is not JSON ({exc})") from exc
-            if not isinstance(prov, dict):
-                raise InvalidOperatorError(f"{where}: provenance is not a JSON object")
-        meta = {k: v for k, v in prov.items()
-                if k not in ("operator_id", "family", "source", "layer", "head", "block",
-                             "seed", "m", "n", "hash", "format")}
-        for k in ("query_positions", "key_positions"):
-            if k in files and data[k].size:
-                meta[k] = data[k].astype(np.int64).tolist()
-        layer = int(data["layer"]) if "layer" in files and int(data["layer"]) >= 0 else prov.get("layer")
-        head = int(data["head"]) if "head" in files and int(data["head"]) >= 0 else prov.get("head")
-        kw = dict(family=prov.get("family", "matrix"), source=prov.get("source", p.name),
-                  layer=layer, head=head, block=prov.get("block", ""), seed=prov.get("seed"),
-                  meta=meta, operator_id=prov.get("operator_id") or f"matrix-{p.stem}")
+            prov = json.loads(str(raw[()]))
+        except ValueError as exc:
+            raise InvalidOperatorError(f"{where}: provenance is not JSON "
+                                       f"({' '.join(str(exc).split())})") from None
+        if not isinstance(prov, dict):
+            raise InvalidOperatorError(f"{where}: provenance is not a JSON object")
+        for k in ("operator_id", "family", "source", "block", "hash"):
+            if k in prov and not isinstance(prov[k], str):
+                raise InvalidOperatorError(f"{where}: provenance {k}: expected a string, got "
+                                           f"{type(prov[k]).__name__}")
+        for k in ("layer", "head", "seed"):
+            if prov.get(k) is not None and type(prov[k]) is not int:
+                raise InvalidOperatorError(f"{where}: provenance {k}: expected an integer or "
+                                           f"null, got {type(prov[k]).__name__}")
+    meta = {k: v for k, v in prov.items()
+            if k not in ("operator_id", "family", "source", "layer", "head", "block",
+                         "seed", "m", "n", "hash", "format")}
+    for k in ("query_positions", "key_positions"):
+        if k in files:
+            x = data[k]
+            if x.ndim != 1 or (x.size and x.dtype.kind not in "iu"):
+                raise InvalidOperatorError(f"{where}: {k}: expected 1-D integers, got dtype "
+                                           f"{x.dtype} shape {x.shape}")
+            if x.size:
+                meta[k] = x.astype(np.int64).tolist()
+    idx = {}
+    for k in ("layer", "head"):
+        idx[k] = prov.get(k)
+        if k in files:
+            v = _scalar(data, k, "iu", where)
+            if v < -1:
+                raise InvalidOperatorError(f"{where}: {k}: expected >= 0 (or -1: unknown), "
+                                           f"got {v}")
+            if v >= 0:
+                idx[k] = v
+    A = data["A"]
+    if renormalize:
         try:
-            if has_f:
-                Q, K, beta = data["Q"], data["K"], data["beta"]
-                if beta.shape != ():
-                    raise InvalidOperatorError(f"beta: expected a scalar, got shape {beta.shape}")
-                beta = float(beta)
-                op = Operator(A=A, Q=Q, K=K, beta=beta, **kw)
-                dev = float(np.abs(op.A - softmax_rows(op.beta * (op.Q @ op.K.T))).max())
-                if not dev <= FACTOR_TOL:
-                    raise InvalidOperatorError(
-                        f"A: differs from softmax_rows(beta Q K^T) of the file's factors by "
-                        f"{dev:.3g} (> {FACTOR_TOL:g})")
-            else:
-                op = Operator(A=A, **kw)
+            A, delta = renormalize_rows(A)
         except InvalidOperatorError as exc:
-            raise InvalidOperatorError(f"{where}: {exc}") from exc
-        if "hash" in prov and prov["hash"] != op.hash:
-            raise InvalidOperatorError(f"{where}: A's hash {op.hash} differs from the "
-                                       f"provenance's {prov['hash']}")
+            raise InvalidOperatorError(f"{where}: {exc}") from None
+        meta["renormalized"] = {"dtype": str(data["A"].dtype), "delta": delta}
+    kw = dict(family=prov.get("family", "matrix"), source=prov.get("source", p.name),
+              layer=idx["layer"], head=idx["head"], block=prov.get("block", ""),
+              seed=prov.get("seed"), meta=meta,
+              operator_id=prov.get("operator_id") or f"matrix-{p.stem}")
+    try:
+        if has_f:
+            beta = _scalar(data, "beta", "fiu", where)
+            # the constructor checks A against softmax_rows(beta Q K^T) (FACTOR_TOL)
+            op = Operator(A=A, Q=data["Q"], K=data["K"], beta=beta, **kw)
+        else:
+            op = Operator(A=A, **kw)
+    except InvalidOperatorError as exc:
+        hint = _ROW_SUM_HINT if "rows must sum to 1" in str(exc) and not renormalize else ""
+        raise InvalidOperatorError(f"{where}: {exc}{hint}") from None
+    if "hash" in prov and not renormalize and prov["hash"] != op.hash:
+        raise InvalidOperatorError(f"{where}: A's hash {op.hash} differs from the "
+                                   f"provenance's {prov['hash']}")
     return op

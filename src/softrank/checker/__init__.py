@@ -1,9 +1,11 @@
 """The independent checker: the small trusted core of softrank (SPEC 6).
 
 Everything softrank reports is only as sound as this package. It imports nothing from the
-certifiers (only numpy, mpmath and python-flint), and it can be read in one sitting:
+certifiers (only numpy, mpmath, python-flint and the error classes of
+:mod:`softrank.errors`), and it can be read in one sitting:
 
 * :mod:`.certificates` -- what a certificate is, and its file format;
+* :mod:`.arrays` -- reading ``.npy``/``.npz`` files that may be hostile, in bounded memory;
 * :mod:`.float64` -- each condition in float64 with an explicit rounding analysis;
 * :mod:`.interval` -- the same conditions in interval arithmetic (mpmath / python-flint).
 

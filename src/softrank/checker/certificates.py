@@ -2,7 +2,8 @@
 
 These are plain data: what a certifier claims and the numbers that prove it. Nothing here
 trusts the producer; :mod:`softrank.checker` decides whether a certificate holds for a given
-``A``. This module depends on numpy and the standard library only.
+``A``. This module depends on numpy, the standard library and :mod:`softrank.errors` (the
+error classes, which import nothing) only.
 
 Kinds and the claim each makes about ``r_eps(A)`` for the stated ``eps``:
 
@@ -34,6 +35,8 @@ from typing import Union
 
 import numpy as np
 
+from ..errors import CertificateError
+
 __all__ = [
     "UpperWitness",
     "TrivialCertificate",
@@ -53,7 +56,7 @@ __all__ = [
 FORMAT_VERSION = 1
 
 
-class MalformedCertificate(ValueError):
+class MalformedCertificate(CertificateError):
     """A certificate whose data is inconsistent or unreadable (the checker rejects it)."""
 
 
@@ -392,41 +395,145 @@ def save_certificate(path, cert: Certificate, A: np.ndarray, producer: str = "",
     return path
 
 
-def load_certificate(path) -> tuple[Certificate, np.ndarray, dict]:
+#: Largest accepted ``|sum_j A_ij - 1|`` of an attention matrix (SPEC 3); shared by
+#: :class:`softrank.operators.Operator` and :func:`load_certificate`.
+ROW_SUM_TOL = 1e-9
+
+#: Default bound on the data a certificate file may hold (bytes): 4 GiB.
+MAX_FILE_BYTES = 4 * 2**30
+
+#: Header fields of a certificate file and whether each is required.
+HEADER_FIELDS = {"format": True, "kind": True, "eps": True, "rank": True, "method": True,
+                 "operator_hash": True, "shape": True, "producer": True, "refutes": False}
+
+KINDS = ("upper", "trivial", "frobenius", "key-groups", "decoded", "subspace")
+
+
+def attention_problem(A: np.ndarray) -> str | None:
+    """Why ``A`` is not an attention matrix, or None (SPEC 3).
+
+    Parameters
+    ----------
+    A : ndarray
+        Any array.
+
+    Returns
+    -------
+    str or None
+        One line naming the first problem: not 2-D or empty, not real, a non-finite or
+        negative entry, or a row whose sum differs from 1 by more than :data:`ROW_SUM_TOL`.
+    """
+    if A.ndim != 2 or A.size == 0:
+        return f"A: expected a non-empty 2-D array, got shape {A.shape}"
+    if A.dtype.kind not in "fiub":
+        return f"A: expected real numbers, got dtype {A.dtype}"
+    A = np.asarray(A, dtype=np.float64)
+    bad = ~np.isfinite(A)
+    if bad.any():
+        i, j = np.argwhere(bad)[0]
+        return f"A: entries must be finite, A[{i}, {j}] = {float(A[i, j])!r}"
+    neg = A < 0
+    if neg.any():
+        i, j = np.argwhere(neg)[0]
+        return f"A: entries must be >= 0, A[{i}, {j}] = {float(A[i, j])!r}"
+    dev = np.abs(A.sum(axis=1) - 1.0)
+    if dev.max() > ROW_SUM_TOL:
+        i = int(dev.argmax())
+        return f"A: rows must sum to 1 within {ROW_SUM_TOL:g}, row {i} sums to {float(A[i].sum())!r}"
+    return None
+
+
+def _short(v, n: int = 60) -> str:
+    """``repr(v)`` on one line, cut to ``n`` characters (hostile headers can be long)."""
+    r = " ".join(repr(v).split())
+    return r if len(r) <= n else r[: n - 3] + "..."
+
+
+def _header_problem(header, A_shape) -> str | None:
+    """Why a certificate header is malformed, or None: every field strictly typed."""
+    if not isinstance(header, dict):
+        return f"header: expected a JSON object, got {type(header).__name__}"
+    extra = sorted(set(header) - set(HEADER_FIELDS))
+    if extra:
+        return f"header: unknown fields {_short(extra)}"
+    missing = [k for k, req in HEADER_FIELDS.items() if req and k not in header]
+    if missing:
+        return f"header: missing fields {missing}"
+    if header["format"] != FORMAT_VERSION or type(header["format"]) is not int:
+        return f"header: format {_short(header['format'])} is not {FORMAT_VERSION}"
+    if header["kind"] not in KINDS:
+        return f"header: kind {_short(header['kind'])} is not one of {list(KINDS)}"
+    eps = header["eps"]
+    if type(eps) not in (int, float) or not (0.0 < float(eps) < 1.0):
+        return f"header: eps {_short(eps)} is not a number with 0 < eps < 1"
+    rank = header["rank"]
+    if type(rank) is not int or rank < 0:
+        return f"header: rank {_short(rank)} is not an integer >= 0"
+    for k in ("method", "producer", "operator_hash"):
+        if not isinstance(header[k], str):
+            return f"header: {k} {_short(header[k])} is not a string"
+    h = header["operator_hash"]
+    if len(h) != 16 or any(c not in "0123456789abcdef" for c in h):
+        return f"header: operator_hash {_short(h)} is not 16 lower-case hex digits"
+    shape = header["shape"]
+    if (not isinstance(shape, list) or len(shape) != 2
+            or any(type(x) is not int for x in shape) or tuple(shape) != tuple(A_shape)):
+        return f"header: shape {_short(shape)} differs from the shape {list(A_shape)} of A"
+    ref = header.get("refutes")
+    if ref is not None:
+        if (not isinstance(ref, dict) or set(ref) - {"claimed", "eps", "by"}
+                or type(ref.get("claimed")) is not int
+                or type(ref.get("eps")) not in (int, float)
+                or not isinstance(ref.get("by", ""), str)):
+            return f"header: refutes {_short(ref)} is not {{claimed: int, eps: number, by: str}}"
+    return None
+
+
+def load_certificate(path, *, max_bytes: int = MAX_FILE_BYTES
+                     ) -> tuple[Certificate, np.ndarray, dict]:
     """Read a certificate file: returns ``(certificate, A, header)``.
+
+    The file is read within ``max_bytes`` (:mod:`.arrays`: headers first, no object
+    arrays, nothing allocated beyond the bound); its header is checked field by field
+    (:data:`HEADER_FIELDS`: ``format`` 1, ``kind`` one of :data:`KINDS`, ``0 < eps < 1``,
+    ``rank`` a JSON integer equal to the data's rank, ``shape`` equal to ``A``'s,
+    ``operator_hash`` 16 hex digits, strings where strings belong, no other field) and the
+    embedded ``A`` must be an attention matrix (:func:`attention_problem`). Whether the hash
+    matches ``A`` is left to the caller, which may check against another copy of the matrix.
 
     Raises
     ------
     MalformedCertificate
-        If the file is not a softrank certificate or its arrays are inconsistent.
+        One line naming the file and the problem, for any file that is not such a certificate.
     """
+    from .arrays import read_arrays
+    from ..errors import InvalidFileError
+
     path = Path(path)
     try:
-        z = np.load(path, allow_pickle=False)
-    except Exception as exc:
-        raise MalformedCertificate(f"{path}: not a readable .npz certificate ({exc})") from exc
-    if not isinstance(z, np.lib.npyio.NpzFile):
+        data = read_arrays(path, "certificate", max_bytes=max_bytes)
+    except InvalidFileError as exc:
+        raise MalformedCertificate(str(exc)) from None
+    if not isinstance(data, dict):
         raise MalformedCertificate(f"{path}: a bare array, not an .npz certificate")
-    try:
-        with z:
-            data = {k: z[k] for k in z.files}
-    except Exception as exc:
-        raise MalformedCertificate(f"{path}: not a readable .npz certificate ({exc})") from exc
     if "header" not in data or "A" not in data:
         raise MalformedCertificate(f"{path}: missing 'header' or 'A' array")
+    hdr = data["header"]
+    if hdr.shape != () or hdr.dtype.kind != "U":
+        raise MalformedCertificate(f"{path}: header is not a 0-d text array")
     try:
-        header = json.loads(str(data["header"][()]))
-        if not isinstance(header, dict):
-            raise TypeError("header is not a JSON object")
-        kind = header["kind"]
-        eps = float(header["eps"])
-    except Exception as exc:
-        raise MalformedCertificate(f"{path}: header is not valid JSON with kind/eps ({exc})") from exc
-    method = str(header.get("method", ""))
+        header = json.loads(str(hdr[()]))
+    except ValueError as exc:
+        raise MalformedCertificate(f"{path}: header is not valid JSON ({_short(str(exc))})"
+                                   ) from None
+    A = data["A"]
+    problem = _header_problem(header, A.shape) or attention_problem(A)
+    if problem:
+        raise MalformedCertificate(f"{path}: {problem}")
+    kind, eps = header["kind"], float(header["eps"])
+    method = header["method"]
+    A = np.asarray(A, dtype=np.float64)
     try:
-        A = np.asarray(data["A"], dtype=np.float64)
-        if A.ndim != 2:
-            raise MalformedCertificate(f"{path}: A must be 2-D, got shape {A.shape}")
         if kind == "upper":
             cert = UpperWitness(eps, data["U"], data["W"], method)
         elif kind == "trivial":
@@ -436,7 +543,7 @@ def load_certificate(path) -> tuple[Certificate, np.ndarray, dict]:
         elif kind == "key-groups":
             sizes = _indices("group_sizes", data["group_sizes"])
             if sizes.sum() != data["group_keys"].size or (sizes < 0).any():
-                raise MalformedCertificate(f"{path}: group_sizes do not match group_keys")
+                raise MalformedCertificate("group_sizes do not match group_keys")
             groups = np.split(data["group_keys"], np.cumsum(sizes)[:-1]) if sizes.size else []
             cert = KeyGroupCertificate(eps, data["queries"], tuple(groups), method)
         elif kind == "decoded":
@@ -444,18 +551,15 @@ def load_certificate(path) -> tuple[Certificate, np.ndarray, dict]:
         elif kind == "subspace":
             cert = SubspaceCertificate(eps, data["J"], data["R"], data["Lam"], data["M"], method)
         else:
-            raise MalformedCertificate(f"{path}: unknown certificate kind {kind!r}")
+            raise MalformedCertificate(f"unknown certificate kind {kind!r}")
     except KeyError as exc:
         raise MalformedCertificate(f"{path}: kind {kind!r} needs array {exc}") from exc
-    except MalformedCertificate:
-        raise
+    except MalformedCertificate as exc:  # the data's own checks: one line, cut
+        raise MalformedCertificate(f"{path}: {' '.join(str(exc).split())[:300]}") from None
     except Exception as exc:  # unreadable values of any kind: malformed, never a crash
-        raise MalformedCertificate(f"{path}: malformed data ({type(exc).__name__}: {exc})") from exc
-    try:
-        header_rank = int(header.get("rank", cert.rank))
-    except (TypeError, ValueError) as exc:
-        raise MalformedCertificate(f"{path}: header rank {header.get('rank')!r} is not an integer") from exc
-    if header_rank != cert.rank:
+        raise MalformedCertificate(f"{path}: malformed data ({type(exc).__name__}: "
+                                   f"{_short(str(exc), 200)})") from exc
+    if header["rank"] != cert.rank:
         raise MalformedCertificate(
             f"{path}: header rank {header.get('rank')} differs from the data's rank {cert.rank}"
         )

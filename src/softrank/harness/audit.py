@@ -285,17 +285,26 @@ class _Progress:
 def check_out_dir(out, arg: str = "--out") -> None:
     """Refuse an output directory that holds files but no softrank audit: an audit writes
     ``report.md``, ``summary.json``, ``brackets.csv`` and plots there, and must not replace
-    what a user put there. A new or empty directory, or one with an audit's ledger, is fine.
+    what a user put there. A new or empty directory, or one with an audit's ledger or lock
+    file (``softrank.lock``), is fine.
+
+    Parameters
+    ----------
+    out : path
+        The output directory (it need not exist).
+    arg : str
+        The argument named in the message.
 
     Raises
     ------
     InvalidArgumentError
         Naming what the directory holds.
     """
+    from .lock import LOCK_NAME
     from .store import LEDGER_NAME
 
     out = Path(out)
-    if not out.is_dir() or (out / LEDGER_NAME).exists():
+    if not out.is_dir() or (out / LEDGER_NAME).exists() or (out / LOCK_NAME).exists():
         return
     present = sorted(p.name for p in out.iterdir())
     if present:
@@ -333,8 +342,21 @@ def run_audit(operators: list[Operator], eps_list, out: Path, workers: int | Non
     certifiers : sequence of str
         Third-party ``MODULE:OBJECT`` specs run in every cell beside the built-ins (loaded
         here first, so a bad spec fails before any work; workers import them by name).
+
+    Returns
+    -------
+    list of dict
+        Every cell of the run (also those of a resumed run's earlier part), in panel order.
+
+    Raises
+    ------
+    SoftrankError
+        Repeated operator ids; ``out`` in use by another audit (its lock file
+        ``softrank.lock``, see :class:`~softrank.harness.lock.AuditLock`, is held for the
+        run's whole life); an unfinished ledger without ``resume``; ``resume`` without a
+        ledger or with a different run (see :class:`~softrank.harness.store.Ledger`).
     """
-    from .store import Ledger
+    from .lock import AuditLock
 
     certifiers = tuple(certifiers)
     load_certifiers(certifiers)
@@ -354,6 +376,16 @@ def run_audit(operators: list[Operator], eps_list, out: Path, workers: int | Non
                   "cell_timeout": cell_timeout, "certifiers": list(certifiers),
                   # ids and content hashes: a resumed run must bracket the same matrices
                   "operators": [f"{op.operator_id}:{op.hash}" for op in operators]})
+    with AuditLock(out):  # one run per directory, from the ledger to the exports
+        return _audit_cells(operators, eps_list, out, ident, resume, workers, progress,
+                            validated, attacks, executor, scheduler, cell_timeout, certifiers)
+
+
+def _audit_cells(operators, eps_list, out, ident, resume, workers, progress, validated,
+                 attacks, executor, scheduler, cell_timeout, certifiers) -> list[dict]:
+    """The body of :func:`run_audit`, under the directory's lock."""
+    from .store import Ledger
+
     ledger = Ledger(out, ident, resume=resume)
     n = len(operators)
     index = {op.operator_id: i for i, op in enumerate(operators)}

@@ -52,6 +52,73 @@ def _int_arg(lo: int):
     return parse
 
 
+_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "kib": 2**10, "m": 10**6, "mb": 10**6,
+          "mib": 2**20, "g": 10**9, "gb": 10**9, "gib": 2**30, "t": 10**12, "tb": 10**12,
+          "tib": 2**40}
+
+
+def _memory_arg(s: str) -> int:
+    """A size in bytes: ``4GiB``, ``512MiB``, ``8G``, ``1.5GB``, ``1000000`` (bytes)."""
+    import re
+
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*([A-Za-z]*)\s*", s)
+    unit = m.group(2).lower() if m else None
+    if m is None or unit not in _UNITS:
+        raise argparse.ArgumentTypeError(f"expected a size such as 4GiB, 512MiB or 8G, got {s!r}")
+    v = float(m.group(1)) * _UNITS[unit]
+    if not v >= 2**20 or v > 2**60:
+        raise argparse.ArgumentTypeError(f"expected a size between 1 MiB and 1 EiB, got {s!r}")
+    return int(v)
+
+
+def _available_memory() -> int | None:
+    """Memory available to a new process now (bytes): Linux's MemAvailable, else 80 % of
+    the physical memory, else None (no limit can be derived)."""
+    import os
+
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return int(0.8 * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.3g} GiB" if n >= 2**30 else f"{n / 2**20:.4g} MiB"
+
+
+def _memory_limit(args) -> tuple[int, str]:
+    """The limit in bytes and how it was set, for messages."""
+    if args.max_memory is not None:
+        return args.max_memory, f"--max-memory {_gib(args.max_memory)}"
+    avail = _available_memory()
+    if avail is None:
+        return 2**60, "no limit (the available memory is unknown; set --max-memory)"
+    return avail, f"--max-memory {_gib(avail)} (default: the memory available now)"
+
+
+def _check_memory(shape, what: str, args, workers: int = 1) -> None:
+    """Refuse, before any work, a bracket whose estimated peak (times the processes that
+    bracket at once) exceeds the limit."""
+    from ..certifiers.bracket import memory_estimate
+    from ..errors import ResourceLimitError
+
+    limit, how = _memory_limit(args)
+    est = memory_estimate(*shape) * workers
+    if est > limit:
+        times = f" x {workers} workers" if workers > 1 else ""
+        raise ResourceLimitError(
+            f"{what}: bracketing its {shape[0]} x {shape[1]} matrix{times} needs an estimated "
+            f"{_gib(est)} (softrank.certifiers.bracket.memory_estimate), above {how}; raise "
+            "--max-memory" + (" or lower --workers" if workers > 1 else "") + " to run it anyway")
+
+
 def _study_boot(s: str) -> int:
     v = _int_arg(0)(s)
     if 0 < v < 100:
@@ -97,6 +164,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="bracket the exact softmax of each operator's float64 factors Q, K, beta "
                         "(ball-arithmetic enclosure; operators without factors as usual)")
 
+    a.add_argument("--max-memory", type=_memory_arg, default=None, metavar="SIZE",
+                   help="refuse, before any bracket, a panel whose largest operator times the "
+                        "local workers is estimated to need more than SIZE (e.g. 8GiB; default: "
+                        "the memory available now)")
     a.add_argument("--certifier", action="append", default=[], metavar="MODULE:OBJECT",
                    help="a third-party construction or lower test run in every cell beside the "
                         "built-ins (repeatable; the spec of the pytest plugin's "
@@ -124,6 +195,15 @@ def _parser() -> argparse.ArgumentParser:
                    help="with --save-certificates: replace files of the same name")
     b.add_argument("--no-interval", action="store_true",
                    help="skip the interval cross-check (float64 checker only)")
+    b.add_argument("--renormalize", action="store_true",
+                   help="divide each row of A by its sum first, for attention saved in float32, "
+                        "float16 or bfloat16 (rows sum to 1 only within ~1e-7 or ~1e-3); the "
+                        "bracket is then of the renormalised matrix, whose rows are within the "
+                        "printed delta (l1) of the given ones, and is recorded as such")
+    b.add_argument("--max-memory", type=_memory_arg, default=None, metavar="SIZE",
+                   help="refuse, before any work, a matrix whose estimated peak memory exceeds "
+                        "SIZE (e.g. 4GiB; default: the memory available now); also bounds the "
+                        "data read from the file")
 
     h = sub.add_parser("heads", help="capture per-head operators from a local checkpoint "
                                       "(BERT, GPT-2, Qwen2/Llama, ViT)")
@@ -212,8 +292,11 @@ def _parser() -> argparse.ArgumentParser:
     v = sub.add_parser("verify", help="re-check saved certificates without trusting the producer")
     v.add_argument("path", help="a certificate .npz or a directory of them")
     v.add_argument("--matrix", default=None,
-                   help="check against this .npy instead of the copy stored in each file "
-                        "(its hash must match the certificate's header)")
+                   help="check against this .npy (or operator .npz) instead of the copy stored "
+                        "in each file (its hash must match the certificate's header)")
+    v.add_argument("--max-memory", type=_memory_arg, default=None, metavar="SIZE",
+                   help="largest data a certificate file may hold (default: the memory "
+                        "available now)")
     df = sub.add_parser(
         "diff", help="compare two audits of one panel cell by cell; exit 1 if an end got worse",
         description="Regression benchmarking of brackets: joins two audits of the same panel "
@@ -257,9 +340,8 @@ def _cmd_diff(args) -> int:
 
 
 def _cmd_audit(args) -> int:
-    from .audit import run_audit
-    from .panels import build_panel, materialize
-    from .report import summarize, write_report
+    from .lock import AuditLock
+    from .panels import build_panel
 
     t0 = time.perf_counter()
     panel = build_panel(args.panel, seed=args.seed)
@@ -271,6 +353,15 @@ def _cmd_audit(args) -> int:
 
     check_out_dir(args.out, "--out")
     out = _out_dir(args.out, "--out")
+    with AuditLock(out, "--out"):  # one audit per --out, held until its report is written
+        return _audit_locked(args, panel, eps, out, t0)
+
+
+def _audit_locked(args, panel, eps, out: Path, t0: float) -> int:
+    from .audit import run_audit
+    from .panels import materialize
+    from .report import summarize, write_report
+
     if args.quiet:
         _quiet_transformers()
     else:
@@ -279,6 +370,12 @@ def _cmd_audit(args) -> int:
     ops = materialize(panel.specs)
     if not args.quiet:
         print(f"operators ready in {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+    if args.executor == "local":  # each local worker brackets one operator at a time
+        import os
+
+        big = max(ops, key=lambda o: o.shape[0] * o.shape[1] * min(o.shape))
+        n = min(len(ops), args.workers or os.cpu_count() or 1)
+        _check_memory(big.shape, f"--panel: operator {big.operator_id!r}", args, workers=n)
     if args.scheduler and args.executor != "dask":
         raise SoftrankError("--scheduler: needs --executor dask")
     for d in panel.certifier_paths:  # [[certifier]] path = "...": importable, here and in workers
@@ -326,30 +423,15 @@ def _quiet_transformers() -> None:
     hf_logging.disable_progress_bar()
 
 
-def _load_matrix(path: str, arg: str):
-    import numpy as np
-
-    try:
-        A = np.load(path, allow_pickle=False)
-    except FileNotFoundError:
-        raise SoftrankError(f"{arg}: {path!r} not found")
-    except IsADirectoryError:
-        raise SoftrankError(f"{arg}: {path!r} is a directory, expected a .npy file")
-    except (OSError, ValueError) as exc:
-        raise SoftrankError(f"{arg}: {path!r} is not a readable .npy array ({exc})")
-    if not isinstance(A, np.ndarray):
-        A.close()
-        raise SoftrankError(f"{arg}: {path!r} is an .npz archive, expected a .npy array")
-    return A
-
-
 def _cmd_bracket(args) -> int:
     from ..certifiers.bracket import bracket
     from .. import __version__
     from ..checker import save_certificate
     from ..operators import load_operator
 
-    op = load_operator(args.file, "file")
+    limit, _ = _memory_limit(args)
+    op = load_operator(args.file, "file", max_bytes=limit, renormalize=args.renormalize)
+    _check_memory(op.shape, f"file: {args.file!r}", args)
     d = _out_dir(args.save_certificates, "--save-certificates") if args.save_certificates else None
     from .audit import load_certifiers
 
@@ -372,12 +454,19 @@ def _cmd_bracket(args) -> int:
             save_certificate(f, cert, op.A, producer=f"softrank {__version__}")
     geo = _geometry(op)
     if args.json:
-        print(json.dumps([{"operator_id": op.operator_id, **br.to_dict(),
-                           **({"geometry": geo} if geo else {})} for br in brs], indent=2))
+        rn = op.meta.get("renormalized")
+        print(json.dumps([{"operator_id": op.operator_id, "hash": op.hash, **br.to_dict(),
+                           **({"geometry": geo} if geo else {}),
+                           **({"renormalized": rn} if rn else {})} for br in brs], indent=2))
     else:
-        print(f"operator {op.operator_id}: {op.shape[0]} x {op.shape[1]}" + (
+        print(f"operator {op.operator_id} (hash {op.hash}): {op.shape[0]} x {op.shape[1]}" + (
             f"; native geometry rho_Q {geo['rho_Q']:.4g}, rho_K {geo['rho_K']:.4g}, "
             f"Gamma {geo['Gamma']:.4g} (gauge-dependent)" if geo else ""))
+        rn = op.meta.get("renormalized")
+        if rn:
+            print(f"renormalised: rows of the given {rn['dtype']} matrix divided by their sums; "
+                  f"they move by at most delta = {rn['delta']:.3g} in l1, so r_(eps+delta) <= "
+                  "upper and r_(eps-delta) >= lower for the given matrix")
         w = max(6, *(len(repr(br.eps)) for br in brs))
         print(f"{'eps':>{w}}  {'lower':>5}  {'upper':>5}  verdict   lower method / upper method")
         for br in brs:
@@ -587,8 +676,6 @@ def _cmd_tiny(args) -> int:
 
 
 def _cmd_verify(args) -> int:
-    import numpy as np
-
     from ..checker import MalformedCertificate, check, load_certificate, matrix_hash
 
     p = Path(args.path)
@@ -600,14 +687,19 @@ def _cmd_verify(args) -> int:
         raise SoftrankError(f"path: {str(p)!r} does not exist")
     if not files:
         raise SoftrankError(f"path: no .npz certificates under {str(p)!r}")
-    ext = _load_matrix(args.matrix, "--matrix") if args.matrix else None
+    limit, _ = _memory_limit(args)
+    ext = None
+    if args.matrix:  # validated as `bracket` would (SPEC 3), read within the limit
+        from ..operators import load_operator
+
+        ext = load_operator(args.matrix, "--matrix", max_bytes=limit).A
     failures = 0
     held = []  # (operator hash, kind, eps, rank, file, header) of certificates that hold
     for f in files:
         try:
-            cert, A, header = load_certificate(f)
+            cert, A, header = load_certificate(f, max_bytes=limit)
             if ext is not None:
-                A = np.asarray(ext, dtype=np.float64)
+                A = ext
             h = matrix_hash(A)
             if h != header.get("operator_hash"):
                 print(f"FAIL {f}: matrix hash {h} differs from the certificate's "
@@ -616,15 +708,17 @@ def _cmd_verify(args) -> int:
                 continue
             rep = check(A, cert)
         except MalformedCertificate as exc:
-            print(f"FAIL {f}: {exc}")
+            print(f"FAIL {f}: {' '.join(str(exc).split())}")
             failures += 1
             continue
         except Exception as exc:  # one bad file never stops the others
-            print(f"FAIL {f}: could not be checked ({type(exc).__name__}: {exc})")
+            print(f"FAIL {f}: could not be checked ({type(exc).__name__}: "
+                  f"{' '.join(str(exc).split())[:200]})")
             failures += 1
             continue
         side = "r_eps <=" if cert.kind == "upper" else "r_eps >="
         print(f"{'ok  ' if rep.ok else 'FAIL'} {f}: {side} {cert.rank} at eps {float(cert.eps)!r} "
+              f"for the matrix of hash {h}{' (--matrix)' if ext is not None else ''} "
               f"({cert.kind}, {cert.method}) -- {rep.summary()}")
         failures += not rep.ok
         if rep.ok:

@@ -59,6 +59,7 @@ from pathlib import Path
 
 from ..certifiers.bracket import validate_eps
 from ..errors import PanelError, SoftrankError
+from ..ids import check_id_part
 from ..operators import Operator, load_operator
 
 __all__ = ["Panel", "build_panel", "materialize", "DEFAULT_EPS", "PANELS"]
@@ -195,8 +196,8 @@ def _heads_specs(h: dict, i: int, path: Path) -> list[dict]:
         if len(set(vals)) != len(vals):
             raise PanelError(f"panel: {where}: {name} repeat, got {vals!r}")
     fam = h.get("family")
-    if fam is not None and (not isinstance(fam, str) or not fam):
-        raise PanelError(f"panel: {where}: family must be a non-empty string, got {fam!r}")
+    if fam is not None:
+        check_id_part(fam, f"panel: {where}: family", PanelError)
     group = {"checkpoint": str(ck), "sources": [str(x) for x in srcs], "base": str(path.parent),
              "family": fam, "layers": layers, "heads": heads, "entry": i}
     return [{"kind": "heads", **group, "width": w, "source": n, "layer": l, "head": hd}
@@ -269,10 +270,12 @@ def _panel_file(path: Path, seed: int) -> Panel:
         if not isinstance(s.get("path"), str) or not s["path"]:
             raise PanelError(f"panel: [[matrix]] entry {i} needs 'path', a file name, got "
                              f"{s.get('path')!r}")
-        if not isinstance(s.get("family", "matrix"), str):
-            raise PanelError(f"panel: [[matrix]] entry {i}: family must be a string, got "
-                             f"{s['family']!r}")
+        if "family" in s:
+            check_id_part(s["family"], f"panel: [[matrix]] entry {i}: family", PanelError)
         p = Path(s["path"])
+        # the file's stem names the operator (FAMILY-STEM)
+        check_id_part(p.stem, f"panel: [[matrix]] entry {i}: path {s['path']!r} (its stem)",
+                      PanelError)
         if not p.is_absolute():
             p = path.parent / p
         specs.append({"kind": "matrix", "path": str(p), "family": s.get("family", "matrix"),
@@ -311,8 +314,9 @@ def _panel_file(path: Path, seed: int) -> Panel:
         eps = validate_eps(eps)
     except SoftrankError as exc:
         raise PanelError(f"panel: {str(path)!r}: {exc}") from exc
-    return Panel(str(data.get("name", path.stem)), specs, tuple(eps), tuple(certs),
-                 tuple(cpaths))
+    name = data.get("name", path.stem)
+    check_id_part(name, f"panel: {str(path)!r}: name", PanelError)  # headings, identity
+    return Panel(name, specs, tuple(eps), tuple(certs), tuple(cpaths))
 
 
 def build_panel(panel: str, seed: int = 0) -> Panel:
@@ -378,6 +382,9 @@ def materialize(specs: list[dict]) -> list[Operator]:
             if p.suffix.lower() != ".npz" or s.get("family_given"):
                 # a bare matrix (or a family set in the panel) takes the panel's naming
                 fam = s.get("family", "matrix")
-                op = dataclasses.replace(op, family=fam, operator_id=f"{fam}-{p.stem}")
+                try:
+                    op = dataclasses.replace(op, family=fam, operator_id=f"{fam}-{p.stem}")
+                except SoftrankError as exc:  # e.g. FAMILY-STEM longer than an id may be
+                    raise PanelError(f"panel: [[matrix]] path: {str(p)!r}: {exc}") from exc
             out[i] = op
     return out  # type: ignore[return-value]

@@ -454,7 +454,8 @@ def _why(r) -> str:
                 else f"attack: {r.get('attack', '')}")
     fails = [f"{m['name']}: {m.get('message', '')}" for m in d.get("methods", [])
              if m["status"] == "failed"]
-    return "; ".join(([d["error"]] if d.get("error") else []) + fails)[:400].replace("|", "/")
+    text = "; ".join(([d["error"]] if d.get("error") else []) + fails)
+    return " ".join(text.split())[:400].replace("|", "/")  # one table row: no newline, no |
 
 
 def _attack_line(a: dict) -> str:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..errors import InvalidArgumentError
 
-__all__ = ["Ledger", "LEDGER_NAME"]
+__all__ = ["Ledger", "LEDGER_NAME", "identity_diff"]
 
 LEDGER_NAME = "ledger.sqlite"
 
@@ -32,6 +32,68 @@ CREATE TABLE IF NOT EXISTS cells (
     PRIMARY KEY (operator_id, eps)
 );
 """
+
+
+def _short(value, width: int = 60) -> str:
+    text = "absent" if value is None else json.dumps(value)
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+def _operators_diff(old: list, new: list) -> str:
+    """``operators`` entries are ``"id:hash"``: which ids were removed, added or changed."""
+    def split(entries):
+        pairs = (str(e).rpartition(":") for e in entries)
+        return {(i if sep else h): (h if sep else "?") for i, sep, h in pairs}
+
+    o, n = split(old), split(new)
+    only_old = [i for i in o if i not in n]
+    only_new = [i for i in n if i not in o]
+    changed = [i for i in o if i in n and o[i] != n[i]]
+    parts = []
+    if only_old:
+        parts.append(f"{len(only_old)} only in the ledger (first: {only_old[0]}, hash "
+                     f"{o[only_old[0]]})")
+    if only_new:
+        parts.append(f"{len(only_new)} only in this run (first: {only_new[0]}, hash "
+                     f"{n[only_new[0]]})")
+    if changed:
+        parts.append(f"{len(changed)} with a different matrix (first: {changed[0]}, hash "
+                     f"{o[changed[0]]} -> {n[changed[0]]})")
+    if not parts:
+        at = next((k for k, (a, b) in enumerate(zip(old, new)) if a != b), min(len(old), len(new)))
+        parts.append(f"the same ids in another order or repeated (first difference at position "
+                     f"{at}: {_short(old[at] if at < len(old) else None)} in the ledger, "
+                     f"{_short(new[at] if at < len(new) else None)} in this run)")
+    return "operators differ: " + ", ".join(parts)
+
+
+def identity_diff(old: dict, new: dict) -> str:
+    """One line naming what differs between two run identities (a ledger's and a run's).
+
+    Parameters
+    ----------
+    old, new : dict
+        The stored and the wanted identity (JSON-ready: panel, eps, seed, modes, and
+        ``operators`` as ``"id:hash"`` strings).
+
+    Returns
+    -------
+    str
+        ``"; "``-separated differences, e.g. ``eps [0.2] in the ledger, [0.3] in this
+        run``; for operators, the counts of ids only in the ledger, only in this run and
+        with a different content hash, each with its first id and hash(es). Empty when the
+        identities are equal.
+    """
+    parts = []
+    for k in sorted(set(old) | set(new)):
+        a, b = old.get(k), new.get(k)
+        if a == b:
+            continue
+        if k == "operators" and isinstance(a, list) and isinstance(b, list):
+            parts.append(_operators_diff(a, b))
+        else:
+            parts.append(f"{k} {_short(a)} in the ledger, {_short(b)} in this run")
+    return "; ".join(parts)
 
 
 class Ledger:
@@ -51,8 +113,10 @@ class Ledger:
     Raises
     ------
     InvalidArgumentError
-        ``--resume`` without a ledger, with a different run identity, or an unfinished ledger
-        without ``--resume``.
+        ``--resume`` without a ledger, or with a different run identity (what differs is
+        named, see :func:`identity_diff`); an unfinished ledger without ``--resume`` (said
+        to be running only while a live process holds the directory's lock, see
+        :mod:`softrank.harness.lock`; interrupted otherwise, with the cells it kept).
     """
 
     def __init__(self, out, identity: dict, resume: bool = False):
@@ -65,7 +129,8 @@ class Ledger:
             if status != "complete":
                 raise InvalidArgumentError(
                     f"--out: {str(self.path.parent)!r} holds an unfinished audit "
-                    f"({status}); continue it with --resume or choose another --out")
+                    f"({self._unfinished(status)}); continue it with --resume or choose "
+                    "another --out")
             for suffix in ("", "-wal", "-shm"):
                 Path(str(self.path) + suffix).unlink(missing_ok=True)
         self.conn = sqlite3.connect(self.path, timeout=60.0)
@@ -79,10 +144,10 @@ class Ledger:
                 self.conn.execute("INSERT INTO run VALUES ('identity', ?)", (wanted,))
                 self.conn.execute("INSERT OR REPLACE INTO run VALUES ('status', 'running')")
         elif stored != wanted:
-            old = json.loads(stored)
-            diff = sorted(k for k in set(old) | set(identity) if old.get(k) != identity.get(k))
+            self.conn.close()
             raise InvalidArgumentError(
-                f"--resume: the run in {str(self.path.parent)!r} differs in {diff}; resume with "
+                f"--resume: the run in {str(self.path.parent)!r} differs from this one: "
+                f"{identity_diff(json.loads(stored), json.loads(wanted))}; resume with "
                 "the same panel, tolerances, seed and options, or choose another --out")
         else:
             with self.conn:
@@ -98,6 +163,39 @@ class Ledger:
         except sqlite3.Error as exc:
             return f"unreadable: {exc}"
         return row[0] if row else "unknown"
+
+    def _unfinished(self, status: str) -> str:
+        """What an unfinished ledger's run is: running (a live process holds the directory's
+        lock) or interrupted, with the cells it kept."""
+        from .lock import lock_holder
+
+        holder = lock_holder(self.path.parent)
+        if holder is not None:
+            import socket
+
+            state = "running" if holder["host"] == socket.gethostname() else \
+                "locked from another host"
+            return (f"{state}: pid {holder['pid']} on host {holder['host']}"
+                    + (f", since {holder['started']}" if holder.get("started") else ""))
+        if status not in ("running", "unknown") and not status.startswith("unreadable"):
+            return status
+        try:
+            conn = sqlite3.connect(self.path, timeout=60.0)
+            try:
+                tables = {r[0] for r in conn.execute(
+                    "SELECT name FROM sqlite_master WHERE type = 'table'")}
+                kept = (conn.execute("SELECT COUNT(*) FROM cells").fetchone()[0]
+                        if "cells" in tables else 0)
+                row = (conn.execute("SELECT value FROM run WHERE key = 'identity'").fetchone()
+                       if "run" in tables else None)
+            finally:
+                conn.close()
+            ident = json.loads(row[0]) if row else {}
+            total = len(ident.get("operators") or []) * len(ident.get("eps") or [])
+        except (sqlite3.Error, ValueError, TypeError, AttributeError):
+            return "interrupted: its process is gone" if status == "running" else status
+        return (f"interrupted: its process is gone; {kept} "
+                + (f"of {total} cells kept" if total else "cells kept"))
 
     def _get(self, key):
         row = self.conn.execute("SELECT value FROM run WHERE key = ?", (key,)).fetchone()

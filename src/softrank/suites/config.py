@@ -71,6 +71,9 @@ class SuiteConfig:
     gauge_rank_changes: int = 0
     sizes: str | None = None  # --softrank-sizes (None: the profile's default)
     min_coverage: float = 0.5  # --softrank-min-coverage
+    #: :func:`softrank.suites.integrity.snapshot` of the checker, taken before any
+    #: certifier is imported (None: not taken; the suites module then takes one)
+    checker_snapshot: dict | None = None
     #: one record per (certifier, case) a suite ran: name, side, group, status
     #: ("answered"/"declined"), rank, softrank's lower and upper end
     cases: list = field(default_factory=list)

@@ -101,6 +101,9 @@ def pytest_configure(config):
     if os.path.exists(fdir) and not os.path.isdir(fdir):
         raise pytest.UsageError(f"--softrank-failures: {fdir!r} exists and is not a directory")
     CONFIG.failures_dir = fdir
+    from .integrity import snapshot
+
+    CONFIG.checker_snapshot = snapshot()  # before any certifier's code runs
     if specs:
         from .builtin import builtin_certifiers
         from .protocol import load_certifier
@@ -211,7 +214,15 @@ def pytest_runtestloop(session):
     import sys
 
     mod = sys.modules.get("softrank.suites.config")
-    if mod is None or session.shouldstop or session.shouldfail:
+    if mod is None:
+        return
+    from .integrity import changes
+
+    changed = changes(mod.CONFIG.checker_snapshot)
+    if changed:  # whatever passed, passed a checker that is not softrank's
+        session.config._softrank_tampered = changed
+        session.testsfailed += 1
+    if session.shouldstop or session.shouldfail:
         return
     fails = _coverage_failures(mod.CONFIG)
     if fails:
@@ -287,9 +298,14 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if mod is None:
         return
     C = mod.CONFIG
+    tr = terminalreporter
+    changed = getattr(config, "_softrank_tampered", None)
+    if changed:
+        tr.write_line(f"FAIL checker integrity: {', '.join(changed)} replaced while the suites "
+                      "ran (a certifier under test patched the checker): no verdict of this "
+                      "session is the checker's", red=True, bold=True)
     if not (C.attacks_tried or C.gauge or C.cases):
         return
-    tr = terminalreporter
     tr.section("softrank suites")
     tr.write_line(f"profile {C.profile}; counterexamples go to {os.path.abspath(C.failures_dir)}")
     if C.cases:

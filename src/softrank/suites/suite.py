@@ -59,6 +59,10 @@ from ..operators import Operator
 from . import strategies as S
 from .builtin import reference_bracket
 from .config import CONFIG, suite_settings
+from .integrity import changes, snapshot
+
+if CONFIG.checker_snapshot is None:  # used without the plugin: record the checker now
+    CONFIG.checker_snapshot = snapshot()
 
 __all__ = [
     "test_construction_stress", "test_construction_sizes", "test_construction_gauge",
@@ -127,6 +131,11 @@ def _failure_type(tag: str) -> type:
 
 def _fail(cert_name, test, op, eps, reason, **files):
     __tracebackhide__ = True
+    changed = changes(CONFIG.checker_snapshot)
+    if changed:  # a verdict of a patched checker says nothing about the certificate
+        reason = (f"the checker was replaced while the suites ran ({', '.join(changed[:3])}"
+                  f"{', ...' if len(changed) > 3 else ''}): a certifier under test patched it, "
+                  f"so this failure is not the checker's verdict. It was: {reason}")
     tag = _tag(reason, files)
     d = _store().save(cert_name, test, op, eps, reason, tag=tag, spec=_spec(cert_name),
                       arrays=dict(_CTX), **files)
