@@ -122,8 +122,12 @@ def test_a_running_audit_holds_its_directory(tmp_path, capsys):
     without --resume, naming that process; stopped by SIGTERM it releases the lock, and its
     unfinished ledger is then called interrupted, not running."""
     p = tmp_path / "slow.toml"
-    p.write_text("eps = [0.2, 0.5]\n" + "".join(
-        f"[[synthetic]]\nfamily = 'gaussian_head'\nm = 48\nN = 48\nseed = {s}\n" for s in range(4)))
+    # a construction that takes 5 s per cell keeps the run going whatever the machine's load
+    (tmp_path / "sleepymod.py").write_text(
+        "import time\nclass Sleepy:\n    name = 'sleepy'\n"
+        "    def witness(self, operator, eps):\n        time.sleep(5)\n        return None\n")
+    p.write_text("eps = [0.2, 0.5]\n[[certifier]]\nspec = 'sleepymod:Sleepy'\npath = '.'\n" + "".join(
+        f"[[synthetic]]\nfamily = 'gaussian_head'\nm = 8\nN = 8\nseed = {s}\n" for s in range(4)))
     out = tmp_path / "o"
     proc = subprocess.Popen([sys.executable, "-m", "softrank.harness.cli", "audit", "--panel",
                              str(p), "--out", str(out), "--workers", "1", "--quiet",
