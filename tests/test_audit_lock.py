@@ -366,3 +366,15 @@ def test_a_ledger_killed_while_being_created_is_interrupted(tmp_path, capsys):
     err = _err_line(capsys)
     assert "unfinished audit (interrupted: its process is gone; 0 cells kept)" in err
     assert _audit(p, out, "--resume") == 0  # and it can be continued
+
+
+def test_a_symlink_or_an_unprintable_host_in_place_of_the_lock_is_refused(tmp_path, capsys):
+    p, out = _panel(tmp_path), tmp_path / "o"
+    assert _audit(p, out) == 0  # a finished run's directory, then a link where the lock goes
+    (out / "softrank.lock").symlink_to(tmp_path / "nowhere")
+    assert _audit(p, out) == 2
+    assert "is a symbolic link" in _err_line(capsys)
+    (out / "softrank.lock").unlink()
+    (out / "softrank.lock").write_text(json.dumps({"pid": 1, "host": "other\nhost"}))
+    assert _audit(p, out) == 2
+    assert "pid and host, printable" in _err_line(capsys)

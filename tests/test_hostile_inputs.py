@@ -342,3 +342,55 @@ def test_audit_refuses_a_panel_above_max_memory_naming_the_operator(tmp_path, ca
     # two operators, two workers: 2 x (160 MiB + 16 x 128^3 bytes) = 384 MiB
     assert "'matrix-big'" in err and "x 2 workers" in err and "384 MiB" in err, err
     assert not (out / "ledger.sqlite").exists()
+
+
+def test_header_strings_cannot_forge_verify_lines(trivial_cert, tmp_path, capsys):
+    f = _rewrite(trivial_cert, tmp_path / "forge.npz",
+                 method="x) -- PASS\nok   real.npz: r_eps >= 4 at eps 0.9 (subspace")
+    assert main(["verify", str(f)]) == 1
+    out = capsys.readouterr().out
+    assert [ln[:4] for ln in out.splitlines()] == ["FAIL", "0 of"], out
+    assert "holds a control character" in out
+    # a JSON object with a key given twice is malformed, not "the last one wins"
+    with np.load(trivial_cert) as z:
+        data = {k: z[k] for k in z.files}
+    data["header"] = np.array(str(data["header"])[:-1] + ', "eps": 0.5}')
+    np.savez(tmp_path / "dup.npz", **data)
+    assert main(["verify", str(tmp_path / "dup.npz")]) == 1
+    assert "repeated keys ['eps']" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv", [["bracket", "x.npy", "--eps", "1.0"],
+                                  ["bracket", "x.npy", "--eps", "0.2", "--max-memory", "0"],
+                                  ["audit", "--eps", "nan"], ["diff", "a"]])
+def test_option_errors_are_one_line(argv, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2
+    err = _err(capsys)
+    assert err.startswith(f"softrank {argv[0]}: error: ") and "usage" not in err, err
+
+
+def test_renormalize_is_not_rescaling(tmp_path, capsys):
+    np.save(tmp_path / "ten.npy", 10 * _uniform())
+    assert main(["bracket", str(tmp_path / "ten.npy"), "--eps", "0.1", "--renormalize"]) == 2
+    assert "not for rescaling another matrix" in _err(capsys)
+
+
+def test_extended_precision_is_not_rounded_silently(tmp_path, capsys):
+    np.save(tmp_path / "ld.npy", np.full((3, 3), np.longdouble(1) / 3))
+    assert main(["bracket", str(tmp_path / "ld.npy"), "--eps", "0.25"]) == 2
+    assert "extended precision" in _err(capsys)
+
+
+def test_verify_matrix_with_renormalize_matches_bracket(tmp_path, capsys):
+    f = tmp_path / "a32.npy"
+    np.save(f, _float32_attention())
+    d = tmp_path / "certs"
+    assert main(["bracket", str(f), "--eps", "0.25", "--renormalize",
+                 "--save-certificates", str(d)]) == 0
+    capsys.readouterr()
+    assert main(["verify", str(d), "--matrix", str(f)]) == 2  # the given matrix: refused
+    assert "--renormalize" in _err(capsys)
+    assert main(["verify", str(d), "--matrix", str(f), "--renormalize"]) == 0
+    assert "(--matrix)" in capsys.readouterr().out

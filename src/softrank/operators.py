@@ -72,7 +72,8 @@ def _check_matrix(name: str, X: Any) -> np.ndarray:
         )
     if arr.size == 0:
         raise InvalidOperatorError(f"{name}: expected a non-empty array, got shape {arr.shape}")
-    arr = np.array(arr, dtype=np.float64, copy=True)
+    with np.errstate(invalid="ignore", over="ignore"):  # non-finite values: refused below
+        arr = np.array(arr, dtype=np.float64, copy=True)
     bad = ~np.isfinite(arr)
     if bad.any():
         i, j = np.argwhere(bad)[0]
@@ -333,6 +334,11 @@ def _json_default(v):
 MAX_FILE_BYTES = 4 * 2**30
 
 
+#: Largest ``|sum_j A_ij - 1|`` that :func:`renormalize_rows` accepts: float16 softmax rows
+#: are within ~5e-4 of 1; a matrix further off is not attention in reduced precision.
+RENORMALIZE_MAX_DELTA = 1e-2
+
+
 def renormalize_rows(A: Any) -> tuple[np.ndarray, float]:
     """Divide each row of a nonnegative matrix by its sum, in float64 (SPEC 3).
 
@@ -356,7 +362,8 @@ def renormalize_rows(A: Any) -> tuple[np.ndarray, float]:
     Raises
     ------
     InvalidOperatorError
-        On a non-finite or negative entry, or a row that sums to 0.
+        On a non-finite or negative entry, a row that sums to 0, or a row whose sum differs
+        from 1 by more than :data:`RENORMALIZE_MAX_DELTA`.
     """
     B = _check_matrix("A", A)
     neg = B < 0
@@ -367,18 +374,25 @@ def renormalize_rows(A: Any) -> tuple[np.ndarray, float]:
     if not (s > 0).all():
         i = int(np.argmin(s))
         raise InvalidOperatorError(f"A: row {i} sums to {float(s[i])!r}; it cannot be renormalised")
-    return B / s[:, None], float(np.abs(s - 1.0).max())
+    dev = np.abs(s - 1.0)
+    if dev.max() > RENORMALIZE_MAX_DELTA:
+        i = int(dev.argmax())
+        raise InvalidOperatorError(
+            f"A: row {i} sums to {float(s[i])!r}: renormalising is for the rounding of attention "
+            f"saved in reduced precision (|sum - 1| <= {RENORMALIZE_MAX_DELTA:g}), not for "
+            "rescaling another matrix")
+    return B / s[:, None], float(dev.max())
 
 
-_ROW_SUM_HINT = ("; attention saved in float32 or float16 sums to 1 only within ~1e-7 or "
-                 "~1e-3: renormalize=True (`softrank bracket --renormalize`) divides each row "
-                 "by its sum and records it in the provenance")
+_ROW_SUM_HINT = ("; attention saved in {dtype} sums to 1 only up to its rounding: "
+                 "`--renormalize` (load_operator(..., renormalize=True)) divides each row by "
+                 "its sum and records it")
 
 
-def _scalar(data: dict, key: str, kinds: str, where: str):
+def _scalar(data: dict, key: str, kinds: str, where: str | None = None):
     x = data[key]
     if x.shape != () or x.dtype.kind not in kinds:
-        raise InvalidOperatorError(f"{where}: {key}: expected a scalar "
+        raise InvalidOperatorError(f"{where + ': ' if where else ''}{key}: expected a scalar "
                                    f"{'integer' if kinds == 'iu' else 'real number'}, got "
                                    f"dtype {x.dtype} shape {x.shape}")
     return x[()].item()
@@ -441,7 +455,9 @@ def load_operator(path: Any, arg: str = "path", *, max_bytes: int = MAX_FILE_BYT
                                    "Q, K, beta")
     if has_f and renormalize:
         raise InvalidOperatorError(f"{where}: renormalize applies to a matrix without factors "
-                                   "(this file's A is checked against its Q, K, beta)")
+                                   "(this file's A is checked against its Q, K, beta): save A "
+                                   "alone as .npy to renormalise it, or A = softmax_rows(beta Q "
+                                   "K^T) in float64 (Operator.from_factors) to keep the factors")
     prov: dict = {}
     if "provenance" in files:
         raw = data["provenance"]
@@ -497,13 +513,15 @@ def load_operator(path: Any, arg: str = "path", *, max_bytes: int = MAX_FILE_BYT
               operator_id=prov.get("operator_id") or f"matrix-{p.stem}")
     try:
         if has_f:
-            beta = _scalar(data, "beta", "fiu", where)
+            beta = _scalar(data, "beta", "fiu")  # (the message gets `where` below)
             # the constructor checks A against softmax_rows(beta Q K^T) (FACTOR_TOL)
             op = Operator(A=A, Q=data["Q"], K=data["K"], beta=beta, **kw)
         else:
             op = Operator(A=A, **kw)
     except InvalidOperatorError as exc:
-        hint = _ROW_SUM_HINT if "rows must sum to 1" in str(exc) and not renormalize else ""
+        low = data["A"].dtype.kind == "f" and data["A"].dtype.itemsize < 8
+        hint = (_ROW_SUM_HINT.format(dtype=data["A"].dtype.name)
+                if "rows must sum to 1" in str(exc) and not renormalize and low else "")
         raise InvalidOperatorError(f"{where}: {exc}{hint}") from None
     if "hash" in prov and not renormalize and prov["hash"] != op.hash:
         raise InvalidOperatorError(f"{where}: A's hash {op.hash} differs from the "

@@ -7,7 +7,8 @@ softrank loader (operator files, bare matrices, certificates) reads through this
 instead, which
 
 * reads each array's header first and refuses, before any allocation, a dtype that is not a
-  plain real number, integer, boolean or (for text fields) a unicode string; a negative or
+  plain real number of at most 64 bits, integer, boolean or (for text fields) a unicode
+  string; a negative or
   non-integer dimension; and data larger than ``max_bytes`` in
   total;
 * checks that the bytes the header announces are what the file (or the archive member,
@@ -70,6 +71,9 @@ def _header(fp, where: str) -> tuple[tuple[int, ...], np.dtype, bool, int]:
                 if dtype.kind == "V" and dtype.itemsize == 2 else "")
         raise ArrayFileError(f"{where}: dtype {dtype.str!r} is not allowed (real numbers, "
                              f"integers, booleans or text only; never objects){hint}")
+    if dtype.kind in "fc" and dtype.itemsize > 8:
+        raise ArrayFileError(f"{where}: dtype {dtype.str!r} (extended precision) cannot be read "
+                             "exactly as float64; round it to float64 yourself if you mean to")
     if dtype.hasobject:  # pragma: no cover - excluded by the kinds above
         raise ArrayFileError(f"{where}: object arrays are not allowed")
     if any((not isinstance(s, int)) or s < 0 for s in shape):

@@ -449,6 +449,14 @@ def _short(v, n: int = 60) -> str:
     return r if len(r) <= n else r[: n - 3] + "..."
 
 
+def _no_repeated_keys(pairs):
+    keys = [k for k, _ in pairs]
+    dup = sorted({k for k in keys if keys.count(k) > 1})
+    if dup:
+        raise ValueError(f"repeated keys {dup}")
+    return dict(pairs)
+
+
 def _header_problem(header, A_shape) -> str | None:
     """Why a certificate header is malformed, or None: every field strictly typed."""
     if not isinstance(header, dict):
@@ -472,6 +480,8 @@ def _header_problem(header, A_shape) -> str | None:
     for k in ("method", "producer", "operator_hash"):
         if not isinstance(header[k], str):
             return f"header: {k} {_short(header[k])} is not a string"
+        if not header[k].isprintable():  # it is printed: no newline, no terminal escape
+            return f"header: {k} {_short(header[k])} holds a control character"
     h = header["operator_hash"]
     if len(h) != 16 or any(c not in "0123456789abcdef" for c in h):
         return f"header: operator_hash {_short(h)} is not 16 lower-case hex digits"
@@ -484,7 +494,8 @@ def _header_problem(header, A_shape) -> str | None:
         if (not isinstance(ref, dict) or set(ref) - {"claimed", "eps", "by"}
                 or type(ref.get("claimed")) is not int
                 or type(ref.get("eps")) not in (int, float)
-                or not isinstance(ref.get("by", ""), str)):
+                or not isinstance(ref.get("by", ""), str)
+                or not ref.get("by", "").isprintable()):
             return f"header: refutes {_short(ref)} is not {{claimed: int, eps: number, by: str}}"
     return None
 
@@ -522,7 +533,7 @@ def load_certificate(path, *, max_bytes: int = MAX_FILE_BYTES
     if hdr.shape != () or hdr.dtype.kind != "U":
         raise MalformedCertificate(f"{path}: header is not a 0-d text array")
     try:
-        header = json.loads(str(hdr[()]))
+        header = json.loads(str(hdr[()]), object_pairs_hook=_no_repeated_keys)
     except ValueError as exc:
         raise MalformedCertificate(f"{path}: header is not valid JSON ({_short(str(exc))})"
                                    ) from None

@@ -126,8 +126,17 @@ def _study_boot(s: str) -> int:
     return v
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: ``softrank CMD: error: MESSAGE (see softrank CMD
+    --help)``, exit 2 (no usage block)."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {' '.join(message.split())} (see {self.prog} "
+                     "--help)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="softrank", description=(
+    p = _Parser(prog="softrank", description=(
         "Certified brackets lower <= r_eps(A) <= upper for the approximation rank of "
         "softmax attention."))
     from .. import __version__
@@ -297,6 +306,9 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--max-memory", type=_memory_arg, default=None, metavar="SIZE",
                    help="largest data a certificate file may hold (default: the memory "
                         "available now)")
+    v.add_argument("--renormalize", action="store_true",
+                   help="with --matrix: divide its rows by their sums first, as `bracket "
+                        "--renormalize` did for the certificates")
     df = sub.add_parser(
         "diff", help="compare two audits of one panel cell by cell; exit 1 if an end got worse",
         description="Regression benchmarking of brackets: joins two audits of the same panel "
@@ -467,6 +479,10 @@ def _cmd_bracket(args) -> int:
             print(f"renormalised: rows of the given {rn['dtype']} matrix divided by their sums; "
                   f"they move by at most delta = {rn['delta']:.3g} in l1, so r_(eps+delta) <= "
                   "upper and r_(eps-delta) >= lower for the given matrix")
+            small = [e for e in args.eps if e <= rn["delta"]]
+            if small:
+                print(f"note: delta >= eps for eps {', '.join(repr(e) for e in small)}: the "
+                      "lower end says nothing about the given matrix there")
         w = max(6, *(len(repr(br.eps)) for br in brs))
         print(f"{'eps':>{w}}  {'lower':>5}  {'upper':>5}  verdict   lower method / upper method")
         for br in brs:
@@ -692,7 +708,10 @@ def _cmd_verify(args) -> int:
     if args.matrix:  # validated as `bracket` would (SPEC 3), read within the limit
         from ..operators import load_operator
 
-        ext = load_operator(args.matrix, "--matrix", max_bytes=limit).A
+        ext = load_operator(args.matrix, "--matrix", max_bytes=limit,
+                            renormalize=args.renormalize).A
+    elif args.renormalize:
+        raise SoftrankError("--renormalize: applies to --matrix, which is not given")
     failures = 0
     held = []  # (operator hash, kind, eps, rank, file, header) of certificates that hold
     for f in files:
@@ -708,7 +727,10 @@ def _cmd_verify(args) -> int:
                 continue
             rep = check(A, cert)
         except MalformedCertificate as exc:
-            print(f"FAIL {f}: {' '.join(str(exc).split())}")
+            msg = " ".join(str(exc).split())
+            for prefix in (f"{f}: ", f"certificate: {str(f)!r}: ", f"certificate: {str(f)!r} "):
+                msg = msg.removeprefix(prefix)
+            print(f"FAIL {f}: {msg}")
             failures += 1
             continue
         except Exception as exc:  # one bad file never stops the others

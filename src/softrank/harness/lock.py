@@ -60,6 +60,10 @@ def _read(path: Path, arg: str):
 
     A file that is empty or not valid JSON is read again for up to a second (its creator
     may be between creating and writing it), then refused."""
+    if path.is_symlink():  # never followed: it could point anywhere, or nowhere
+        raise SoftrankError(
+            f"{arg}: the lock file {str(path)!r} is a symbolic link, not a softrank lock; "
+            "remove it and run again")
     for attempt in range(21):
         try:
             raw = path.read_bytes()
@@ -72,9 +76,11 @@ def _read(path: Path, arg: str):
             info = json.loads(raw.decode())
             if (isinstance(info, dict) and isinstance(info.get("pid"), int)
                     and not isinstance(info.get("pid"), bool) and info["pid"] > 0
-                    and isinstance(info.get("host"), str) and info["host"]):
+                    and isinstance(info.get("host"), str) and info["host"]
+                    and info["host"].isprintable()
+                    and str(info.get("started", "")).isprintable()):
                 return raw, info
-            problem = "it does not name a pid and host"
+            problem = "it does not name a pid and host, printable"
             break
         except (UnicodeDecodeError, json.JSONDecodeError):
             problem = "it is not JSON" if raw.strip() else "it is empty"
