@@ -394,3 +394,16 @@ def test_verify_matrix_with_renormalize_matches_bracket(tmp_path, capsys):
     assert "--renormalize" in _err(capsys)
     assert main(["verify", str(d), "--matrix", str(f), "--renormalize"]) == 0
     assert "(--matrix)" in capsys.readouterr().out
+
+
+def test_subnormal_eps_is_refused_in_one_line(tmp_path, capsys):
+    f = tmp_path / "A.npy"
+    np.save(f, _uniform())
+    assert main(["bracket", str(f), "--eps", "5e-324"]) == 2
+    assert "expected a normal float64 >= 2.2250738585072014e-308" in _err(capsys)
+
+
+def test_positions_must_match_the_matrix(tmp_path):
+    np.savez(tmp_path / "op.npz", A=_uniform(4, 6), query_positions=np.arange(3))
+    with pytest.raises(InvalidOperatorError, match="query_positions: 3 positions for the 4 queries"):
+        load_operator(tmp_path / "op.npz")

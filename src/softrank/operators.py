@@ -488,6 +488,11 @@ def load_operator(path: Any, arg: str = "path", *, max_bytes: int = MAX_FILE_BYT
             if x.ndim != 1 or (x.size and x.dtype.kind not in "iu"):
                 raise InvalidOperatorError(f"{where}: {k}: expected 1-D integers, got dtype "
                                            f"{x.dtype} shape {x.shape}")
+            want = data["A"].shape[0 if k == "query_positions" else 1] if data["A"].ndim == 2 else None
+            if x.size and want is not None and x.size != want:
+                raise InvalidOperatorError(f"{where}: {k}: {x.size} positions for the {want} "
+                                           f"{'queries' if k == 'query_positions' else 'keys'} "
+                                           "of A")
             if x.size:
                 meta[k] = x.astype(np.int64).tolist()
     idx = {}

@@ -133,13 +133,18 @@ def _is_scalar_eps(eps) -> bool:
         isinstance(eps, np.ndarray) and eps.ndim == 0)
 
 
+#: Smallest tolerance accepted: the least normal float64. Below it the checker's rounding
+#: bounds (which add subnormal-scale terms) exceed eps even for the witness ``A`` itself.
+_EPS_MIN = float(np.finfo(np.float64).tiny)
+
+
 def validate_eps(eps) -> list[float]:
     """Tolerances as a list of floats in ``(0, 1)``.
 
     ``eps = 0`` asks for the exact rank, which floating-point witnesses cannot certify (a
     rank-k witness is checked with a strictly positive rounding bound), and ``eps >= 1``
-    gives ``r_eps = 0`` on a row-stochastic ``A``; both are rejected, and so is a tolerance
-    given twice.
+    gives ``r_eps = 0`` on a row-stochastic ``A``; both are rejected, and so are a subnormal
+    tolerance (below ``2.2e-308``, the checker's rounding floor) and a tolerance given twice.
 
     Raises
     ------
@@ -164,6 +169,10 @@ def validate_eps(eps) -> list[float]:
                 f"eps: expected a tolerance with 0 < eps < 1 (r_eps = 0 for eps >= 1 on a "
                 f"row-stochastic A; eps = 0 is the exact rank), got {f!r}"
             )
+        if f < _EPS_MIN:
+            raise InvalidArgumentError(
+                f"eps: expected a normal float64 >= {_EPS_MIN!r} (a subnormal tolerance is "
+                f"below the checker's rounding floor, even for A itself), got {f!r}")
         if f in out:
             raise InvalidArgumentError(f"eps: tolerances repeat, {f!r} is given twice")
         out.append(f)
