@@ -407,3 +407,10 @@ def test_positions_must_match_the_matrix(tmp_path):
     np.savez(tmp_path / "op.npz", A=_uniform(4, 6), query_positions=np.arange(3))
     with pytest.raises(InvalidOperatorError, match="query_positions: 3 positions for the 4 queries"):
         load_operator(tmp_path / "op.npz")
+
+
+def test_zero_size_dtype_is_refused(tmp_path, capsys):
+    f = tmp_path / "u0.npy"
+    f.write_bytes(_npy_header((2,), descr="<U0"))
+    assert main(["bracket", str(f), "--eps", "0.25"]) == 2
+    assert "dtype '<U0' has no size" in _err(capsys)

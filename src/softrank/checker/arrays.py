@@ -71,6 +71,8 @@ def _header(fp, where: str) -> tuple[tuple[int, ...], np.dtype, bool, int]:
                 if dtype.kind == "V" and dtype.itemsize == 2 else "")
         raise ArrayFileError(f"{where}: dtype {dtype.str!r} is not allowed (real numbers, "
                              f"integers, booleans or text only; never objects){hint}")
+    if dtype.itemsize == 0:
+        raise ArrayFileError(f"{where}: dtype {dtype.str!r} has no size")
     if dtype.kind in "fc" and dtype.itemsize > 8:
         raise ArrayFileError(f"{where}: dtype {dtype.str!r} (extended precision) cannot be read "
                              "exactly as float64; round it to float64 yourself if you mean to")
