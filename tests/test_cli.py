@@ -226,12 +226,14 @@ def test_killed_audit_resumes_to_the_uninterrupted_result(tmp_path, capsys):
 
     p = tmp_path / "slow.toml"
     p.write_text("eps = [0.2, 0.5]\n" + "".join(
-        f"[[synthetic]]\nfamily = 'gaussian_head'\nm = 48\nN = 48\nseed = {s}\n" for s in range(6)))
+        f"[[synthetic]]\nfamily = 'gaussian_head'\nm = 32\nN = 32\nseed = {s}\n" for s in range(6)))
     ref = tmp_path / "ref"
-    assert main(["audit", "--panel", str(p), "--out", str(ref), "--workers", "1", "--quiet"]) == 0
+    # (the report's studies are not what this is about: --study-boot 0 keeps it short)
+    assert main(["audit", "--panel", str(p), "--out", str(ref), "--workers", "1", "--quiet",
+                 "--study-boot", "0"]) == 0
     out = tmp_path / "rep"
     proc = subprocess.Popen([sys.executable, "-m", "softrank.harness.cli", "audit", "--panel", str(p),
-                             "--out", str(out), "--workers", "1"],
+                             "--out", str(out), "--workers", "1", "--study-boot", "0"],
                             stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
     try:
         for line in proc.stderr:
@@ -248,12 +250,13 @@ def test_killed_audit_resumes_to_the_uninterrupted_result(tmp_path, capsys):
     assert main(["audit", "--panel", str(p), "--out", str(out), "--workers", "1", "--quiet"]) == 2
     assert "--resume" in capsys.readouterr().err
     assert main(["audit", "--panel", str(p), "--out", str(out), "--workers", "2", "--quiet",
-                 "--resume"]) == 0
+                 "--resume", "--study-boot", "0"]) == 0
     rows = _rows(out / "brackets.csv")
     assert len({(r["operator_id"], r["eps"]) for r in rows}) == len(rows) == 12
     assert _strip(rows) == _strip(_rows(ref / "brackets.csv"))
     # a finished run can be run again into the same directory (its ledger is replaced)
-    assert main(["audit", "--panel", str(p), "--out", str(out), "--workers", "1", "--quiet"]) == 0
+    assert main(["audit", "--panel", str(p), "--out", str(out), "--workers", "1", "--quiet",
+                 "--study-boot", "0"]) == 0
 
 
 def test_resume_refuses_a_different_run(tmp_path, capsys):
