@@ -64,6 +64,16 @@ def _err_line(capsys):
     return err
 
 
+def _interrupt(out, drop_eps=None):
+    """Make a finished run's ledger look like one whose process died: status 'running',
+    and the cells of ``drop_eps`` (if given) not yet done."""
+    with sqlite3.connect(out / "ledger.sqlite") as conn:
+        conn.execute("UPDATE run SET value = 'running' WHERE key = 'status'")
+        if drop_eps is not None:
+            conn.execute("DELETE FROM cells WHERE eps = ?", (drop_eps,))
+    conn.close()
+
+
 # ------------------------------------------------------------------------------ a live lock
 
 @pytest.mark.parametrize("resume", [False, True])
@@ -186,10 +196,7 @@ def test_a_stale_lock_beside_an_interrupted_ledger_resumes(tmp_path, capsys):
     p = _panel(tmp_path)
     out = tmp_path / "o"
     assert _audit(p, out) == 0
-    with sqlite3.connect(out / "ledger.sqlite") as conn:
-        conn.execute("UPDATE run SET value = 'running' WHERE key = 'status'")
-        conn.execute("DELETE FROM cells WHERE eps = 0.5")
-    conn.close()
+    _interrupt(out, 0.5)
     pid = _dead_pid()
     _write_lock(out, pid)
     capsys.readouterr()
@@ -255,9 +262,7 @@ def test_the_lock_covers_the_report_and_is_released_after_an_error(tmp_path, cap
     assert "--scheduler" in capsys.readouterr().err
     assert not (out / "softrank.lock").exists()
     assert _audit(p, out) == 0
-    with sqlite3.connect(out / "ledger.sqlite") as conn:
-        conn.execute("UPDATE run SET value = 'running' WHERE key = 'status'")
-    conn.close()
+    _interrupt(out)
     assert _audit(p, out) == 2
     assert not (out / "softrank.lock").exists()
 
@@ -292,10 +297,7 @@ def test_an_interrupted_ledger_is_not_called_running(tmp_path, capsys):
     p = _panel(tmp_path)
     out = tmp_path / "o"
     assert _audit(p, out) == 0
-    with sqlite3.connect(out / "ledger.sqlite") as conn:
-        conn.execute("UPDATE run SET value = 'running' WHERE key = 'status'")
-        conn.execute("DELETE FROM cells WHERE eps = 0.2")
-    conn.close()
+    _interrupt(out, 0.2)
     capsys.readouterr()
     assert _audit(p, out) == 2
     err = _err_line(capsys)

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from .checker.certificates import ROW_SUM_TOL, matrix_hash
+from .checker.certificates import ROW_SUM_TOL, attention_problem, matrix_hash
 from .errors import InvalidOperatorError
 
 __all__ = ["Operator", "softmax_rows", "ROW_SUM_TOL", "operator_hash", "save_operator",
@@ -139,19 +139,9 @@ class Operator:
         from .ids import check_id_part
 
         A = _check_matrix("A", self.A)
-        neg = A < 0
-        if neg.any():
-            i, j = np.argwhere(neg)[0]
-            raise InvalidOperatorError(
-                f"A: entries must be >= 0, A[{i}, {j}] = {float(A[i, j])!r}"
-            )
-        dev = np.abs(A.sum(axis=1) - 1.0)
-        if dev.max() > ROW_SUM_TOL:
-            i = int(dev.argmax())
-            raise InvalidOperatorError(
-                f"A: rows must sum to 1 within {ROW_SUM_TOL:g}, row {i} sums to "
-                f"{float(A[i].sum())!r}"
-            )
+        problem = attention_problem(A)  # the checker's own test: >= 0, rows summing to 1
+        if problem:
+            raise InvalidOperatorError(problem)
         object.__setattr__(self, "A", A)
         if (self.Q is None) != (self.K is None):
             raise InvalidOperatorError(
