@@ -15,8 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from softrank import Operator, bracket
-from softrank.certifiers import _lp
-from softrank.certifiers._lp import BasisPursuit, EqualityLP, L1Regression, LPResult
+from softrank.certifiers import lp
+from softrank.certifiers.lp import BasisPursuit, EqualityLP, L1Regression, LPResult
 from softrank.checker import (
     DecodedInverseCertificate,
     FrobeniusCertificate,
@@ -470,12 +470,12 @@ class _HighsProxy:
 def highs_mode(monkeypatch):
     """Set the failure mode of every HiGHS instance created afterwards."""
     state = {"mode": None}
-    real_new = _lp._new_highs
+    real_new = lp._new_highs
 
     def fake_new(highspy):
         return _HighsProxy(real_new(highspy), state["mode"])
 
-    monkeypatch.setattr(_lp, "_new_highs", fake_new)
+    monkeypatch.setattr(lp, "_new_highs", fake_new)
     return state
 
 

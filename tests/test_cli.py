@@ -212,7 +212,11 @@ def _strip(rows):
             m.pop("seconds")
         return d
 
-    return [{k: diag(v) if k == "diagnostics" else v for k, v in r.items()
+    def stages(d):  # the stages that ran, in order, and their errors
+        return [(name, rec.get("error")) for name, rec in json.loads(d).items()]
+
+    timeless = {"diagnostics": diag, "stages": stages}
+    return [{k: timeless[k](v) if k in timeless else v for k, v in r.items()
              if k not in ("seconds", "attack_seconds", "svd_seconds")} for r in rows]
 
 

@@ -9,7 +9,8 @@ from softrank.certifiers.bracket import Bracket, bracket
 from softrank.certifiers.upper import AlternatingL1
 from softrank.checker import FrobeniusCertificate, check, load_certificate
 from softrank.generators.synthetic import planted
-from softrank.harness.audit import _attack_cell
+from softrank.attacks import AttackStage
+from softrank.cells import OperatorCells
 from softrank.harness.cli import main
 
 
@@ -36,7 +37,7 @@ def test_alternating_l1_keeps_its_scale():
     op = Operator.from_factors(Q, K, 100 / np.sqrt(2))
     con = AlternatingL1(op.A, np.linalg.svd(op.A, full_matrices=False))
     for k in (1, 2):
-        W = con._irls(k)
+        W = con.irls_basis(k)
         nrm = np.linalg.norm(W, axis=1)
         assert (nrm <= 1e6).all() and (nrm >= 1e-6).all(), nrm
         con.feasible(k, 0.01)  # does not raise
@@ -61,12 +62,14 @@ def _offbyone_cell(tmp_path):
     br = bracket(op, 0.1)
     br = Bracket(eps=0.1, lower=4, upper=br.upper, lower_certificate=fake,
                  upper_witness=br.upper_witness, verdict="open")
-    return op, br, _attack_cell(op, br, op.A, "quick", tmp_path)
+    cells = OperatorCells(op, (0.1,), out=tmp_path, brackets=[br])
+    (row,) = AttackStage("quick").run(cells)
+    return op, br, row
 
 
 def test_audit_attack_refutes_an_unsound_lower_bound(tmp_path, capsys):
     op, br, row = _offbyone_cell(tmp_path)
-    assert row["attack"] == "SUCCEEDED" and br.verdict == "unsound"
+    assert row["attack"] == "SUCCEEDED" and row["verdict"] == br.verdict == "unsound"
     d = tmp_path / "counterexamples" / f"{op.operator_id}-eps0.1"
     wit, A, header = load_certificate(d / "witness.npz")
     assert wit.rank <= 3 and check(A, wit).ok

@@ -31,8 +31,9 @@ import numpy as np
 
 from .checker import UpperWitness, check
 from .errors import InvalidArgumentError
+from .validation import check_choice, check_fraction, check_int
 
-__all__ = ["AttackResult", "attack", "EFFORTS"]
+__all__ = ["AttackResult", "attack", "EFFORTS", "AttackStage"]
 
 #: Effort levels: random restarts of alternating l1, rows dropped from the upper witness,
 #: L-BFGS iterations per continuation step.
@@ -170,22 +171,18 @@ def attack(A, eps: float, claimed, *, upper_witness: UpperWitness | None = None,
     InvalidArgumentError
         If ``eps``, ``claimed``, ``effort`` or ``seed`` is out of range.
     """
-    from .certifiers._lp import L1Regression  # lazy: keeps ``import softrank`` light
+    from .certifiers.lp import L1Regression  # lazy: keeps ``import softrank`` light
 
     A = np.asarray(A, dtype=np.float64)
     if A.ndim != 2 or A.size == 0:
         raise InvalidArgumentError(f"A: expected a non-empty 2-D array, got shape {A.shape}")
-    if not (isinstance(eps, (int, float, np.floating)) and 0 < float(eps) < 1):
-        raise InvalidArgumentError(f"eps: expected 0 < eps < 1, got {eps!r}")
-    eps = float(eps)
+    eps = check_fraction(eps, "eps")
     k = getattr(claimed, "rank", claimed)
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise InvalidArgumentError(f"claimed: expected an integer >= 1 or a certificate, got {claimed!r}")
     k = int(k)
-    if effort not in EFFORTS:
-        raise InvalidArgumentError(f"effort: expected one of {sorted(EFFORTS)}, got {effort!r}")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise InvalidArgumentError(f"seed: expected an integer >= 0, got {seed!r}")
+    check_choice(effort, "effort", sorted(EFFORTS))
+    check_int(seed, "seed", 0)
     cfg = EFFORTS[effort]
     t0 = time.perf_counter()
     m, N = A.shape
@@ -261,7 +258,7 @@ def attack(A, eps: float, claimed, *, upper_witness: UpperWitness | None = None,
             G = Vt[:r] + 0.5 * rng.standard_normal((r, N)) / np.sqrt(N)
             V0 = np.vstack([_orth_rows(G), Vt[r:]])
         con = AlternatingL1(A, (Us, s, V0), iters=cfg["irls"])
-        W = con._irls(r)
+        W = con.irls_basis(r)
         U = np.linalg.lstsq(W.T, A.T, rcond=None)[0].T
         return consider(U, W, f"alternating-l1[{start}]") or polish(W, f"alternating-l1[{start}]")
 
@@ -303,3 +300,76 @@ def attack(A, eps: float, claimed, *, upper_witness: UpperWitness | None = None,
             break
     res.seconds = time.perf_counter() - t0
     return res
+
+
+class AttackStage:
+    """The audit stage that attacks each cell's lower certificate (see :mod:`softrank.cells`).
+
+    Every lower certificate of rank ``>= 2`` is attacked with :func:`attack` at ``effort``,
+    on the matrix the certificate is about (in validated mode, the enclosure's midpoint). A
+    success (a witness the checker accepts) makes the cell ``unsound`` and, when the audit
+    has an output directory, saves the certificate and its counterexample under
+    ``OUT/counterexamples/OPERATOR-epsEPS/`` (``lower.npz``, ``witness.npz``; re-check with
+    ``softrank verify``). An attack that raises is recorded as ``error: TYPE``, never as a
+    verdict.
+
+    Parameters
+    ----------
+    effort : {"quick", "standard", "hard", "none"}
+        See :data:`EFFORTS`; ``"none"`` attacks nothing (the columns stay empty).
+
+    Notes
+    -----
+    Columns: ``attack`` (``held``, ``held(partial)`` when a method failed, ``SUCCEEDED``,
+    empty when nothing was attacked), ``attack_closest`` (the least max-row error found over
+    ``eps``; unchecked, near 1 means nearly tight) and ``attack_seconds``. Rewrites
+    ``verdict`` to ``unsound`` on a success.
+    """
+
+    name = "attack"
+    columns = ("attack", "attack_closest", "attack_seconds")
+    rewrites = ("verdict",)
+
+    def __init__(self, effort: str = "quick"):
+        self.effort = check_choice(effort, "effort", [*sorted(EFFORTS), "none"])
+
+    def run(self, cells) -> list[dict]:
+        if self.effort == "none":
+            return [{} for _ in cells.eps]
+        if not cells.brackets:
+            raise InvalidArgumentError("attack: no brackets to attack (the bracket stage "
+                                       "must run first)")
+        A = cells.certified_matrix()
+        rows = []
+        for br in cells.brackets:
+            try:
+                rows.append(self._cell(cells, br, A))
+            except Exception as exc:  # noqa: BLE001 - recorded; a crash is never a verdict
+                rows.append({"attack": f"error: {type(exc).__name__}", "attack_closest": "",
+                             "attack_seconds": ""})
+        return rows
+
+    def _cell(self, cells, br, A) -> dict:
+        c = br.lower_certificate
+        if c is None or c.rank < 2 or br.verdict == "error":
+            return {}
+        res = attack(A, c.eps, c, upper_witness=br.upper_witness, effort=self.effort)
+        row = {"attack": "held(partial)" if res.failures else "held",
+               "attack_closest": round(res.best_error / c.eps, 4),
+               "attack_seconds": round(res.seconds, 4)}
+        if res.succeeded:
+            row["attack"] = "SUCCEEDED"
+            row["verdict"] = br.verdict = "unsound"
+            if cells.out is not None:
+                import re
+                from pathlib import Path
+
+                from .checker import save_certificate
+
+                op = cells.operator
+                name = re.sub(r"[^\w.-]+", "_", f"{op.operator_id}-eps{br.eps:g}").lstrip(".")
+                d = Path(cells.out) / "counterexamples" / name
+                save_certificate(d / "lower.npz", c, A, producer=f"softrank {c.method}")
+                save_certificate(d / "witness.npz", res.witness, A, producer="softrank attack",
+                                 refutes={"claimed": c.rank, "eps": c.eps, "by": c.method})
+        return row

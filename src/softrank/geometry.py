@@ -28,17 +28,18 @@ Everything here is computed from ``A`` (or, for an operator with factors, from t
 from __future__ import annotations
 
 from dataclasses import dataclass
-from numbers import Real
 
 import numpy as np
 
 from .errors import InvalidArgumentError
+from .validation import check_choice, check_fraction, check_int
 from .operators import Operator, softmax_rows
 
 __all__ = [
     "interaction", "column_offset", "interaction_dimension", "InteractionDimension",
     "retained_part", "tau", "tau_bound", "kappa", "kappa_upper", "profile",
     "Descriptor", "intrinsic_descriptor", "intrinsic_descriptors",
+    "NativeGeometryStage", "IntrinsicDescriptorStage",
 ]
 
 
@@ -143,8 +144,7 @@ def retained_part(C: np.ndarray, r: int) -> np.ndarray:
     C = np.asarray(C, dtype=np.float64)
     if C.ndim != 2:
         raise InvalidArgumentError(f"C: expected a 2-D array, got shape {C.shape}")
-    if isinstance(r, bool) or not isinstance(r, (int, np.integer)) or not 0 <= r <= min(C.shape):
-        raise InvalidArgumentError(f"r: expected an int in [0, {min(C.shape)}], got {r!r}")
+    r = check_int(r, "r", 0, min(C.shape))
     U, s, Vt = np.linalg.svd(C, full_matrices=False)
     return (U[:, :r] * s[:r]) @ Vt[:r]
 
@@ -212,8 +212,7 @@ def kappa_upper(T: np.ndarray, iters: int = 200) -> float:
     from scipy.optimize import minimize
 
     T = _finite_matrix(T)
-    if isinstance(iters, bool) or not isinstance(iters, (int, np.integer)) or iters < 1:
-        raise InvalidArgumentError(f"iters: expected an int >= 1, got {iters!r}")
+    iters = check_int(iters, "iters", 1)
     scale = float(np.abs(T).max())
     if scale == 0:
         return 0.0
@@ -328,8 +327,7 @@ def profile(kappa_value: float, tau_value: float, eps: float, r: int) -> float:
         raise InvalidArgumentError(f"kappa_value: expected a finite value >= 0, got {kappa_value!r}")
     if not (np.isfinite(tau_value) and tau_value >= 0):
         raise InvalidArgumentError(f"tau_value: expected a finite value >= 0, got {tau_value!r}")
-    if isinstance(r, bool) or not isinstance(r, (int, np.integer)) or r < 0:
-        raise InvalidArgumentError(f"r: expected an int >= 0, got {r!r}")
+    r = check_int(r, "r", 0)
     if tau_value >= eps:
         return float("inf")
     return float((1.0 + kappa_value / (eps - tau_value) ** 2) ** (r / 2))
@@ -390,12 +388,9 @@ def intrinsic_descriptors(A, eps_list, margin: float = 0.5,
     per operator)."""
     eps_list = list(eps_list)
     for eps in eps_list:
-        if isinstance(eps, bool) or not (isinstance(eps, Real) and 0 < eps < 1):
-            raise InvalidArgumentError(f"eps: expected 0 < eps < 1, got {eps!r}")
-    if isinstance(margin, bool) or not (isinstance(margin, Real) and 0 < margin < 1):
-        raise InvalidArgumentError(f"margin: expected 0 < margin < 1, got {margin!r}")
-    if kappa_method not in ("gauge", "sdp"):
-        raise InvalidArgumentError(f"kappa_method: expected 'gauge' or 'sdp', got {kappa_method!r}")
+        check_fraction(eps, "eps")
+    check_fraction(margin, "margin")
+    check_choice(kappa_method, "kappa_method", ("gauge", "sdp"))
     A_ = A.A if isinstance(A, Operator) else Operator(A=A).A
     C = interaction(A)
     b = column_offset(A)
@@ -424,3 +419,43 @@ def intrinsic_descriptors(A, eps_list, margin: float = 0.5,
         out.append(Descriptor(float(eps), int(r), t, float(k), log_q, kappa_method,
                               float(margin)))
     return out
+
+
+class NativeGeometryStage:
+    """The audit stage that writes the native geometry of the factors beside every cell
+    (:meth:`softrank.operators.Operator.native_geometry`; see :mod:`softrank.cells`).
+
+    Columns ``rho_Q``, ``rho_K``, ``Gamma`` and ``sv_Q``, ``sv_K`` (singular values,
+    space-separated, descending); empty without factors. Gauge-dependent by design: they
+    describe the model's chosen factorisation, not ``A``.
+    """
+
+    name = "native-geometry"
+    columns = ("rho_Q", "rho_K", "Gamma", "sv_Q", "sv_K")
+
+    def run(self, cells) -> list[dict]:
+        g = cells.operator.native_geometry()
+        if g is None:
+            return [{} for _ in cells.eps]
+        row = {**{k: g[k] for k in ("rho_Q", "rho_K", "Gamma")},
+               **{k: " ".join(f"{x:.6g}" for x in g[k]) for k in ("sv_Q", "sv_K")}}
+        return [dict(row) for _ in cells.eps]
+
+
+class IntrinsicDescriptorStage:
+    """The audit stage that writes the intrinsic descriptor (:func:`intrinsic_descriptors`)
+    of every cell: ``int_r`` (the retained rank), ``int_tau``, ``int_kappa`` and
+    ``int_logq`` (``log`` of the profile ``q``); see :mod:`softrank.cells`.
+
+    A descriptor, never a bound. It needs a common positive support or the factors; where
+    it cannot be computed the stage fails and its columns stay empty, with the reason in
+    the ``stages`` column.
+    """
+
+    name = "intrinsic-descriptor"
+    columns = ("int_r", "int_tau", "int_kappa", "int_logq")
+
+    def run(self, cells) -> list[dict]:
+        ds = intrinsic_descriptors(cells.operator, list(cells.eps))
+        return [{"int_r": d.r, "int_tau": round(d.tau, 6), "int_kappa": round(d.kappa, 6),
+                 "int_logq": round(d.log_q, 6)} for d in ds]

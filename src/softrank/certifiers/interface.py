@@ -47,7 +47,7 @@ from ..errors import InvalidArgumentError, SoftrankError
 
 __all__ = [
     "Construction", "LowerTest", "Context", "Certifier", "CertifierError", "MethodRecord",
-    "Diagnostics", "Status", "Verdict", "Origin", "as_certifier", "load_certifier",
+    "Diagnostics", "Status", "Verdict", "Origin", "as_certifier", "import_module",
     "parse_spec",
 ]
 
@@ -377,7 +377,9 @@ def _copy(operator):
                     meta=dict(operator.meta), operator_id=operator.operator_id)
 
 
-def _import(module: str):
+def import_module(module: str):
+    """Import ``module`` by name; like ``python -m``, a module in the current directory is
+    importable (the directory is added to ``sys.path`` only if that import succeeds)."""
     try:
         return importlib.import_module(module)
     except ModuleNotFoundError as exc:
@@ -438,28 +440,3 @@ def parse_spec(spec, arg: str = "--certifier") -> tuple[str, str]:
     return module, attr
 
 
-def load_certifier(spec: str, arg: str = "--softrank-certifier") -> Certifier:
-    """Load ``MODULE:OBJECT`` (or ``builtin:NAME``, see :mod:`softrank.certifiers.registry`).
-
-    Raises
-    ------
-    InvalidArgumentError
-        If ``spec`` is malformed, the module cannot be imported or has no such object, or the
-        object follows neither protocol. The message names ``arg``.
-    """
-    module, attr = parse_spec(spec, arg)
-    if module == "builtin":
-        from .registry import builtin
-
-        return builtin(attr, arg)
-    try:
-        mod = _import(module)
-    except Exception as exc:
-        raise InvalidArgumentError(f"{arg} {spec!r}: cannot import {module!r} "
-                                   f"({type(exc).__name__}: {exc})") from exc
-    obj = mod
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise InvalidArgumentError(f"{arg} {spec!r}: {module!r} has no attribute {attr!r}")
-        obj = getattr(obj, part)
-    return as_certifier(obj, spec)

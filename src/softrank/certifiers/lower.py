@@ -31,7 +31,7 @@ from ..checker import (
     SubspaceCertificate,
     TrivialCertificate,
 )
-from ._lp import BasisPursuit
+from .lp import BasisPursuit
 
 __all__ = [
     "trivial", "frobenius", "row_order", "key_groups", "group_families", "coattended_groups",

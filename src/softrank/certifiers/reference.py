@@ -31,6 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..checker import UpperWitness
+from .interface import Context
 from .upper import SAFETY
 
 __all__ = ["NystromLandmarks", "PositiveRandomFeatures", "SinksPlusRandomFeatures"]
@@ -53,8 +54,6 @@ def _factors(operator):
 
 
 def _context(operator, context):
-    from .interface import Context
-
     return context if context is not None else Context(operator.A)
 
 

@@ -20,10 +20,11 @@ import scipy.linalg
 from ..errors import InvalidArgumentError
 from . import lower as lo_
 from . import upper as up_
-from .interface import Certifier, Context, as_certifier
+from .interface import Certifier, Context, as_certifier, import_module, parse_spec
 
 __all__ = ["CONSTRUCTIONS", "LOWER_TESTS", "REFERENCE", "builtin", "builtin_certifiers",
-           "default_constructions", "default_lower_tests"]
+           "default_constructions", "default_lower_tests", "load_certifier",
+           "load_certifiers"]
 
 
 def _ctx(operator, context: Context | None) -> Context:
@@ -316,3 +317,62 @@ def builtin_certifiers(which: str = "all") -> list[Certifier]:
     if which == "own":
         cons = [c for c in cons if c.origin == "builtin"]
     return cons + default_lower_tests()
+
+def load_certifier(spec: str, arg: str = "--softrank-certifier") -> Certifier:
+    """Load ``MODULE:OBJECT`` (or ``builtin:NAME``, see :mod:`softrank.certifiers.registry`).
+
+    Raises
+    ------
+    InvalidArgumentError
+        If ``spec`` is malformed, the module cannot be imported or has no such object, or the
+        object follows neither protocol. The message names ``arg``.
+    """
+    module, attr = parse_spec(spec, arg)
+    if module == "builtin":
+        return builtin(attr, arg)
+    try:
+        mod = import_module(module)
+    except Exception as exc:
+        raise InvalidArgumentError(f"{arg} {spec!r}: cannot import {module!r} "
+                                   f"({type(exc).__name__}: {exc})") from exc
+    obj = mod
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise InvalidArgumentError(f"{arg} {spec!r}: {module!r} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    return as_certifier(obj, spec)
+
+
+_LOADED: dict = {}
+
+
+def load_certifiers(specs) -> tuple[list, list]:
+    """``(constructions, lower_tests)`` of the ``MODULE:OBJECT`` specs (loaded once per
+    process: workers load them by name).
+
+    Raises
+    ------
+    InvalidArgumentError
+        A malformed spec, one that cannot be loaded, a ``builtin:`` spec (every audit runs
+        the built-ins already), or two certifiers with one name.
+    """
+    cons, tests, names = [], [], {}
+    for spec in specs:
+        if isinstance(spec, str) and spec.startswith("builtin:"):
+            raise InvalidArgumentError(f"--certifier {spec!r}: the built-in methods run in every "
+                                       "audit already; give a third-party MODULE:OBJECT")
+        c = _LOADED.get(spec)
+        if c is None:
+            c = _LOADED[spec] = load_certifier(spec, "--certifier")
+        if c.name in CONSTRUCTIONS or c.name in REFERENCE or c.name in LOWER_TESTS:
+            raise InvalidArgumentError(f"--certifier {spec!r}: its name {c.name!r} is a built-in "
+                                       "method's; give it another 'name' attribute")
+        if c.name in names:
+            raise InvalidArgumentError(f"--certifier {spec!r}: its name {c.name!r} is also the "
+                                       f"name of {names[c.name]!r}; names must differ")
+        names[c.name] = spec
+        if c.is_construction:
+            cons.append(c)
+        if c.is_lower_test:
+            tests.append(c)
+    return cons, tests

@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..checker import UpperWitness
-from ._lp import L1Regression
+from .lp import L1Regression
 
 __all__ = [
     "TruncatedSVD", "L1Refit", "AlternatingL1", "key_support", "Hybrid", "identity_witness",
@@ -224,7 +224,12 @@ class AlternatingL1:
         self._svd = svd
         self._tsvd_errors = None if tsvd_errors is None else np.asarray(tsvd_errors)
 
-    def _irls(self, k: int) -> np.ndarray:
+    def irls_basis(self, k: int) -> np.ndarray:
+        """A right basis ``W`` (k, N) of the alternating IRLS at rank ``k`` (no LP polish).
+
+        Iteratively reweighted least squares on both factors, started from the SVD given at
+        construction, with minimax row weights; the attacks use it as a start.
+        """
         A, d = self.A, self.delta
         U = self.U0[:, :k] * self.s0[:k]
         W = self.Vt0[:k].copy()
@@ -274,7 +279,7 @@ class AlternatingL1:
     def _fit(self, k: int) -> "L1Refit":
         fit = self._fits.get(k)
         if fit is None:
-            fit = L1Refit(self.A, self._irls(k), method=self.method)
+            fit = L1Refit(self.A, self.irls_basis(k), method=self.method)
             self._fits[k] = fit
         return fit
 

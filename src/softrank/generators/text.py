@@ -12,6 +12,7 @@ import inspect
 import warnings
 
 from ..errors import InvalidArgumentError
+from ..validation import check_int
 
 __all__ = ["stdlib_sources", "CANDIDATE_MODULES", "MIN_CHARS", "MAX_CHARS"]
 
@@ -200,8 +201,7 @@ def stdlib_sources(n: int = 64) -> list[tuple[str, str]]:
         If ``n`` is not an int >= 1, or fewer than ``n`` candidates import and give enough
         text.
     """
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise InvalidArgumentError(f"n: expected an int >= 1, got {n!r}")
+    n = check_int(n, "n", 1)
     sources: list[tuple[str, str]] = []
     for name in CANDIDATE_MODULES:
         if len(sources) == n:

@@ -17,12 +17,12 @@ light.
 
 from __future__ import annotations
 
-import math
 import os
 import pathlib
 from typing import Any
 
 from ..errors import InvalidArgumentError
+from ..validation import check_int, check_positive
 
 __all__ = [
     "FAMILIES",
@@ -84,17 +84,8 @@ def _check_arguments(
     if not isinstance(family, str) or family not in FAMILIES:
         allowed = ", ".join(repr(f) for f in FAMILIES)
         raise InvalidArgumentError(f"family: expected one of {allowed}, got {family!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
-        raise InvalidArgumentError(f"seed: expected an int in [0, 2**63), got {seed!r}")
-    if (
-        isinstance(initializer_range, bool)
-        or not isinstance(initializer_range, (int, float))
-        or not math.isfinite(initializer_range)
-        or initializer_range <= 0
-    ):
-        raise InvalidArgumentError(
-            f"initializer_range: expected a finite number > 0, got {initializer_range!r}"
-        )
+    check_int(seed, "seed", 0, 2**63 - 1)
+    check_positive(initializer_range, "initializer_range")
     if not isinstance(directory, (str, os.PathLike)):
         raise InvalidArgumentError(
             f"directory: expected a str or os.PathLike, got {type(directory).__name__}"

@@ -15,159 +15,97 @@ import sys
 import time
 from pathlib import Path
 
+from ..cells import Stage, check_stages, run_stages, stage_columns
+from ..certifiers.registry import load_certifiers
 from ..errors import InvalidArgumentError, SoftrankError
 from ..operators import Operator
 
-__all__ = ["CSV_COLUMNS", "bracket_operator", "run_audit", "check_out_dir"]
+__all__ = ["CSV_COLUMNS", "bracket_operator", "default_stages", "load_stages", "run_audit",
+           "check_out_dir"]
 
-CSV_COLUMNS = [
-    "operator_id", "family", "source", "layer", "head", "block", "m", "n", "eps",
-    "lower", "upper", "ratio", "lower_method", "upper_method", "verdict", "seconds",
-    "svd_seconds", "lower_check", "upper_check", "planted_rank", "validated_rho", "attack", "attack_closest",
-    "attack_seconds", "rho_Q", "rho_K", "Gamma", "sv_Q", "sv_K", "checkpoint",
-    "b1_tsvd", "b1_stable", "b1_erank", "b1_entropy", "b1_peak",
-    "int_r", "int_tau", "int_kappa", "int_logq", "gauge_native", "diagnostics",
-]
+def default_stages(attacks: str = "quick", certifiers=(), cell_timeout: float | None = None,
+                   extra=()) -> list:
+    """The stages of an audit cell, in the order they run (see :mod:`softrank.cells`).
 
-
-def _geometry_fields(op: Operator) -> dict:
-    """Native geometry beside each bracket (SPEC 7): radii, ``Gamma = beta rho_Q rho_K`` and
-    the singular values of ``Q`` and ``K`` (space-separated, descending); empty without
-    factors. Gauge-dependent: they describe the model's chosen factorisation, not ``A``."""
-    g = op.native_geometry()
-    if g is None:
-        return {"rho_Q": "", "rho_K": "", "Gamma": "", "sv_Q": "", "sv_K": ""}
-    return {**{k: g[k] for k in ("rho_Q", "rho_K", "Gamma")},
-            **{k: " ".join(f"{x:.6g}" for x in g[k]) for k in ("sv_Q", "sv_K")}}
-
-
-def _gauge_field(op: Operator) -> str:
-    """Native geometry features (G of the add-on test) under the fixed diagonal gauges of
-    condition ratio 4 and 16 (JSON; empty without factors)."""
-    import json
-
-    if op.Q is None:
-        return ""
-    from ..studies.features import gauged_native
-
-    return json.dumps({f"{c:g}": v for c, v in gauged_native(op.Q, op.K, op.beta).items()})
-
-
-def _study_fields(op: Operator, eps_list) -> list[dict]:
-    """B1 features of the add-on test and the intrinsic descriptor (``int_*``; SPEC 7) of
-    each cell of one operator. The descriptor is empty when ``A`` has no common positive
-    support and no factors, or when it fails (so are the B1 features): they are
-    descriptors, never bounds."""
-    from ..geometry import intrinsic_descriptors
-    from ..studies.features import baseline_features
-
-    try:
-        rows = [{k: round(v, 6) for k, v in baseline_features(op.A, e).items()}
-                for e in eps_list]
-    except Exception:  # noqa: BLE001 - features are descriptors; an operator never crashes here
-        rows = [{k: "" for k in ("b1_tsvd", "b1_stable", "b1_erank", "b1_entropy", "b1_peak")}
-                for _ in eps_list]
-    try:
-        ds = intrinsic_descriptors(op, list(eps_list))
-    except Exception:  # noqa: BLE001 - recorded as missing, never as a value
-        ds = [None] * len(rows)
-    for row, d in zip(rows, ds):
-        row.update({"int_r": d.r, "int_tau": round(d.tau, 6), "int_kappa": round(d.kappa, 6),
-                    "int_logq": round(d.log_q, 6)} if d is not None else
-                   {"int_r": "", "int_tau": "", "int_kappa": "", "int_logq": ""})
-    return rows
-
-
-def _check_label(rep) -> str:
-    if rep is None:
-        return ""
-    iv = rep.interval
-    tag = "float64" + (f"+{iv.backend}({iv.rows_checked})" if iv is not None else "")
-    return ("pass:" if rep.ok else "FAIL:") + tag
-
-
-def _attack_cell(op: Operator, br, A, effort: str, out: Path | None) -> dict:
-    """Attack the cell's lower certificate (SPEC 10); a confirmed success makes it unsound."""
-    from ..attacks import attack
-
-    c = br.lower_certificate
-    if effort == "none" or c is None or c.rank < 2 or br.verdict == "error":
-        return {"attack": "", "attack_closest": "", "attack_seconds": ""}
-    res = attack(A, c.eps, c, upper_witness=br.upper_witness, effort=effort)
-    row = {"attack": "held", "attack_closest": round(res.best_error / c.eps, 4),
-           "attack_seconds": round(res.seconds, 4)}
-    if res.failures:
-        row["attack"] = "held(partial)"
-    if res.succeeded:
-        row["attack"] = "SUCCEEDED"
-        br.verdict = "unsound"
-        if out is not None:
-            from ..checker import save_certificate
-
-            import re
-
-            name = re.sub(r"[^\w.-]+", "_", f"{op.operator_id}-eps{br.eps:g}").lstrip(".")
-            d = Path(out) / "counterexamples" / name
-            save_certificate(d / "lower.npz", c, A, producer=f"softrank {c.method}")
-            save_certificate(d / "witness.npz", res.witness, A, producer="softrank attack",
-                             refutes={"claimed": c.rank, "eps": c.eps, "by": c.method})
-    return row
-
-
-def _svd_seconds(A) -> float:
-    """Median time of one float64 SVD of ``A`` (3 runs): the floor every certifier pays."""
-    import numpy as np
-
-    ts = []
-    for _ in range(3):
-        t = time.perf_counter()
-        np.linalg.svd(A, full_matrices=False)
-        ts.append(time.perf_counter() - t)
-    return float(np.median(ts))
-
-
-_LOADED: dict = {}
-
-
-def load_certifiers(specs) -> tuple[list, list]:
-    """``(constructions, lower_tests)`` of the ``MODULE:OBJECT`` specs (loaded once per
-    process: workers load them by name).
+    The bracket (:class:`~softrank.certifiers.bracket.BracketStage`), the attack on its lower
+    certificate (:class:`~softrank.attacks.AttackStage`), native geometry
+    (:class:`~softrank.geometry.NativeGeometryStage`), the B1 features of the add-on test
+    (:class:`~softrank.studies.features.BaselineFeaturesStage`), the intrinsic descriptor
+    (:class:`~softrank.geometry.IntrinsicDescriptorStage`) and the gauged native features
+    (:class:`~softrank.studies.features.GaugeFeaturesStage`), then the ``extra`` stages
+    (objects, or ``MODULE:OBJECT`` specs loaded with :func:`load_stages`).
 
     Raises
     ------
     InvalidArgumentError
-        A malformed spec, one that cannot be loaded, a ``builtin:`` spec (every audit runs
-        the built-ins already), or two certifiers with one name.
+        If ``attacks`` is not an effort, or the stages clash (:func:`softrank.cells.check_stages`).
     """
-    from ..certifiers.interface import load_certifier
-    from ..certifiers.registry import CONSTRUCTIONS, LOWER_TESTS, REFERENCE
-    from ..errors import InvalidArgumentError
+    from ..attacks import AttackStage
+    from ..certifiers.bracket import BracketStage
+    from ..geometry import IntrinsicDescriptorStage, NativeGeometryStage
+    from ..studies.features import BaselineFeaturesStage, GaugeFeaturesStage
 
-    cons, tests, names = [], [], {}
+    stages = [BracketStage(certifiers, cell_timeout), AttackStage(attacks),
+              NativeGeometryStage(), BaselineFeaturesStage(), IntrinsicDescriptorStage(),
+              GaugeFeaturesStage()]
+    return check_stages(stages + load_stages(extra))
+
+
+_LOADED_STAGES: dict = {}
+
+
+def load_stages(specs) -> list:
+    """Stages from ``MODULE:OBJECT`` specs (a class is instantiated without arguments;
+    loaded once per process, so workers load them by name); objects are returned as given.
+
+    Raises
+    ------
+    InvalidArgumentError
+        A malformed spec, one that cannot be imported, or an object that is not a stage
+        (:class:`softrank.cells.Stage`).
+    """
+    from ..certifiers.interface import import_module, parse_spec
+
+    out = []
     for spec in specs:
-        if isinstance(spec, str) and spec.startswith("builtin:"):
-            raise InvalidArgumentError(f"--certifier {spec!r}: the built-in methods run in every "
-                                       "audit already; give a third-party MODULE:OBJECT")
-        c = _LOADED.get(spec)
-        if c is None:
-            c = _LOADED[spec] = load_certifier(spec, "--certifier")
-        if c.name in CONSTRUCTIONS or c.name in REFERENCE or c.name in LOWER_TESTS:
-            raise InvalidArgumentError(f"--certifier {spec!r}: its name {c.name!r} is a built-in "
-                                       "method's; give it another 'name' attribute")
-        if c.name in names:
-            raise InvalidArgumentError(f"--certifier {spec!r}: its name {c.name!r} is also the "
-                                       f"name of {names[c.name]!r}; names must differ")
-        names[c.name] = spec
-        if c.is_construction:
-            cons.append(c)
-        if c.is_lower_test:
-            tests.append(c)
-    return cons, tests
+        if not isinstance(spec, str):
+            out.append(spec)
+            continue
+        st = _LOADED_STAGES.get(spec)
+        if st is None:
+            module, attr = parse_spec(spec, "--stage")
+            try:
+                obj = import_module(module)
+            except Exception as exc:
+                raise InvalidArgumentError(f"--stage {spec!r}: cannot import {module!r} "
+                                           f"({type(exc).__name__}: {exc})") from exc
+            for part in attr.split("."):
+                if not hasattr(obj, part):
+                    raise InvalidArgumentError(f"--stage {spec!r}: {module!r} has no attribute "
+                                               f"{attr!r}")
+                obj = getattr(obj, part)
+            if isinstance(obj, type):
+                try:
+                    obj = obj()
+                except Exception as exc:
+                    raise InvalidArgumentError(f"--stage {spec!r}: the class could not be "
+                                               f"instantiated without arguments ({exc})") from exc
+            if not isinstance(obj, Stage):
+                raise InvalidArgumentError(f"--stage {spec!r}: expected an object with name, "
+                                           "columns and run(cells)")
+            st = _LOADED_STAGES[spec] = obj
+        out.append(st)
+    return check_stages(out)
+
+
+#: Columns of ``brackets.csv`` with the default stages (an audit with extra stages adds
+#: theirs before ``stages``).
+CSV_COLUMNS = stage_columns(default_stages("none"))
 
 
 def bracket_operator(op: Operator, eps_list, validated: bool = False, attacks: str = "none",
                      out: Path | None = None, cell_timeout: float | None = None,
-                     certifiers=()) -> list[dict]:
+                     certifiers=(), stages=()) -> list[dict]:
     """All cells of one operator as CSV-ready dicts (runs in a worker).
 
     ``validated``: bracket the exact softmax of the operator's factors (when it has them;
@@ -176,66 +114,18 @@ def bracket_operator(op: Operator, eps_list, validated: bool = False, attacks: s
     see :mod:`softrank.attacks`); a success is saved under ``out/counterexamples/`` and
     the cell becomes ``unsound``. ``cell_timeout``: seconds per cell (see
     :func:`softrank.bracket`'s ``time_limit``). ``certifiers``: third-party
-    ``MODULE:OBJECT`` specs run beside the built-ins (:func:`load_certifiers`); every method's
-    outcome is in the ``diagnostics`` column (JSON)."""
-    import json
-
-    from ..certifiers.bracket import Bracket, bracket
-    from ..certifiers.interface import Diagnostics
-
-    prov = op.provenance()
-    rows = []
-    cons, tests = load_certifiers(certifiers)
-    try:
-        brs = bracket(op, list(eps_list), validated=validated and op.Q is not None,
-                      time_limit=cell_timeout, constructions=cons, lower_tests=tests)
-    except Exception as exc:  # an operator that crashes is recorded, never a bound
-        brs = [Bracket(eps=float(e), lower=0, upper=-1, verdict="error",
-                       diagnostics=Diagnostics(error=f"{type(exc).__name__}: {exc}"))
-               for e in eps_list]
-    svd_s = _svd_seconds(op.A)
-    geo = _geometry_fields(op)
-    gauge = _gauge_field(op)
-    study = _study_fields(op, [br.eps for br in brs])
-    A_att = op.A
-    if validated and op.Q is not None and attacks != "none":
-        from ..checker.validated import enclose_softmax
-
-        A_att = enclose_softmax(op.Q, op.K, op.beta)[0]  # the matrix the certificates are for
-    for br, st in zip(brs, study):
-        try:
-            att = _attack_cell(op, br, A_att, attacks, out)
-        except Exception as exc:  # recorded; an attack that crashes is never a verdict
-            att = {"attack": f"error: {type(exc).__name__}", "attack_closest": "",
-                   "attack_seconds": ""}
-        ratio = br.upper / br.lower if br.lower > 0 and br.upper > 0 else ""
-        rows.append({
-            "operator_id": op.operator_id, "family": op.family, "source": op.source,
-            "layer": "" if op.layer is None else op.layer,
-            "head": "" if op.head is None else op.head, "block": op.block,
-            "m": op.shape[0], "n": op.shape[1], "eps": br.eps,
-            "lower": br.lower, "upper": br.upper,
-            "ratio": round(ratio, 6) if ratio != "" else "",
-            "lower_method": br.lower_method, "upper_method": br.upper_method,
-            "verdict": br.verdict, "seconds": round(br.seconds, 4),
-            "svd_seconds": round(svd_s, 6),
-            "lower_check": _check_label(br.checks.get("lower")),
-            "upper_check": _check_label(br.checks.get("upper")),
-            "planted_rank": prov.get("planted_rank", ""),
-            "validated_rho": f"{br.rho:.3g}" if validated and op.Q is not None else "",
-            **att,
-            **geo,
-            "checkpoint": prov.get("checkpoint", ""),
-            **st,
-            "gauge_native": gauge,
-            "diagnostics": json.dumps(br.diagnostics.to_dict(), separators=(",", ":")),
-        })
-    return rows
+    ``MODULE:OBJECT`` specs run beside the built-ins
+    (:func:`~softrank.certifiers.registry.load_certifiers`); every method's outcome is in the
+    ``diagnostics`` column (JSON). ``stages``: extra stages after the default ones
+    (:func:`default_stages`)."""
+    return run_stages(op, eps_list, default_stages(attacks, certifiers, cell_timeout, stages),
+                      validated=validated, out=out)
 
 
 def _task(args):
-    i, op, eps_list, validated, attacks, out, cell_timeout, certifiers = args
-    return i, bracket_operator(op, eps_list, validated, attacks, out, cell_timeout, certifiers)
+    i, op, eps_list, validated, attacks, out, cell_timeout, certifiers, stages = args
+    return i, bracket_operator(op, eps_list, validated, attacks, out, cell_timeout, certifiers,
+                               stages)
 
 
 def _worker_init():
@@ -318,7 +208,7 @@ def run_audit(operators: list[Operator], eps_list, out: Path, workers: int | Non
               progress=True, validated: bool = False, attacks: str = "quick",
               executor: str = "local", scheduler: str | None = None,
               cell_timeout: float | None = None, resume: bool = False,
-              identity: dict | None = None, certifiers=()) -> list[dict]:
+              identity: dict | None = None, certifiers=(), stages=()) -> list[dict]:
     """Bracket ``operators`` x ``eps_list``; returns the rows in operator order.
 
     Every finished operator's cells are committed to ``out/ledger.sqlite``
@@ -342,6 +232,10 @@ def run_audit(operators: list[Operator], eps_list, out: Path, workers: int | Non
     certifiers : sequence of str
         Third-party ``MODULE:OBJECT`` specs run in every cell beside the built-ins (loaded
         here first, so a bad spec fails before any work; workers import them by name).
+    stages : sequence of Stage or str
+        Extra per-cell stages run after the default ones (:func:`default_stages`; objects
+        or ``MODULE:OBJECT`` specs, see :mod:`softrank.cells`); their columns are added to
+        ``brackets.csv`` before ``stages``.
 
     Returns
     -------
@@ -360,6 +254,8 @@ def run_audit(operators: list[Operator], eps_list, out: Path, workers: int | Non
 
     certifiers = tuple(certifiers)
     load_certifiers(certifiers)
+    stages = tuple(stages)
+    pipeline = default_stages(attacks, certifiers, cell_timeout, stages)  # fails before any work
     out = Path(out)
     check_out_dir(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -374,15 +270,18 @@ def run_audit(operators: list[Operator], eps_list, out: Path, workers: int | Non
     ident = dict(identity or {})
     ident.update({"eps": list(eps_list), "validated": bool(validated), "attacks": attacks,
                   "cell_timeout": cell_timeout, "certifiers": list(certifiers),
+                  "stages": [st.name for st in pipeline],
                   # ids and content hashes: a resumed run must bracket the same matrices
                   "operators": [f"{op.operator_id}:{op.hash}" for op in operators]})
     with AuditLock(out):  # one run per directory, from the ledger to the exports
         return _audit_cells(operators, eps_list, out, ident, resume, workers, progress,
-                            validated, attacks, executor, scheduler, cell_timeout, certifiers)
+                            validated, attacks, executor, scheduler, cell_timeout, certifiers,
+                            stages, stage_columns(pipeline))
 
 
 def _audit_cells(operators, eps_list, out, ident, resume, workers, progress, validated,
-                 attacks, executor, scheduler, cell_timeout, certifiers) -> list[dict]:
+                 attacks, executor, scheduler, cell_timeout, certifiers, stages,
+                 columns) -> list[dict]:
     """The body of :func:`run_audit`, under the directory's lock."""
     from .store import Ledger
 
@@ -404,8 +303,8 @@ def _audit_cells(operators, eps_list, out, ident, resume, workers, progress, val
 
     # largest operators first: better load balance at the end of the run
     order = sorted(todo, key=lambda i: -operators[i].A.size)
-    tasks = [(i, operators[i], eps_list, validated, attacks, out, cell_timeout, certifiers)
-             for i in order]
+    tasks = [(i, operators[i], eps_list, validated, attacks, out, cell_timeout, certifiers,
+              stages) for i in order]
     try:
         if executor == "dask":
             from .executors import dask_map
@@ -429,8 +328,8 @@ def _audit_cells(operators, eps_list, out, ident, resume, workers, progress, val
         raise
     bar.close()
     rows = ledger.rows()
-    ledger.export_csv(rows, out / "brackets.csv", CSV_COLUMNS)
-    ledger.export_parquet(rows, out / "brackets.parquet", CSV_COLUMNS)
+    ledger.export_csv(rows, out / "brackets.csv", columns)
+    ledger.export_parquet(rows, out / "brackets.parquet", columns)
     ledger.mark_complete()
     ledger.close()
     return rows

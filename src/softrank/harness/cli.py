@@ -181,6 +181,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="a third-party construction or lower test run in every cell beside the "
                         "built-ins (repeatable; the spec of the pytest plugin's "
                         "--softrank-certifier); the report's Constructions section compares it")
+    a.add_argument("--stage", action="append", default=[], metavar="MODULE:OBJECT",
+                   help="an extra per-cell measurement run after the built-in stages (repeatable; "
+                        "an object with name, columns and run(cells), see softrank.cells): its "
+                        "columns are added to brackets.csv")
     a.add_argument("--study-boot", type=_study_boot, default=1000, metavar="N",
                    help="bootstrap resamples of the report's studies (scaling laws, block "
                         "width, held-out add-on test, intrinsic descriptor; default 1000, "
@@ -395,7 +399,7 @@ def _audit_locked(args, panel, eps, out: Path, t0: float) -> int:
             sys.path.insert(0, d)
     certifiers = list(panel.certifiers) + list(args.certifier)
     rows = run_audit(ops, eps, out, workers=args.workers, progress=not args.quiet,
-                     certifiers=certifiers,
+                     certifiers=certifiers, stages=args.stage,
                      validated=args.validated, attacks=args.attacks, executor=args.executor,
                      scheduler=args.scheduler, cell_timeout=args.cell_timeout,
                      resume=args.resume, identity={"panel": args.panel, "seed": args.seed})
@@ -445,7 +449,7 @@ def _cmd_bracket(args) -> int:
     op = load_operator(args.file, "file", max_bytes=limit, renormalize=args.renormalize)
     _check_memory(op.shape, f"file: {args.file!r}", args)
     d = _out_dir(args.save_certificates, "--save-certificates") if args.save_certificates else None
-    from .audit import load_certifiers
+    from ..certifiers.registry import load_certifiers
 
     cons, tests = load_certifiers(args.certifier)
     brs = bracket(op, list(args.eps), interval=not args.no_interval, constructions=cons,
@@ -620,9 +624,9 @@ def _study_check(args) -> None:
 
 
 def _study_specs(args):
-    from .panels import _minilm_specs
+    from .panels import minilm_specs
 
-    return _minilm_specs(args.widths, args.layers, args.heads, args.sources_per_head, args.seed)
+    return minilm_specs(args.widths, args.layers, args.heads, args.sources_per_head, args.seed)
 
 
 def _study_rows(args, out: Path | None):

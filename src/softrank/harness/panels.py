@@ -62,7 +62,7 @@ from ..errors import PanelError, SoftrankError
 from ..ids import check_id_part
 from ..operators import Operator, load_operator
 
-__all__ = ["Panel", "build_panel", "materialize", "DEFAULT_EPS", "PANELS"]
+__all__ = ["Panel", "build_panel", "materialize", "minilm_specs", "DEFAULT_EPS", "PANELS"]
 
 DEFAULT_EPS = (0.1, 0.25, 0.5)
 PANELS = ("quick", "default")
@@ -85,7 +85,17 @@ class Panel:
         return len(self.specs)
 
 
-def _minilm_specs(widths, layers, heads, sources_per_head, seed):
+def minilm_specs(widths, layers, heads, sources_per_head: int, seed: int) -> list[dict]:
+    """Operator specs of MiniLM heads: every (width, layer, head) with ``sources_per_head``
+    stdlib sources each, the source chosen by a fixed rotation of ``seed`` (so that heads of
+    one layer see different sources); the built-in panels and ``softrank study`` use it.
+
+    Returns
+    -------
+    list of dict
+        ``{"kind": "minilm", "width", "layer", "head", "source_index"}`` in the order of the
+        loops (width, layer, head, source); materialised by :func:`materialize`.
+    """
     specs = []
     for w_i, w in enumerate(widths):
         for l in layers:
@@ -256,7 +266,7 @@ def _panel_file(path: Path, seed: int) -> Panel:
         layers = _int_list(where, "layers", m.get("layers", list(range(6))), 0, 5)
         heads = _int_list(where, "heads", m.get("heads", list(range(12))), 0, 11)
         (sph,) = _int_list(where, "sources_per_head", [m.get("sources_per_head", 1)], 1, N_SOURCES)
-        specs += _minilm_specs(widths, layers, heads, sph, seed)
+        specs += minilm_specs(widths, layers, heads, sph, seed)
     for i, s in enumerate(_tables(data, "synthetic", path)):
         if s.get("family") not in _SYNTHETIC:
             raise PanelError(f"panel: [[synthetic]] entry {i}: family must be one of {_SYNTHETIC}, "
@@ -332,9 +342,9 @@ def build_panel(panel: str, seed: int = 0) -> Panel:
     if panel in ("quick", "default"):
         quick = panel == "quick"
         if quick:
-            specs = _minilm_specs([64], [0, 2, 5], [0, 5, 11], 1, seed)
+            specs = minilm_specs([64], [0, 2, 5], [0, 5, 11], 1, seed)
         else:
-            specs = _minilm_specs([64, 128], range(6), range(12), 1, seed)
+            specs = minilm_specs([64, 128], range(6), range(12), 1, seed)
         return Panel(panel, specs + _synthetic_default(seed, quick))
     p = Path(panel)
     if p.suffix.lower() != ".toml" and not p.is_file():

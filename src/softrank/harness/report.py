@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..cells import group_key
+
 __all__ = ["summarize", "write_report", "PAPER", "group_key", "cell_diagnostics"]
 
 #: Seed paper, eps = 0.25: resolved share by family (SPEC 11).
@@ -27,13 +29,6 @@ PAPER = {
 _PAPER_COMPARE = {"minilm": "BERT native"}  # other families: a user's own checkpoints
 
 
-def group_key(r) -> str:
-    """The report's family group of a cell: ``FAMILY-wN`` for learned heads (one group per
-    width), the family otherwise."""
-    fam = r["family"]
-    if fam == "minilm" or r.get("checkpoint"):  # learned heads: one group per width
-        return f"{fam}-w{r['n']}"
-    return fam
 
 
 def _stats(rows):

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import InvalidArgumentError
+from ..validation import check_int
 
 __all__ = ["ALPHAS", "Comparison", "addon_test", "addon_from_rows", "write_addon",
            "RESPONSE_EPS"]
@@ -206,16 +207,10 @@ def addon_test(y, blocks: dict, groups, comparisons=(("B1", "G"), ("B0", "G")), 
         Naming ``y``, ``groups``, ``blocks[...]``, ``comparisons``, ``n_boot`` or
         ``gauge_blocks``.
     """
-    def count(v, lo):
-        return not isinstance(v, bool) and isinstance(v, (int, np.integer)) and v >= lo
-
-    if not count(n_boot, 20):
-        raise InvalidArgumentError(f"n_boot: expected an int >= 20, got {n_boot!r}")
-    if not count(n_perm, 1):
-        raise InvalidArgumentError(f"n_perm: expected an int >= 1, got {n_perm!r}")
-    for name, v in (("outer", outer), ("inner", inner)):
-        if not count(v, 2):
-            raise InvalidArgumentError(f"{name}: expected an int >= 2 (folds), got {v!r}")
+    check_int(n_boot, "n_boot", 20)
+    check_int(n_perm, "n_perm", 1)
+    check_int(outer, "outer (folds)", 2)
+    check_int(inner, "inner (folds)", 2)
     alphas = np.atleast_1d(np.asarray(alphas, dtype=np.float64))
     if alphas.ndim != 1 or alphas.size == 0 or not (np.isfinite(alphas) & (alphas > 0)).all():
         raise InvalidArgumentError(f"alphas: expected finite penalties > 0, got {alphas!r}")

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from ..errors import InvalidArgumentError
+from ..validation import check_int
 
 __all__ = ["budget_shares", "write_block_width", "DEFAULT_BUDGETS"]
 
@@ -41,9 +42,9 @@ def budget_shares(rows: list[dict], budgets=DEFAULT_BUDGETS, eps: float | None =
         (counts) and the same as percentages (``*_pct``).
     """
     budgets = list(budgets)
-    if not budgets or not all(isinstance(b, int) and not isinstance(b, bool) and b >= 1
-                              for b in budgets):
+    if not budgets:
         raise InvalidArgumentError(f"budgets: expected integers >= 1, got {budgets!r}")
+    budgets = [check_int(b, "budgets", 1) for b in budgets]
     groups = defaultdict(list)
     for r in rows:
         if not r.get("checkpoint"):

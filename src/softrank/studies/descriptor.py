@@ -15,19 +15,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..cells import group_key
 from ..errors import InvalidArgumentError
+from ..validation import check_int
 
 __all__ = ["descriptor_correlations", "write_descriptor"]
 
 PAIRS = (("int_logq", "upper"), ("int_logq", "lower"), ("int_kappa", "upper"))
 MIN_OPERATORS = 6
-
-
-def _group(r) -> str:
-    """The report's grouping: learned heads per family and width, synthetic per family."""
-    from ..harness.report import group_key
-
-    return group_key(r)
 
 
 def _spearman(x, y) -> float:
@@ -58,8 +53,7 @@ def descriptor_correlations(rows: list[dict], n_boot: int = 1000, seed: int = 0,
     InvalidArgumentError
         Naming ``n_boot`` or ``rows`` (no cell carries the descriptor).
     """
-    if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 100:
-        raise InvalidArgumentError(f"n_boot: expected an int >= 100, got {n_boot!r}")
+    check_int(n_boot, "n_boot", 100)
     groups: dict = {}
     for r in rows:
         if r["verdict"] not in ("open", "resolved") or r.get("int_logq", "") in ("", None):
@@ -72,7 +66,7 @@ def descriptor_correlations(rows: list[dict], n_boot: int = 1000, seed: int = 0,
                                        f"field ({type(exc).__name__}: {exc})") from None
         if not np.isfinite(vals).all():
             continue
-        groups.setdefault((_group(r), vals[2]), []).append(r)
+        groups.setdefault((group_key(r), vals[2]), []).append(r)
     if not groups:
         raise InvalidArgumentError("rows: no bracketed cell carries the intrinsic descriptor "
                                    "(int_logq); audit with softrank >= this version")
@@ -141,8 +135,8 @@ def write_descriptor(corr: list[dict], rows: list[dict], out) -> list:
                      f"{cell(c, 'logq_upper')} | {cell(c, 'logq_lower')} | "
                      f"{cell(c, 'kappa_upper')} |")
     kept = {(c["group"], c["eps"]) for c in corr}
-    dropped = sorted({_group(r) for r in rows if r.get("int_logq", "") not in ("", None)
-                      and (_group(r), float(r["eps"])) not in kept})
+    dropped = sorted({group_key(r) for r in rows if r.get("int_logq", "") not in ("", None)
+                      and (group_key(r), float(r["eps"])) not in kept})
     if dropped:
         lines += ["", f"Left out (fewer than {MIN_OPERATORS} usable cells): "
                   + ", ".join(dropped) + "."]
@@ -151,7 +145,7 @@ def write_descriptor(corr: list[dict], rows: list[dict], out) -> list:
     fig, axes = plt.subplots(1, len(groups), figsize=(3.0 * len(groups), 2.8), squeeze=False)
     for ax, g in zip(axes[0], groups):
         eps_g = sorted({c["eps"] for c in corr if c["group"] == g}, key=lambda e: abs(e - 0.25))[0]
-        sel = [r for r in rows if _group(r) == g and float(r["eps"]) == eps_g
+        sel = [r for r in rows if group_key(r) == g and float(r["eps"]) == eps_g
                and r.get("int_logq", "") not in ("", None) and r["verdict"] in ("open", "resolved")
                and np.isfinite(float(r["int_logq"]))]
         x = [float(r["int_logq"]) for r in sel]

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import InvalidArgumentError
+from ..validation import check_fraction, check_int
 
 __all__ = ["SlopeFit", "fit_slope", "LAW_SWEEPS", "run_laws"]
 
@@ -59,10 +60,8 @@ def fit_slope(x, y, n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> S
             raise InvalidArgumentError(f"{name}: expected finite values > 0 (log-log fit)")
     if np.unique(x).size < 2:
         raise InvalidArgumentError("x: needs at least 2 distinct values")
-    if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 100:
-        raise InvalidArgumentError(f"n_boot: expected an int >= 100, got {n_boot!r}")
-    if not 0 < level < 1:
-        raise InvalidArgumentError(f"level: expected 0 < level < 1, got {level!r}")
+    check_int(n_boot, "n_boot", 100)
+    check_fraction(level, "level")
     lx, ly = np.log(x), np.log(y)
     slope, intercept = np.polyfit(lx, ly, 1)
     rng = np.random.default_rng(seed)

@@ -9,8 +9,8 @@ an optional ``context`` argument. The same objects run in :func:`softrank.bracke
 
 from __future__ import annotations
 
-from ..certifiers.interface import (Certifier, CertifierError, Construction, LowerTest,
-                                    as_certifier, load_certifier)
+from ..certifiers.interface import Certifier, CertifierError, Construction, LowerTest, as_certifier
+from ..certifiers.registry import load_certifier
 
 __all__ = ["Construction", "LowerTest", "Certifier", "CertifierError", "load_certifier",
            "as_certifier"]

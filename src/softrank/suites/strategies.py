@@ -30,6 +30,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from ..errors import InvalidArgumentError
+from ..validation import check_fraction, check_int
 from ..operators import Operator
 
 __all__ = ["attention_operators", "planted_operators", "gauges", "tolerances", "cases",
@@ -40,17 +41,8 @@ REGIMES = ("typical", "one-hot", "uniform", "low-rank", "duplicated")
 GAUGE_KINDS = ("diagonal-4", "diagonal-16", "dense")
 
 
-def _int(name, v, lo, hi=None):
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo or (hi is not None and v > hi):
-        rng = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
-        raise InvalidArgumentError(f"{name}: expected an integer {rng}, got {v!r}")
-    return int(v)
 
 
-def _unit(name, v):
-    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not (0 < v < 1):
-        raise InvalidArgumentError(f"{name}: expected a number in (0, 1), got {v!r}")
-    return float(v)
 
 
 @st.composite
@@ -107,8 +99,8 @@ def attention_operators(*, min_side: int = 1, max_side: int = 16,
     SearchStrategy of Operator
         With ``Q (m, d)``, ``K (N, d)``, ``beta``; ``meta["regime"]``.
     """
-    min_side = _int("min_side", min_side, 1, 256)
-    max_side = _int("max_side", max_side, min_side, 256)
+    min_side = check_int(min_side, "min_side", 1, 256)
+    max_side = check_int(max_side, "max_side", min_side, 256)
     regimes = tuple(regimes)
     if not regimes or any(r not in REGIMES for r in regimes):
         raise InvalidArgumentError(f"regimes: expected a non-empty subset of {REGIMES}, got {regimes!r}")
@@ -146,9 +138,9 @@ def planted_operators(*, min_side: int = 2, max_side: int = 16, max_rank: int = 
     ``meta["planted_rank"] = k``; any lower bound above it where it applies is unsound
     (:func:`planted_bound` gives the bound for a tolerance).
     """
-    min_side = _int("min_side", min_side, 1, 256)
-    max_side = _int("max_side", max_side, min_side, 256)
-    max_rank = _int("max_rank", max_rank, 1)
+    min_side = check_int(min_side, "min_side", 1, 256)
+    max_side = check_int(max_side, "max_side", min_side, 256)
+    max_rank = check_int(max_rank, "max_rank", 1)
     kinds = tuple(kinds)
     if not kinds or any(k not in ("mixture", "blocks") for k in kinds):
         raise InvalidArgumentError(f"kinds: expected a non-empty subset of ('mixture', 'blocks'), got {kinds!r}")
@@ -193,7 +185,7 @@ def gauges(d: int, *, kinds=GAUGE_KINDS) -> st.SearchStrategy:
     ``d >= 2``), random signs and order; ``"dense"``: ``Q_a diag(s) Q_b^T`` with singular
     values from 1 to 16. All times a random overall scale in ``[0.1, 10]``.
     """
-    d = _int("d", d, 1, 4096)
+    d = check_int(d, "d", 1, 4096)
     kinds = tuple(kinds)
     if not kinds or any(k not in GAUGE_KINDS for k in kinds):
         raise InvalidArgumentError(f"kinds: expected a non-empty subset of {GAUGE_KINDS}, got {kinds!r}")
@@ -203,8 +195,8 @@ def gauges(d: int, *, kinds=GAUGE_KINDS) -> st.SearchStrategy:
 def tolerances(*, min_value: float = 1e-4, max_value: float = 0.999) -> st.SearchStrategy:
     """Tolerances ``eps`` in ``[min_value, max_value]`` within ``(0, 1)``: the corners
     (``min_value``, ``max_value``, 0.5) and log-uniform values between them."""
-    min_value = _unit("min_value", min_value)
-    max_value = _unit("max_value", max_value)
+    min_value = check_fraction(min_value, "min_value")
+    max_value = check_fraction(max_value, "max_value")
     if min_value > max_value:
         raise InvalidArgumentError(
             f"min_value: expected <= max_value = {max_value!r}, got {min_value!r}")
@@ -247,6 +239,6 @@ def cases(*, max_side: int = 16, min_eps: float = 1e-3) -> st.SearchStrategy:
     ``[min_eps, 0.999]``; half of them are knife edges: ``eps`` equal to, or within a
     relative 1e-9, 1e-3 or 3e-2 of, the max-row error of one of the operator's truncated
     SVDs, where a stopping rule or a margin decides the rank."""
-    max_side = _int("max_side", max_side, 1, 256)
-    min_eps = _unit("min_eps", min_eps)
+    max_side = check_int(max_side, "max_side", 1, 256)
+    min_eps = check_fraction(min_eps, "min_eps")
     return _case(max_side, min_eps)
