@@ -6,7 +6,7 @@ OUT ?= softrank-report
 PANEL ?= default
 PYTEST_ARGS ?=
 
-.PHONY: install audit test quick bench fuzz clean
+.PHONY: install audit test quick bench fuzz clean docs gallery
 
 install: $(VENV)/.installed
 
@@ -42,6 +42,25 @@ bench: install
 	$(VENV)/bin/asv machine --yes > /dev/null
 	$(VENV)/bin/asv run -E existing:$(abspath $(PY)) --set-commit-hash $$(git rev-parse HEAD) \
 		--show-stderr $(ASV_ARGS)
+
+# The documentation site: docs/_build/html/index.html (Sphinx, numpydoc, MyST; the [docs]
+# extra). Offline; warnings are errors and every cross-reference must resolve (-n, nitpicky),
+# so a stale docstring fails the build (CI runs it: .ci/run). The gallery's images are the committed
+# docs/gallery/*.png: `make gallery` remakes them from a fresh audit of the quick panel (a
+# few minutes on 2 cores); `make docs` never runs an audit.
+SPHINXOPTS ?= -n -W --keep-going
+GALLERY_RUN ?= docs/_build/gallery-run
+docs: install $(VENV)/.docs-installed
+	$(VENV)/bin/sphinx-build $(SPHINXOPTS) -b html docs docs/_build/html
+
+$(VENV)/.docs-installed: pyproject.toml | install
+	$(PY) -m pip install --quiet -e ".[docs]"
+	touch $@
+
+gallery: install
+	rm -rf $(GALLERY_RUN)
+	$(VENV)/bin/softrank audit --panel quick --out $(GALLERY_RUN)
+	cp $(GALLERY_RUN)/*.png $(GALLERY_RUN)/studies/*.png docs/gallery/
 
 clean:
 	rm -rf $(VENV) $(OUT) .pytest_cache

@@ -38,7 +38,7 @@ class _Base:
 
 
 class Constructions(_Base):
-    """Each construction's least-rank search (SPEC 4)."""
+    """Each construction's least-rank search (docs/theory/witnesses.md)."""
 
     params = (["truncated-svd", "l1-refit", "row-basis", "alternating-l1", "key-support",
                "hybrid"], SIZES)
@@ -83,7 +83,7 @@ class Constructions(_Base):
 
 
 class LowerFamilies(_Base):
-    """Each lower-certificate family (SPEC 5)."""
+    """Each lower-certificate family (docs/theory/lower.md)."""
 
     params = (["trivial", "frobenius", "key-groups", "truncated-pseudoinverse", "lp-decoder",
                "subspace"], SIZES)
@@ -110,7 +110,7 @@ class LowerFamilies(_Base):
 
 class Checker(_Base):
     """The checker on a truncated-SVD witness and a subspace certificate, float64 alone and
-    with the interval cross-check (SPEC 6)."""
+    with the interval cross-check (docs/theory/checker.md)."""
 
     params = (["upper", "subspace"], SIZES)
     param_names = ["certificate", "n"]

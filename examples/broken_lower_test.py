@@ -1,6 +1,6 @@
 """A deliberately unsound lower test: a Frobenius tail test with an off-by-one index.
 
-The sound test (SPEC 5) proves ``r_eps(A) >= r + 1`` when ``sum_{j > r} sigma_j^2 > m eps^2``.
+The sound test (docs/theory/lower.md) proves ``r_eps(A) >= r + 1`` when ``sum_{j > r} sigma_j^2 > m eps^2``.
 This one sums from ``j = r`` (one singular value too many) and so claims one more than it
 proves. The suites must reject it (the checker refuses the certificate; attacks and planted
 instances refute the claim).

@@ -2,7 +2,7 @@
 
 Greedily picks keys ``j`` with a witness query ``q_j = argmax_i A[i, j]`` while every chosen
 witness keeps ``A[q_j, j] - sum_{j' chosen, j' != j} A[q_j, j'] > eps`` (strict diagonal
-dominance with margin ``eps``): then ``r_eps(A) >= #chosen`` (SPEC 5, key groups).
+dominance with margin ``eps``): then ``r_eps(A) >= #chosen`` (docs/theory/lower.md, key groups).
 ``certify(operator, eps)`` returns a :class:`softrank.checker.KeyGroupCertificate` or None.
 """
 

@@ -13,6 +13,8 @@ from softrank.studies.addon import addon_from_rows, addon_test, aggregate, write
 from softrank.studies.features import (baseline_features, gauge_diagonal, gauged_native,
                                        native_features)
 
+RIDGE = pytest.mark.geometry("sklearn")  # the add-on test's ridge models and folds
+
 
 def _planted(seed=1, n_src=24, per=6):
     """y = 0.3 + 0.1 B1_0 + 0.08 S_0 + source effect + noise: S carries signal, N none."""
@@ -27,6 +29,7 @@ def _planted(seed=1, n_src=24, per=6):
     return y, {"B1": B1, "S": S, "N": N}, groups
 
 
+@RIDGE
 def test_signal_block_gains_and_noise_block_does_not():
     y, blocks, groups = _planted()
     sig, noise = addon_test(y, blocks, groups, [("B1", "S"), ("B1", "N")], n_boot=200)
@@ -37,6 +40,7 @@ def test_signal_block_gains_and_noise_block_does_not():
     assert sig.mae_base == noise.mae_base  # the same base model, the same folds
 
 
+@RIDGE
 def test_ridge_fit_equals_sklearn_ridge_on_standardised_features():
     from sklearn.linear_model import Ridge
     from sklearn.pipeline import make_pipeline
@@ -51,6 +55,7 @@ def test_ridge_fit_equals_sklearn_ridge_on_standardised_features():
         np.testing.assert_allclose(got[:, j], ref, rtol=1e-10, atol=1e-12)
 
 
+@RIDGE
 def test_outer_folds_are_source_disjoint():
     # features: a one-hot of the source, response: a constant per source. A fold that put a
     # source on both sides would predict it almost exactly; source-disjoint folds can only
@@ -66,6 +71,7 @@ def test_outer_folds_are_source_disjoint():
         np.testing.assert_allclose(pred[te], y[tr].mean(), atol=1e-12)
 
 
+@RIDGE
 def test_aggregate_is_the_equal_weight_mean():
     y, blocks, groups = _planted()
     a = addon_test(y, blocks, groups, [("B1", "S")], family="a", n_boot=40)[0]
@@ -80,6 +86,7 @@ def test_aggregate_is_the_equal_weight_mean():
     assert agg.sources == 24  # both families draw on the same 24 source labels
 
 
+@RIDGE
 def test_permutation_within_heads_and_gauge_sensitivity():
     y, blocks, groups = _planted()
     heads = np.arange(y.size) % 12
@@ -202,6 +209,7 @@ def _rows(n_src=8, heads=2):
     return rows
 
 
+@RIDGE
 def test_addon_from_rows_and_report_files(tmp_path):
     rows = _rows()
     rows.append({**rows[0], "eps": 0.1})  # other tolerances are ignored
@@ -229,6 +237,7 @@ def test_addon_from_rows_and_report_files(tmp_path):
 
 
 @pytest.mark.models
+@RIDGE
 def test_cli_studies_on_minilm_heads(tmp_path):
     """`study descriptor` audits 8 MiniLM heads (4 heads x 2 sources); `study addon --from`
     reuses that audit."""

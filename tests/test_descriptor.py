@@ -12,6 +12,8 @@ from softrank.geometry import intrinsic_descriptor, kappa, kappa_upper
 from softrank.operators import Operator
 from softrank.studies.descriptor import descriptor_correlations, write_descriptor
 
+SDP = pytest.mark.geometry("cvxpy", "clarabel")  # kappa by its SDP
+
 
 def test_descriptor_of_a_one_dimensional_grid_is_hand_worked():
     # grid d = 1: C = beta (x - 1/2)(y - 1/2)^T exactly (rank 1), so T = C at r = 1 with
@@ -21,6 +23,11 @@ def test_descriptor_of_a_one_dimensional_grid_is_hand_worked():
     assert d.r == 1 and d.tau < 1e-9
     assert d.kappa == pytest.approx(op.beta / 4, rel=1e-6)
     assert d.log_q == pytest.approx(0.5 * np.log1p(d.kappa / (0.25 - d.tau) ** 2))
+
+
+@SDP
+def test_descriptor_by_the_sdp_of_a_one_dimensional_grid_is_hand_worked():
+    op = synthetic.grid(1, n=16)
     assert intrinsic_descriptor(op, 0.25, kappa_method="sdp").kappa == pytest.approx(
         op.beta / 4, rel=1e-5)
 
@@ -37,6 +44,7 @@ def test_descriptor_is_gauge_invariant():
     assert a.kappa == pytest.approx(b.kappa, rel=1e-4)
 
 
+@SDP
 def test_full_gauge_upper_bound_is_close_to_the_sdp():
     rng = np.random.default_rng(2)
     T = rng.normal(size=(40, 3)) @ rng.normal(size=(3, 30)) * rng.uniform(0.2, 3, size=(40, 1))
@@ -45,20 +53,36 @@ def test_full_gauge_upper_bound_is_close_to_the_sdp():
     assert ku <= k * 1.002
 
 
-def test_kappa_upper_handles_zero_rows_and_extreme_scales():
+def _zero_row_T():
     rng = np.random.default_rng(4)
     X = rng.normal(size=(30, 4)) * rng.uniform(0.2, 3, size=(30, 1))
     X[5] = 0.0  # an exactly zero row of T
-    T = X @ rng.normal(size=(20, 4)).T
-    k = kappa(T)
-    assert k <= kappa_upper(T) <= k * 1.002
+    return X @ rng.normal(size=(20, 4)).T
+
+
+_SCALES = (1e-170, 1e-5, 1e155)
+_BAD_T = (np.array([[np.inf, 1.0], [1.0, 1.0]]), np.ones(3))
+
+
+def test_kappa_upper_handles_zero_rows_and_extreme_scales():
+    assert np.isfinite(kappa_upper(_zero_row_T()))
     D = np.diag([2.0, 1.0])  # kappa(diag(a, b)) = max(a, b), at any scale
-    for scale in (1e-170, 1e-5, 1e155):
+    for scale in _SCALES:
         assert kappa_upper(D * scale) == pytest.approx(2 * scale, rel=1e-6)
-        assert kappa(D * scale) == pytest.approx(2 * scale, rel=1e-4)
-    for bad in (np.array([[np.inf, 1.0], [1.0, 1.0]]), np.ones(3)):
+    for bad in _BAD_T:
         with pytest.raises(InvalidArgumentError, match="T"):
             kappa_upper(bad)
+
+
+@SDP
+def test_kappa_sdp_handles_zero_rows_and_extreme_scales():
+    T = _zero_row_T()
+    k = kappa(T)
+    assert k <= kappa_upper(T) <= k * 1.002
+    D = np.diag([2.0, 1.0])
+    for scale in _SCALES:
+        assert kappa(D * scale) == pytest.approx(2 * scale, rel=1e-4)
+    for bad in _BAD_T:
         with pytest.raises(InvalidArgumentError, match="T"):
             kappa(bad)
 

@@ -1,5 +1,5 @@
 """Each construction and each lower-certificate family on a case whose answer is known
-(SPEC 4, 5), and the subspace certificate's checker on hand-made data."""
+(docs/theory/witnesses.md, docs/theory/lower.md), and the subspace certificate's checker on hand-made data."""
 
 from __future__ import annotations
 

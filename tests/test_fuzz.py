@@ -409,7 +409,7 @@ def test_fuzz_cli_values(tmp_path, monkeypatch):
     """The CLI's parsing of option values: a value is taken or refused with exit 2."""
     import contextlib
 
-    from softrank.harness.cli import _parser
+    from softrank.harness.cli import build_parser
 
     monkeypatch.chdir(tmp_path)
     value = (st.text(max_size=12) | st.floats(allow_nan=True).map(repr)
@@ -428,7 +428,7 @@ def test_fuzz_cli_values(tmp_path, monkeypatch):
             err = io.StringIO()
             try:
                 with contextlib.redirect_stderr(err):
-                    return _parser().parse_args(argv + [f"{flag}={v}"])
+                    return build_parser().parse_args(argv + [f"{flag}={v}"])
             except SystemExit as exc:
                 text = err.getvalue().strip().splitlines()
                 assert exc.code == 2 and text and flag in text[-1], (exc.code, text)

@@ -1,4 +1,4 @@
-"""Intrinsic geometry (SPEC 7): hand-worked sizes, identities, gauge invariance."""
+"""Intrinsic geometry (docs/theory/geometry.md): hand-worked sizes, identities, gauge invariance."""
 
 import numpy as np
 import pytest
@@ -18,26 +18,29 @@ from softrank.geometry import (
     tau_bound,
 )
 
-cvxpy = pytest.importorskip("cvxpy")
+SDP = pytest.mark.geometry("cvxpy", "clarabel")  # kappa by its SDP
 
 
-def test_kappa_rank_one_is_the_product_of_max_entries():
+@pytest.mark.parametrize("by", [pytest.param(kappa, marks=SDP, id="sdp"),
+                                pytest.param(kappa_upper, id="upper")])
+def test_kappa_rank_one_is_the_product_of_max_entries(by):
     # T = x y^T: every factorisation is (c x, y / c), so kappa = max|x_i| max|y_j|
     x, y = np.array([1.0, -2.0]), np.array([3.0, -1.0, 0.5])
     T = np.outer(x, y)
-    assert kappa(T) == pytest.approx(6.0, rel=1e-6)
-    assert kappa_upper(T) == pytest.approx(6.0, rel=1e-12)
+    assert by(T) == pytest.approx(6.0, rel=1e-6 if by is kappa else 1e-12)
 
 
+@pytest.mark.parametrize("by", [pytest.param(kappa, marks=SDP, id="sdp"),
+                                pytest.param(kappa_upper, id="upper")])
 @pytest.mark.parametrize("a, b", [(1.0, 1.0), (4.0, 1.0), (9.0, 0.25)])
-def test_kappa_rank_two_diagonal(a, b):
+def test_kappa_rank_two_diagonal(a, b, by):
     # T = diag(a, b): x_1 . y_1 = a forces ||x_1|| ||y_1|| >= a, and X = Y = diag(sqrt a, sqrt b)
     # reaches max(a, b): kappa = max(a, b)
     T = np.diag([a, b])
-    assert kappa(T) == pytest.approx(max(a, b), rel=1e-6)
-    assert kappa_upper(T) == pytest.approx(max(a, b), rel=1e-9)
+    assert by(T) == pytest.approx(max(a, b), rel=1e-6 if by is kappa else 1e-9)
 
 
+@SDP
 def test_kappa_is_homogeneous_and_below_its_upper_bound():
     rng = np.random.default_rng(0)
     T = rng.standard_normal((7, 3)) @ rng.standard_normal((3, 9))
@@ -85,10 +88,19 @@ def test_gauge_moves_native_geometry_not_intrinsic():
     Ca, Cb = interaction(a), interaction(b)
     assert np.abs(Ca - Cb).max() < 1e-11
     assert interaction_dimension(a).dimension == interaction_dimension(b).dimension == 4
-    Ta, Tb = retained_part(Ca, 2), retained_part(Cb, 2)
-    assert kappa(Ta) == pytest.approx(kappa(Tb), rel=1e-5)
     ga, gb = a.native_geometry(), b.native_geometry()
     assert gb["rho_Q"] / ga["rho_Q"] > 1.5 and gb["Gamma"] != pytest.approx(ga["Gamma"], rel=0.05)
+
+
+@SDP
+def test_gauge_keeps_kappa():
+    rng = np.random.default_rng(3)
+    Q, K = rng.standard_normal((32, 4)), rng.standard_normal((28, 4))
+    S = np.diag([1.0, 2.0, 4.0, 0.25])  # condition ratio 16
+    a = Operator.from_factors(Q, K, beta=0.8)
+    b = Operator.from_factors(Q @ S, K @ np.linalg.inv(S).T, beta=0.8)
+    Ta, Tb = retained_part(interaction(a), 2), retained_part(interaction(b), 2)
+    assert kappa(Ta) == pytest.approx(kappa(Tb), rel=1e-5)
 
 
 def test_profile_and_errors():

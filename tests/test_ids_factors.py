@@ -221,12 +221,13 @@ def test_operator_refuses_overflowing_logits():
 # ------------------------------------------------------------ token ids, no tokenizer
 
 
+# a tiny random checkpoint: torch, transformers and tokenizers, not the MiniLM checkpoint
+TINY = pytest.mark.models("torch", "transformers", "tokenizers")
+
+
 @pytest.fixture(scope="module")
 def bare_checkpoint(tmp_path_factory):
     """A tiny GPT-2 checkpoint with its tokenizer files removed."""
-    pytest.importorskip("torch")
-    pytest.importorskip("transformers")
-    pytest.importorskip("tokenizers")
     from softrank.generators.tiny import save_tiny_checkpoint
 
     d = save_tiny_checkpoint("gpt2", tmp_path_factory.mktemp("ck") / "gpt2")
@@ -238,7 +239,7 @@ def bare_checkpoint(tmp_path_factory):
     return bare
 
 
-@pytest.mark.models
+@TINY
 def test_token_ids_need_no_tokenizer(bare_checkpoint, tmp_path, capsys):
     from softrank.generators.capture import load_checkpoint
     from softrank.operators import load_operator
@@ -255,7 +256,7 @@ def test_token_ids_need_no_tokenizer(bare_checkpoint, tmp_path, capsys):
     assert op.shape == (8, 8) and op.meta["key_positions"] == list(range(8))
 
 
-@pytest.mark.models
+@TINY
 def test_text_without_tokenizer_refused(bare_checkpoint, tmp_path, capsys):
     (tmp_path / "notes.txt").write_text("a text needs a tokenizer to become token ids")
     assert main(["heads", str(bare_checkpoint), "--source", str(tmp_path / "notes.txt"),
@@ -267,7 +268,7 @@ def test_text_without_tokenizer_refused(bare_checkpoint, tmp_path, capsys):
     assert not list(tmp_path.glob("ops/*.npz"))
 
 
-@pytest.mark.models
+@TINY
 def test_token_ids_outside_vocabulary_refused(bare_checkpoint, tmp_path):
     from softrank.generators.capture import capture, load_checkpoint, read_sources
 
@@ -286,7 +287,7 @@ def test_token_ids_outside_vocabulary_refused(bare_checkpoint, tmp_path):
                        f"[0, {vocab}): {bad} at position {pos} (1 of 39 ids)"), msg
 
 
-@pytest.mark.models
+@TINY
 def test_capture_refuses_bad_family_and_source_names(bare_checkpoint):
     from softrank.generators.capture import Source, capture, load_checkpoint, resolve_checkpoint
 

@@ -17,7 +17,7 @@ from softrank.errors import InvalidArgumentError, SoftrankError
 
 def _planted(m=40, N=40, k=3, delta=0.12, seed=0):
     """``A = (1 - delta) W H + delta P`` with Dirichlet rows: ``((1 - delta) W, H)`` is a
-    rank-``k`` witness with error ``delta ||P - W H||_inf`` (SPEC 8, planted)."""
+    rank-``k`` witness with error ``delta ||P - W H||_inf`` (docs/theory/families.md#planted)."""
     rng = np.random.default_rng(seed)
     W = rng.dirichlet(np.ones(k), size=m)
     H = rng.dirichlet(np.full(N, 0.3), size=k)

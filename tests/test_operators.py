@@ -1,4 +1,4 @@
-"""Operator validation and construction from factors (SPEC 3)."""
+"""Operator validation and construction from factors (docs/theory/operators.md)."""
 
 import numpy as np
 import pytest

@@ -1,6 +1,6 @@
 """The pytest plugin end to end, the certifier protocol, and the plugin's import cost.
 
-End to end: ``pytest --softrank-certifier SPEC --softrank-profile ci`` runs in a subprocess
+End to end: ``pytest --softrank-certifier MODULE:OBJECT --softrank-profile ci`` runs in a subprocess
 from the repository root against the example certifiers. The sound examples pass; the two
 deliberately broken ones fail the suites that must catch them, and the counterexamples they
 leave behind replay (``softrank verify`` exits non-zero) and are re-checked here with the
@@ -32,6 +32,8 @@ from softrank.errors import InvalidArgumentError, SoftrankError
 from softrank.generators.synthetic import planted, planted_blocks
 from softrank.suites.protocol import Certifier, CertifierError, as_certifier, load_certifier
 
+from conftest import EXTRAS, has_extra
+
 REPO = Path(__file__).resolve().parents[1]
 SOFTRANK = Path(sys.executable).with_name("softrank")
 TIMEOUT = 600
@@ -41,6 +43,17 @@ class Never:
     name = "never"
     def witness(self, operator, eps):
         return None
+"""
+
+#: loaded into every run (``-p``): which optional extras' modules the plugin, the suites'
+#: configuration and their collection imported, before any test ran
+PROBE = """
+import json, os, sys
+
+def pytest_collection_finish(session):
+    with open(os.environ["SOFTRANK_TEST_PROBE"], "w") as fh:
+        json.dump(sorted(m for m in json.loads(os.environ["SOFTRANK_TEST_EXTRAS"])
+                         if m in sys.modules), fh)
 """
 
 # key -> (certifier specs, extra options); every run uses the ci profile
@@ -85,13 +98,18 @@ class Run:
         self._out = open(root / key / "stdout", "w+")
         self._err = open(root / key / "stderr", "w+")
         cmd = [sys.executable, "-m", "pytest", "--softrank-profile", "ci", "-p",
-               "no:cacheprovider", "-q", "--softrank-failures", str(self.failures), "-rA"]
+               "no:cacheprovider", "-q", "--softrank-failures", str(self.failures), "-rA",
+               "-p", "softrank_test_probe"]
         for spec in specs:
             cmd += ["--softrank-certifier", spec]
         env = _env()
         (root / "mods").mkdir(exist_ok=True)
         (root / "mods" / "nevermod.py").write_text(NEVER)
+        (root / "mods" / "softrank_test_probe.py").write_text(PROBE)
         env["PYTHONPATH"] = str(root / "mods")
+        self.probe = root / key / "extras-imported.json"
+        env["SOFTRANK_TEST_PROBE"] = str(self.probe)
+        env["SOFTRANK_TEST_EXTRAS"] = json.dumps(_EXTRA_MODULES)
         self.proc = subprocess.Popen(cmd + extra, cwd=REPO, env=env, stdout=self._out,
                                      stderr=self._err)
         self._done = False
@@ -139,6 +157,22 @@ def runs(tmp_path_factory):
         if r.proc.poll() is None:
             r.proc.kill()
             r.proc.wait()
+
+
+#: the optional extras' modules (and the other heavy ones they bring) that loading the plugin
+#: and collecting the suites must not import
+_EXTRA_MODULES = sorted({m for mods in EXTRAS.values() for m in mods}
+                        | {"tokenizers", "skimage", "dask"})
+
+
+def _minilm_skipped_without_models(run):
+    """Without the [models] extra the MiniLM real-size cases are skipped, each with the
+    reason (the extra), never failed or passed."""
+    if has_extra("models"):
+        return
+    skips = [ln for ln in run.stdout.splitlines() if ln.startswith("SKIPPED") and "MiniLM" in ln]
+    assert skips and all("[models]" in ln for ln in skips), run
+    assert not any("minilm" in t for t in _passed(run) | _failed(run)), run
 
 
 def _failed(run):
@@ -203,7 +237,7 @@ def test_a_certifier_that_patches_the_checker_is_named_as_such(monkeypatch, tmp_
     op = planted(8, 8, 2, 0.0, seed=0)
     with pytest.raises(suite.SuiteFailure) as e:
         suite._fail("liar", "lower_le_upper", op, 0.25, "liar certifies r_eps >= 9 ...: the "
-                    "checker accepted an unsound certificate")
+                    "checker accepted an unsound certificate", kind="contradiction")
     msg = str(e.value)
     assert msg.startswith("the checker was replaced while the suites ran "
                           "(softrank.checker.float64._DISPATCH, softrank.suites.suite.check): a "
@@ -220,9 +254,8 @@ def test_sound_construction_and_lower_test_pass(runs):
     assert "test_construction_gauge[my-construction]" in passed, r
     for t in ("test_lower_soundness", "test_lower_attack_resistance", "test_lower_gauge"):
         assert f"{t}[my-lower-test]" in passed, r
-    # the real-size cases: synthetic 32-128 and MiniLM widths 64 and 128 under ci
-    for case in ("gaussian-128-eps0.25", "planted-64-eps0.25", "minilm-w64-L2H3-eps0.25",
-                 "minilm-w128-L5H11-eps0.25"):
+    # the real-size cases: synthetic 32-128 under ci (MiniLM: the test below)
+    for case in ("gaussian-128-eps0.25", "planted-64-eps0.25"):
         assert f"test_construction_sizes[my-construction-{case}]" in passed, r
         assert f"test_lower_sizes[my-lower-test-{case}]" in passed, r
     assert "attacks:" in r.stdout and " 0 succeeded" in r.stdout, r
@@ -230,9 +263,24 @@ def test_sound_construction_and_lower_test_pass(runs):
     assert not r.failures.exists() or not any(r.failures.rglob("*"))
     # the summary: per certifier and size, cases, declined, rank against softrank's ends
     table = _summary(r)
-    assert table["my-construction (construction)"]["minilm-w128"][:2] == (2, 0), r
-    assert table["my-lower-test (lower test)"]["all"][0] == 63, r
+    lower = table["my-lower-test (lower test)"]
+    assert lower["drawn<=16"][0] == 50, r
+    assert table["my-construction (construction)"]["gaussian-128"][:2] == (2, 0), r
+    assert sum(lower[f"{k}-{n}"][0] for k in ("gaussian", "planted") for n in (32, 64, 128)) == 9
     assert "gauge my-construction: 25 gauged examples" in r.stdout and "claimed: gated" in r.stdout
+    _minilm_skipped_without_models(r)
+
+
+@pytest.mark.models
+def test_sound_construction_and_lower_test_pass_on_minilm_heads(runs):
+    r = runs["good"]
+    passed = _passed(r)
+    for case in ("minilm-w64-L2H3-eps0.25", "minilm-w128-L5H11-eps0.25"):
+        assert f"test_construction_sizes[my-construction-{case}]" in passed, r
+        assert f"test_lower_sizes[my-lower-test-{case}]" in passed, r
+    table = _summary(r)
+    assert table["my-construction (construction)"]["minilm-w128"][:2] == (2, 0), r
+    assert table["my-lower-test (lower test)"]["all"][0] == 63, r  # 50 drawn, 9 + 4 sized
 
 
 def test_broken_construction_fails_and_its_counterexample_replays(runs):
@@ -304,8 +352,7 @@ def test_sizes_catch_a_construction_wrong_above_32_keys(runs):
     mine = {t for t in failed if "small-only" in t}
     assert mine and all(t.startswith("test_construction_sizes[small-only-") for t in mine), r
     assert not any("-32-" in t for t in mine), r
-    assert {"test_construction_sizes[small-only-gaussian-64-eps0.1]",
-            "test_construction_sizes[small-only-minilm-w128-L2H3-eps0.25]"} <= mine, r
+    assert "test_construction_sizes[small-only-gaussian-64-eps0.1]" in mine, r
     saved = [d for d in r.saved_dirs() if "small-only" in str(d)]
     assert saved and all(d.name in ("rejected", "no-margin") for d in saved), r
     assert saved[0].parent.name == "construction_sizes"
@@ -315,19 +362,38 @@ def test_sizes_catch_a_construction_wrong_above_32_keys(runs):
     assert v.returncode == 1 and "FAIL" in v.stdout, v.stdout + v.stderr
     # only constructions given: the lower-test suites are deselected
     assert not any("lower_soundness" in t or "lower_sizes" in t for t in passed | failed)
+    _minilm_skipped_without_models(r)
+
+
+@pytest.mark.models
+def test_sizes_catch_a_construction_wrong_above_32_keys_on_minilm_heads(runs):
+    r = runs["sized"]
+    assert "test_construction_sizes[small-only-minilm-w128-L2H3-eps0.25]" in _failed(r), r
 
 
 def test_coverage_fails_a_construction_that_always_declines(runs):
     r = runs["sized"]
     # all of its tests pass (a decline is not unsound) ...
     assert not any("[never" in t for t in _failed(r)), r
-    assert "test_construction_sizes[never-minilm-w64-L2H3-eps0.25]" in _passed(r), r
-    # ... and the session fails on coverage, with the count: 50 drawn + 13 sized cases, of
-    # which those given with Q and K are counted (the planted ones are A only)
+    assert "test_construction_sizes[never-gaussian-64-eps0.1]" in _passed(r), r
+    # ... and the session fails on coverage, with the count: 50 drawn + 9 synthetic sized
+    # cases (and 4 MiniLM ones, below), of which those given with Q and K are counted (the
+    # planted ones are A only)
     fails = r.lines("FAIL coverage: ")
     never = [f for f in fails if f.startswith("never ")]
-    # counted apart: the drawn cases and the real-size ones (10 of the 13 have factors)
+    # counted apart: the drawn cases and the real-size ones
     assert len(never) == 2 and all("answered 0 of" in f and "(0 %)" in f for f in never), r
+    assert any(re.search(r"0 of \d+ real-size cases with factors", f) for f in never), r
+    table = _summary(r)["never (construction)"]
+    assert table["drawn<=16"][:2] == (50, 50) and table["gaussian-128"][:3] == (2, 2, "0/2"), r
+
+
+@pytest.mark.models
+def test_coverage_fails_a_construction_that_always_declines_on_minilm_heads(runs):
+    r = runs["sized"]
+    assert "test_construction_sizes[never-minilm-w64-L2H3-eps0.25]" in _passed(r), r
+    never = [f for f in r.lines("FAIL coverage: ") if f.startswith("never ")]
+    # 10 of the 13 real-size cases have factors: 6 synthetic, 4 MiniLM
     assert any("0 of 10 real-size cases with factors" in f for f in never), r
     assert _summary(r)["never (construction)"]["all"][:2] == (63, 63), r
 
@@ -353,15 +419,34 @@ def test_reference_constructions_at_real_sizes(runs):
     r = runs["sized"]
     failed, passed = _failed(r), _passed(r)
     assert not any("nystrom" in t or "random-features" in t for t in failed), r
-    assert "test_construction_sizes[nystrom-minilm-w128-L2H3-eps0.25]" in passed, r
+    assert "test_construction_sizes[nystrom-gaussian-128-eps0.25]" in passed, r
     table = _summary(r)
     ny = table["nystrom (construction)"]
-    assert ny["minilm-w128"][:3] == (2, 0, "2/2") and ny["minilm-w128"][3] > 1, r
-    assert table["random-features (construction)"]["minilm-w64"][:2] == (2, 2), r
+    assert ny["gaussian-128"][:3] == (2, 0, "2/2") and ny["gaussian-128"][3] > 1, r
+    assert table["random-features (construction)"]["gaussian-128"][:2] == (2, 2), r
     fails = r.lines("FAIL coverage: ")
     assert any(f.startswith("random-features answered ") for f in fails), r
     assert not any(f.startswith("nystrom ") for f in fails), r
     assert "gauge nystrom:" in r.stdout and "claimed: gated" in r.stdout
+
+
+@pytest.mark.models
+def test_reference_constructions_at_real_sizes_on_minilm_heads(runs):
+    r = runs["sized"]
+    assert "test_construction_sizes[nystrom-minilm-w128-L2H3-eps0.25]" in _passed(r), r
+    table = _summary(r)
+    ny = table["nystrom (construction)"]
+    assert ny["minilm-w128"][:3] == (2, 0, "2/2") and ny["minilm-w128"][3] > 1, r
+    assert table["random-features (construction)"]["minilm-w64"][:2] == (2, 2), r
+
+
+@pytest.mark.parametrize("key", ["good", "sized"])
+def test_the_suites_load_without_the_optional_extras(runs, key):
+    """Loading the plugin, configuring the suites (certifiers, real-size cases including
+    MiniLM widths) and collecting them imports no module of an optional extra: the cases that
+    need one import it when they run, and are skipped with the reason where it is missing."""
+    r = runs[key].wait()
+    assert json.loads(r.probe.read_text()) == [], r
 
 
 @pytest.mark.parametrize("key, option", [("bad-sizes", "--softrank-sizes"),
@@ -407,11 +492,11 @@ def test_plugin_import_is_light(tmp_path):
         import json, sys
         import softrank.suites.plugin as p
         assert callable(p.pytest_addoption) and callable(p.pytest_configure)
-        heavy = ["torch", "transformers", "numpy", "hypothesis", "scipy", "mpmath", "flint"]
+        heavy = ["numpy", "hypothesis", "scipy", "mpmath", "flint"] + json.loads(sys.argv[1])
         print(json.dumps(sorted(m for m in heavy if m in sys.modules)))
     """)
-    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=_env(),
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", code, json.dumps(_EXTRA_MODULES)],
+                         cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout.strip().splitlines()[-1]) == []
 
@@ -579,3 +664,31 @@ def test_certify_rejects_a_duck_typed_non_certificate():
 
     with pytest.raises(CertifierError):
         as_certifier(_Returns(Fake()), "t:stub").certify(_op(), 0.2)
+
+
+def test_failure_kind_is_given_not_guessed_from_words(monkeypatch, tmp_path):
+    """A certifier named 'disagree-raised' whose certificate the checker rejects is saved as
+    'rejected': the kind comes from the caller, never from words in names or messages."""
+    import softrank.suites.suite as suite
+    from softrank.suites.config import CONFIG
+
+    monkeypatch.setattr(CONFIG, "failures_dir", str(tmp_path / "failures"))
+    op = planted(8, 8, 2, 0.0, seed=0)
+    with pytest.raises(suite.SuiteFailure):
+        suite._fail("disagree-raised", "lower_sound", op, 0.25, "disagree-raised: claims "
+                    "r_eps >= 3 on a planted instance, the gauge was not monotone",
+                    kind="rejected")
+    saved = [p.name for p in (tmp_path / "failures").rglob("*") if p.is_dir()]
+    assert "rejected" in saved
+    assert not {"arithmetics-disagree", "raised", "gauge", "not-monotone",
+                "above-planted-rank"} & set(saved)
+    with pytest.raises(ValueError, match="kind"):
+        suite._fail("x", "lower_sound", op, 0.25, "reason", kind="guess")
+
+
+def test_certifier_error_kinds_survive_pickling():
+    import pickle
+
+    e = CertifierError("c: certify raised ValueError: boom", kind="raised")
+    e2 = pickle.loads(pickle.dumps(e))
+    assert e2.kind == "raised" and str(e2) == str(e)

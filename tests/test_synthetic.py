@@ -1,4 +1,4 @@
-"""Synthetic generators (SPEC 8): shapes, kernels computed independently, supports,
+"""Synthetic generators (docs/theory/families.md): shapes, kernels computed independently, supports,
 seeding, planted structure, argument validation."""
 
 import math

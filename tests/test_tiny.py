@@ -1,4 +1,4 @@
-"""Tiny offline checkpoints (SPEC 9): every family loads with the Auto classes from safetensors,
+"""Tiny offline checkpoints (docs/theory/heads.md): every family loads with the Auto classes from safetensors,
 has the specified sizes, runs with eager attention, tokenises real text; same seed, same bytes;
 argument validation."""
 
@@ -14,11 +14,14 @@ from softrank.errors import InvalidArgumentError
 from softrank.generators.text import stdlib_sources
 from softrank.generators.tiny import FAMILIES, save_tiny_checkpoint
 
-pytestmark = pytest.mark.models
+from conftest import require_extra
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-tokenizers = pytest.importorskip("tokenizers")
+pytestmark = pytest.mark.models("torch", "transformers", "tokenizers")
+require_extra("models", "torch", "transformers", "tokenizers")
+
+import tokenizers  # noqa: E402
+import torch  # noqa: E402
+import transformers  # noqa: E402
 
 TEXT_FAMILIES = ("bert", "gpt2", "qwen2", "llama")
 MODEL_CLASSES = {

@@ -3,7 +3,7 @@
 ``r_eps(A)`` is the least rank of any matrix within max-row-l1 error ``eps`` of an attention
 matrix ``A``. softrank computes brackets ``lower <= r_eps(A) <= upper`` whose ends are backed
 by explicit certificates re-verified by an independent checker (``softrank.checker``).
-See SPEC.md sections 2-6.
+The theory is in docs/theory/ (index.md).
 """
 
 from .errors import SoftrankError

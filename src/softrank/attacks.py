@@ -1,4 +1,4 @@
-"""Targeted rank-reduction attacks on lower certificates (SPEC 10).
+"""Targeted rank-reduction attacks on lower certificates (docs/theory/attacks.md).
 
 A lower certificate claims ``r_eps(A) >= k``. An attack searches hard for the opposite: a
 matrix ``B = U W`` of rank ``k - 1`` with ``||A - B||_inf <= eps``. Any candidate that comes
@@ -134,7 +134,7 @@ def _smoothed_descent(A, U, W, eps, iters):
 def attack(A, eps: float, claimed, *, upper_witness: UpperWitness | None = None,
            effort: str = "standard", seed: int = 0, interval: bool = True,
            constructions=(), operator=None) -> AttackResult:
-    """Search for a witness of rank ``claimed - 1`` within ``eps`` of ``A`` (SPEC 10).
+    """Search for a witness of rank ``claimed - 1`` within ``eps`` of ``A`` (docs/theory/attacks.md).
 
     Parameters
     ----------

@@ -23,7 +23,7 @@ class SoftrankError(Exception):
 
 
 class InvalidOperatorError(SoftrankError, ValueError):
-    """An attention operator (``A``, ``Q``, ``K``, ``beta``) failed validation (SPEC 3)."""
+    """An attention operator (``A``, ``Q``, ``K``, ``beta``) failed validation (docs/theory/operators.md)."""
 
 
 class InvalidArgumentError(SoftrankError, ValueError):

@@ -1,4 +1,4 @@
-"""Intrinsic geometry of an attention operator (SPEC 7).
+"""Intrinsic geometry of an attention operator (docs/theory/geometry.md).
 
 Everything here is computed from ``A`` (or, for an operator with factors, from the logits
 ``beta Q K^T``, which ``A`` determines up to row constants) and is therefore gauge-invariant
@@ -48,7 +48,7 @@ def _matrix(A) -> np.ndarray:
     if not (A > 0).all():
         i, j = np.argwhere(~(A > 0))[0]
         raise InvalidArgumentError(
-            f"A: the interaction needs a common positive support (SPEC 3), A[{i}, {j}] = "
+            f"A: the interaction needs a common positive support (docs/theory/operators.md), A[{i}, {j}] = "
             f"{A[i, j]!r}")
     return A
 
@@ -62,7 +62,7 @@ def _log_scores(A) -> np.ndarray:
 
 
 def interaction(A) -> np.ndarray:
-    """``C = P_m (log A) P_N`` (SPEC 7).
+    """``C = P_m (log A) P_N`` (docs/theory/geometry.md).
 
     For an :class:`~softrank.Operator` with factors this is ``P_m (beta Q K^T) P_N`` (equal
     in exact arithmetic, since ``log A`` differs from the logits by row constants; and
@@ -112,7 +112,7 @@ class InteractionDimension:
 
 
 def interaction_dimension(A, threshold: float = 1e-6) -> InteractionDimension:
-    """Interaction dimension ``rank(C)`` with its threshold and bracket (SPEC 7).
+    """Interaction dimension ``rank(C)`` with its threshold and bracket (docs/theory/geometry.md).
 
     Parameters
     ----------
@@ -261,7 +261,7 @@ def kappa_upper(T: np.ndarray, iters: int = 200) -> float:
 
 
 def kappa(T: np.ndarray, solver: str = "CLARABEL") -> float:
-    """``kappa(T)`` by its SDP (SPEC 7); needs cvxpy (``pip install softrank[geometry]``).
+    """``kappa(T)`` by its SDP (docs/theory/geometry.md); needs cvxpy (``pip install softrank[geometry]``).
 
     Parameters
     ----------
@@ -335,7 +335,7 @@ def profile(kappa_value: float, tau_value: float, eps: float, r: int) -> float:
 
 @dataclass(frozen=True)
 class Descriptor:
-    """The intrinsic descriptor of one operator at one tolerance (SPEC 7).
+    """The intrinsic descriptor of one operator at one tolerance (docs/theory/geometry.md).
 
     ``T`` is the truncated SVD of ``C`` at the least rank ``r`` whose exact projective
     residual is ``tau(T) <= margin * eps`` (half the tolerance by default, leaving the other
@@ -365,7 +365,7 @@ def intrinsic_descriptor(A, eps: float, margin: float = 0.5,
     Parameters
     ----------
     A : (m, N) array_like or Operator
-        Row-stochastic; without factors every entry must be ``> 0`` (SPEC 3).
+        Row-stochastic; without factors every entry must be ``> 0`` (docs/theory/operators.md).
     eps : float in (0, 1)
     margin : float in (0, 1)
         ``T`` is chosen with ``tau(T) <= margin * eps``.

@@ -1,4 +1,4 @@
-"""The attention operator value (SPEC 3).
+"""The attention operator value (docs/theory/operators.md).
 
 An :class:`Operator` holds a row-stochastic attention matrix ``A`` (``m`` queries x ``N``
 keys, float64) and, when known, the factors it came from: ``Q`` (``m x d``), ``K``
@@ -25,7 +25,7 @@ import numpy as np
 from .checker.certificates import ROW_SUM_TOL, attention_problem, matrix_hash
 from .errors import InvalidOperatorError
 
-__all__ = ["Operator", "softmax_rows", "ROW_SUM_TOL", "operator_hash", "save_operator",
+__all__ = ["Operator", "softmax_rows", "ROW_SUM_TOL", "RENORMALIZE_MAX_DELTA", "operator_hash", "save_operator",
            "load_operator", "renormalize_rows", "OPERATOR_FORMAT", "FACTOR_TOL",
            "MAX_FILE_BYTES"]
 
@@ -87,7 +87,7 @@ def _check_matrix(name: str, X: Any) -> np.ndarray:
 
 @dataclass(frozen=True, eq=False)
 class Operator:
-    """A validated attention operator (SPEC 3).
+    """A validated attention operator (docs/theory/operators.md).
 
     Parameters
     ----------
@@ -199,7 +199,7 @@ class Operator:
 
     @classmethod
     def from_factors(cls, Q: Any, K: Any, beta: float, **provenance: Any) -> "Operator":
-        """Build ``A = softmax_rows(beta Q K^T)`` in float64 (SPEC 3) and validate.
+        """Build ``A = softmax_rows(beta Q K^T)`` in float64 (docs/theory/operators.md) and validate.
 
         Parameters
         ----------
@@ -239,7 +239,7 @@ class Operator:
         return operator_hash(self.A)
 
     def native_geometry(self) -> dict | None:
-        """Native geometry of the factors (SPEC 7), or None without factors.
+        """Native geometry of the factors (docs/theory/geometry.md), or None without factors.
 
         Returns
         -------
@@ -330,7 +330,7 @@ RENORMALIZE_MAX_DELTA = 1e-2
 
 
 def renormalize_rows(A: Any) -> tuple[np.ndarray, float]:
-    """Divide each row of a nonnegative matrix by its sum, in float64 (SPEC 3).
+    """Divide each row of a nonnegative matrix by its sum, in float64 (docs/theory/operators.md).
 
     For attention probabilities saved in float32, float16 (or bfloat16 converted to either),
     whose rows sum to 1 only within ~1e-7 or ~1e-3. The bracket then holds for the returned

@@ -1,4 +1,5 @@
-"""``bracket(A, eps)``: the best sound pair ``lower <= r_eps(A) <= upper`` (SPEC 2, 4-6).
+"""``bracket(A, eps)``: the best sound pair ``lower <= r_eps(A) <= upper``
+(docs/theory/quantity.md, docs/theory/witnesses.md, docs/theory/lower.md, docs/theory/checker.md).
 
 For each tolerance the engine runs the registry of lower tests (trivial, Frobenius tail, key
 groups, truncated pseudoinverse, subspace, LP decoders) and of constructions (truncated SVD,
@@ -25,12 +26,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..checker import check, check_float64
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, SoftrankError
 from ..operators import Operator
+from ..validation import check_positive
 from .interface import Certifier, Context, Diagnostics, MethodRecord, Verdict, as_certifier
 from .registry import default_constructions, default_lower_tests, load_certifier, load_certifiers
 
 __all__ = ["Bracket", "bracket", "validate_eps", "CellTimeout", "memory_estimate", "BracketStage",
+           "svd_seconds",
            "BASE_MEMORY"]
 
 #: Resident memory of a process that has imported the engine (numpy, scipy, HiGHS,
@@ -207,7 +210,7 @@ def _unique_names(methods: list[Certifier], side: str) -> None:
         seen[c.name] = c.spec
 
 
-class CellTimeout(Exception):
+class CellTimeout(SoftrankError):
     """A cell ran past its time limit: an ``error`` verdict, never a bound."""
 
 
@@ -377,7 +380,7 @@ def _monotone(brs: list[Bracket], A: np.ndarray, interval: bool) -> None:
 def bracket(A, eps, *, interval: bool = True, validated: bool = False,
             time_limit: float | None = None, constructions=None,
             lower_tests=None) -> Bracket | list[Bracket]:
-    """Certified brackets ``lower <= r_eps(A) <= upper`` (SPEC 2, 4, 5).
+    """Certified brackets ``lower <= r_eps(A) <= upper`` (docs/theory/quantity.md, docs/theory/witnesses.md, docs/theory/lower.md).
 
     Parameters
     ----------
@@ -389,7 +392,7 @@ def bracket(A, eps, *, interval: bool = True, validated: bool = False,
         Run the interval cross-check on every reported certificate (default True).
     validated : bool
         Bracket the exact ``softmax_rows(beta Q K^T)`` of the operator's float64 factors
-        instead of its float64 ``A`` (SPEC 6, validated input mode): the softmax is enclosed
+        instead of its float64 ``A`` (docs/theory/checker.md#validated-input): the softmax is enclosed
         in ball arithmetic, ``A`` replaced by the enclosure's midpoint, and each side
         certified with the tolerance moved by the enclosure radius ``rho``.
     time_limit : float, optional
@@ -424,9 +427,8 @@ def bracket(A, eps, *, interval: bool = True, validated: bool = False,
     tests = default_lower_tests() + _as_methods(lower_tests, "lower")
     _unique_names(cons, "upper")
     _unique_names(tests, "lower")
-    if time_limit is not None and not (isinstance(time_limit, (int, float)) and
-                                       not isinstance(time_limit, bool) and time_limit > 0):
-        raise InvalidArgumentError(f"time_limit: expected seconds > 0 or None, got {time_limit!r}")
+    if time_limit is not None:
+        check_positive(time_limit, "time_limit (seconds)")
     t0 = time.perf_counter()
     rho = 0.0
     A_used = op.A
@@ -454,7 +456,7 @@ def bracket(A, eps, *, interval: bool = True, validated: bool = False,
     for e in sorted(set(eps_list), reverse=True):
         try:
             if ctx is None:
-                raise RuntimeError(f"set-up failed: {setup_error}")
+                raise SoftrankError(f"set-up failed: {setup_error}")
             deadline = None if time_limit is None else t0 + float(time_limit)
             br = _bracket_one(op, ctx, e, interval, tests, cons, rho, deadline)
         except Exception as exc:  # a crash is an error verdict, never a bound

@@ -82,7 +82,22 @@ class LowerTest(Protocol):
 class CertifierError(SoftrankError, AssertionError):
     """A certifier broke the protocol (wrong return type or shape, or raised).
 
-    Subclasses ``AssertionError`` so that a suite reports it as a test failure."""
+    Subclasses ``AssertionError`` so that a suite reports it as a test failure.
+
+    Parameters
+    ----------
+    message : str
+    kind : {"protocol", "raised", "mutated-input"}
+        What went wrong: a malformed answer, an exception inside the certifier, or an
+        operator modified in place. The suites save each kind's counterexample apart.
+    """
+
+    def __init__(self, message: str, kind: str = "protocol"):
+        super().__init__(message)
+        self.kind = kind
+
+    def __reduce__(self):  # keep the kind across processes
+        return (type(self), (str(self), self.kind))
 
 
 class Context:
@@ -284,12 +299,13 @@ class Certifier:
         except Exception as exc:
             tb = "".join(traceback.format_exception(exc)[-6:])
             raise CertifierError(f"{self.name}: {method}(operator {operator.A.shape}, eps={eps!r}) "
-                                 f"raised {type(exc).__name__}: {exc}\n{tb}") from exc
+                                 f"raised {type(exc).__name__}: {exc}\n{tb}", kind="raised") from exc
         if op is not operator:
             for name in ("A", "Q", "K"):
                 a, b = getattr(operator, name), getattr(op, name)
                 if a is not None and not np.array_equal(a, b):
-                    raise CertifierError(f"{self.name}: {method} modified operator.{name} in place")
+                    raise CertifierError(f"{self.name}: {method} modified operator.{name} in place",
+                                         kind="mutated-input")
         return out
 
     def witness(self, operator, eps: float, context: Context | None = None) -> UpperWitness | None:

@@ -1,5 +1,5 @@
 """Lower certificates: proofs that every ``B`` with ``||A - B||_inf <= eps`` has rank ``>= k``
-(SPEC 5).
+(docs/theory/lower.md).
 
 Each function returns candidate certificates from :mod:`softrank.checker.certificates`;
 none of them is a bound until the checker accepts it. The searches:
@@ -201,7 +201,7 @@ def key_groups(A: np.ndarray, eps: float, per_group: int = 4) -> KeyGroupCertifi
 
 
 class LPDecoder:
-    """Decoded inverse with an LP decoder for nested key-group indicators ``R`` (SPEC 5).
+    """Decoded inverse with an LP decoder for nested key-group indicators ``R`` (docs/theory/lower.md).
 
     Parameters
     ----------
@@ -264,7 +264,7 @@ class LPDecoder:
 
 
 def truncated_pseudoinverse(A: np.ndarray, eps: float, svd, hi: int) -> DecodedInverseCertificate | None:
-    """Decoded inverse with ``R = V_k``, ``L = S_k^{-1} U_k^T`` (SPEC 5): the largest ``k <= hi``
+    """Decoded inverse with ``R = V_k``, ``L = S_k^{-1} U_k^T`` (docs/theory/lower.md): the largest ``k <= hi``
     with ``eps ||L||_inf ||R||_inf + ||I - L A R||_inf < 1`` (estimated in float64 here; the
     checker decides).
 
@@ -291,7 +291,7 @@ def truncated_pseudoinverse(A: np.ndarray, eps: float, svd, hi: int) -> DecodedI
 
 
 class SubspaceSearch:
-    """Subspace certificates on a nested family of subspaces (SPEC 5, extended form).
+    """Subspace certificates on a nested family of subspaces (docs/theory/lower.md#subspace-certificate).
 
     For ``S_k`` = the span of the first ``k`` columns of ``V`` (e.g. top right singular
     vectors), ``R = V_k (V_k[J])^{-1}`` with ``J`` from a column-pivoted QR of ``V_k^T`` (so

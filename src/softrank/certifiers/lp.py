@@ -3,7 +3,7 @@
 Only an LP whose model status is ``kOptimal`` yields a solution; every other status
 (infeasible, unbounded, time or iteration limit, solve error, ...) and any NaN in the
 returned vector maps to ``LPResult(status=..., x=None)``. Callers never turn a result
-without ``x`` into a bound (SPEC 5: "an LP whose status is not optimal ... yields no
+without ``x`` into a bound (docs/theory/lower.md: "an LP whose status is not optimal ... yields no
 certificate"); and the certificates built from an ``x`` are re-verified by the checker, so
 the LP's own tolerances never enter a reported bound.
 

@@ -31,7 +31,7 @@ def _ctx(operator, context: Context | None) -> Context:
     return context if context is not None else Context(operator.A)
 
 
-# ---------------------------------------------------------------- constructions (SPEC 4)
+# ---------------------------------------------------------------- constructions (docs/theory/witnesses.md)
 
 class TruncatedSVDConstruction:
     """Top-``k`` singular triplets at the least ``k`` within ``eps`` (every rank's error from
@@ -140,7 +140,7 @@ class IdentityConstruction:
         return up_.identity_witness(_ctx(operator, context).A, eps)
 
 
-# ---------------------------------------------------------------- lower tests (SPEC 5)
+# ---------------------------------------------------------------- lower tests (docs/theory/lower.md)
 
 class TrivialTest:
     """``r_eps >= 1`` when ``||A||_inf > eps``."""

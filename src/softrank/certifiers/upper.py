@@ -1,4 +1,4 @@
-"""Upper witnesses: explicit low-rank matrices within ``eps`` of ``A`` (SPEC 4).
+"""Upper witnesses: explicit low-rank matrices within ``eps`` of ``A`` (docs/theory/witnesses.md).
 
 Every function here returns candidate :class:`~softrank.checker.UpperWitness` objects
 (``U (m, k)``, ``W (k, N)``) and never a bare number: a rank is reported only after the
@@ -30,6 +30,7 @@ from ..checker import UpperWitness
 from .lp import L1Regression
 
 __all__ = [
+    "least_feasible",
     "TruncatedSVD", "L1Refit", "AlternatingL1", "key_support", "Hybrid", "identity_witness",
     "SAFETY",
 ]
@@ -126,7 +127,7 @@ class TruncatedSVD:
 
 
 class L1Refit:
-    """l1 refit on nested bases: the first ``k`` rows of ``Vt`` (SPEC 4, constructions 2, 6).
+    """l1 refit on nested bases: the first ``k`` rows of ``Vt`` (docs/theory/witnesses.md: l1 refit, row basis).
 
     ``feasible(k, eps)`` solves ``min_u ||a_i - u Vt[:k]||_1`` for every row (stopping early
     once a row exceeds ``eps``); results are cached per ``k`` so that all tolerances share
@@ -198,7 +199,7 @@ class L1Refit:
 
 
 class AlternatingL1:
-    """Alternating l1 with minimax reweighting, finished by an exact LP polish (SPEC 4, 3).
+    """Alternating l1 with minimax reweighting, finished by an exact LP polish (docs/theory/witnesses.md#alternating-l1).
 
     For a rank ``k``: start from the truncated SVD and run iteratively reweighted least
     squares on both factors -- weights ``1 / max(|residual|, delta)`` make each weighted
@@ -326,7 +327,7 @@ def identity_witness(A: np.ndarray, eps: float) -> UpperWitness:
 
 
 def key_support(A: np.ndarray, eps: float) -> UpperWitness | None:
-    """Greedy key cover (SPEC 4, construction 4).
+    """Greedy key cover (docs/theory/witnesses.md#key-support).
 
     Adds, one at a time, the key that covers most of the rows' remaining deficit
     ``max(0, (1 - eps) - mass_S(i))`` until every row has mass ``>= 1 - eps`` on ``S``;
@@ -359,7 +360,7 @@ def key_support(A: np.ndarray, eps: float) -> UpperWitness | None:
 
 
 class Hybrid:
-    """Heavy key columns kept exactly plus an l1 refit of the rest (SPEC 4, construction 5).
+    """Heavy key columns kept exactly plus an l1 refit of the rest (docs/theory/witnesses.md#hybrid).
 
     For ``h`` heavy keys ``H`` (largest column sums of ``A``), ``B = [A_H | U W]`` on the
     columns ``H`` and the rest, with ``U W`` an l1 refit of ``A[:, rest]`` on its own top

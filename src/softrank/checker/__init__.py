@@ -1,4 +1,4 @@
-"""The independent checker: the small trusted core of softrank (SPEC 6).
+"""The independent checker: the small trusted core of softrank (docs/theory/checker.md).
 
 Everything softrank reports is only as sound as this package. It imports nothing from the
 certifiers (only numpy, mpmath, python-flint and the error classes of

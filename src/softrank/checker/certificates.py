@@ -1,4 +1,5 @@
-"""Certificate values and their file format (SPEC 4-6).
+"""Certificate values and their file format
+(docs/theory/witnesses.md, docs/theory/lower.md, docs/theory/checker.md#certificate-files).
 
 These are plain data: what a certifier claims and the numbers that prove it. Nothing here
 trusts the producer; :mod:`softrank.checker` decides whether a certificate holds for a given
@@ -38,6 +39,7 @@ import numpy as np
 from ..errors import CertificateError
 
 __all__ = [
+    "HEADER_FIELDS", "KINDS", "ROW_SUM_TOL", "attention_problem",
     "UpperWitness",
     "TrivialCertificate",
     "FrobeniusCertificate",
@@ -89,7 +91,7 @@ def _f64(name: str, X) -> np.ndarray:
 
 @dataclass(frozen=True, eq=False)
 class UpperWitness:
-    """``r_eps(A) <= k`` because ``||A - U W||_inf <= eps`` (SPEC 4).
+    """``r_eps(A) <= k`` because ``||A - U W||_inf <= eps`` (docs/theory/witnesses.md).
 
     ``U : (m, k)``, ``W : (k, N)`` float64; ``rank(U W) <= k`` holds exactly.
     """
@@ -134,7 +136,7 @@ class TrivialCertificate:
 
 @dataclass(frozen=True, eq=False)
 class FrobeniusCertificate:
-    """``r_eps(A) >= r + 1`` by the Frobenius tail on the row subset ``rows`` (SPEC 5).
+    """``r_eps(A) >= r + 1`` by the Frobenius tail on the row subset ``rows`` (docs/theory/lower.md).
 
     If ``rank(B) <= r`` and ``||A - B||_inf <= eps`` then on rows ``I``:
     ``sum_{j>r} sigma_j(A_I)^2 <= ||A_I - B_I||_F^2 <= |I| eps^2`` (Eckart-Young and
@@ -164,7 +166,7 @@ class FrobeniusCertificate:
 
 @dataclass(frozen=True, eq=False)
 class KeyGroupCertificate:
-    """``r_eps(A) >= k`` by ``k`` disjoint key groups with witness queries (SPEC 5).
+    """``r_eps(A) >= k`` by ``k`` disjoint key groups with witness queries (docs/theory/lower.md).
 
     ``queries : (k,)`` query indices; ``groups``: ``k`` disjoint non-empty arrays of key
     indices. Claim: for every ``a``,
@@ -204,7 +206,7 @@ class KeyGroupCertificate:
 
 @dataclass(frozen=True, eq=False)
 class DecodedInverseCertificate:
-    """``r_eps(A) >= k`` by the decoded inverse (SPEC 5).
+    """``r_eps(A) >= k`` by the decoded inverse (docs/theory/lower.md).
 
     ``L : (k, m)``, ``R : (N, k)``. Claim: ``||I_k - L A R||_inf + eps ||L||_inf ||R||_inf < 1``.
     Proof: ``L B R = L A R - L E R`` with ``||E||_inf <= eps``, so ``||I - L B R||_inf < 1``,
@@ -318,7 +320,7 @@ def structure_error(cert, shape) -> str | None:
 
 @dataclass(frozen=True, eq=False)
 class SubspaceCertificate:
-    """``r_eps(A) >= k`` by a subspace on which ``A`` is ``eps``-injective (SPEC 5, extended).
+    """``r_eps(A) >= k`` by a subspace on which ``A`` is ``eps``-injective (docs/theory/lower.md#subspace-certificate).
 
     ``R : (N, k)`` with ``R[J] = I_k`` exactly (``J : (k,)`` distinct key indices),
     ``Lam : (N, m)``, ``M : (N, N)``. Claim: for every key index ``j``,
@@ -333,7 +335,7 @@ class SubspaceCertificate:
     ``x_j = r_j^T y = lam_j^T (A x) + mu_j^T x + (r_j - R^T (A^T lam_j + mu_j))^T y``, so
     ``|x_j| <= (eps ||lam_j||_1 + ||mu_j||_1 + ||res_j||_1) ||x||_inf < ||x||_inf``; at the
     ``j`` where ``|x_j| = ||x||_inf`` this is a contradiction. ``M = 0`` with the maxima taken
-    separately is the SPEC's subspace (Bernstein) certificate; with ``M`` free, for a fixed
+    separately is the subspace (Bernstein) certificate of docs/theory/lower.md#subspace-certificate; with ``M`` free, for a fixed
     ``range(R)`` the best ``(Lam, M)`` makes the test exact: by LP duality ``max_j c_j < 1``
     is attainable iff ``min {||A x||_inf : x in range(R), ||x||_inf = 1} > eps``.
     """
@@ -395,7 +397,7 @@ def save_certificate(path, cert: Certificate, A: np.ndarray, producer: str = "",
     return path
 
 
-#: Largest accepted ``|sum_j A_ij - 1|`` of an attention matrix (SPEC 3); shared by
+#: Largest accepted ``|sum_j A_ij - 1|`` of an attention matrix (docs/theory/operators.md); shared by
 #: :class:`softrank.operators.Operator` and :func:`load_certificate`.
 ROW_SUM_TOL = 1e-9
 
@@ -410,7 +412,7 @@ KINDS = ("upper", "trivial", "frobenius", "key-groups", "decoded", "subspace")
 
 
 def attention_problem(A: np.ndarray) -> str | None:
-    """Why ``A`` is not an attention matrix, or None (SPEC 3).
+    """Why ``A`` is not an attention matrix, or None (docs/theory/operators.md).
 
     Parameters
     ----------

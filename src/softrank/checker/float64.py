@@ -1,4 +1,4 @@
-"""Float64 verification with explicit rounding bounds (SPEC 6).
+"""Float64 verification with explicit rounding bounds (docs/theory/checker.md).
 
 Every quantity that a certificate's condition needs is computed in IEEE-754 binary64 with
 round-to-nearest and then enclosed by a rigorous bound on its rounding error, and the
@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import InvalidArgumentError
 from .certificates import (
     DecodedInverseCertificate,
     FrobeniusCertificate,
@@ -51,7 +52,8 @@ def gamma(n: int) -> float:
     """``gamma_n = n u / (1 - n u)`` (Higham Lemma 3.1); requires ``n u < 1``."""
     nu = n * U_ROUND
     if nu >= 0.01:
-        raise ValueError(f"n={n} too large for the rounding model used here")
+        raise InvalidArgumentError(f"n: {n} is too large for the rounding model used here "
+                                   "(n u >= 0.01)")
     return nu / (1.0 - nu)
 
 
@@ -121,7 +123,7 @@ def _fail(detail: str) -> Float64Result:
 
 
 def check_upper(A: np.ndarray, c: UpperWitness) -> Float64Result:
-    """``||A - U W||_inf <= eps`` with rounding bounds (SPEC 4)."""
+    """``||A - U W||_inf <= eps`` with rounding bounds (docs/theory/witnesses.md)."""
     P, E = _matmul_bound(c.U, c.W)
     if not np.isfinite(P).all() or not np.isfinite(E).all():
         return _fail("U W overflows")
@@ -135,19 +137,20 @@ def check_upper(A: np.ndarray, c: UpperWitness) -> Float64Result:
 def distance_bound(A, B) -> float:
     """A rigorous upper bound of ``||A - B||_inf`` (max row l1 distance) of two float matrices.
 
-    Used where two computations of one operator must be compared (gauge invariance, SPEC 7):
+    Used where two computations of one operator must be compared (gauge invariance, docs/theory/geometry.md):
     ``fl(a - b) = (a - b)(1 + d)`` (Higham (2.4); exact when it underflows) and the row sums
-    by :func:`_sum_up`. Returns ``inf`` for non-finite input.
+    by ``_sum_up``. Returns ``inf`` for non-finite input.
 
     Raises
     ------
-    ValueError
+    InvalidArgumentError
         If the shapes differ or an array is not 2-D.
     """
     A = np.asarray(A, dtype=np.float64)
     B = np.asarray(B, dtype=np.float64)
     if A.ndim != 2 or A.shape != B.shape:
-        raise ValueError(f"A, B: expected two 2-D arrays of one shape, got {A.shape} and {B.shape}")
+        raise InvalidArgumentError(f"A, B: expected two 2-D arrays of one shape, got {A.shape} "
+                                   f"and {B.shape}")
     if A.size == 0:
         return 0.0
     with np.errstate(all="ignore"):
@@ -188,7 +191,7 @@ def check_key_groups(A: np.ndarray, c: KeyGroupCertificate) -> Float64Result:
 
 
 def check_decoded(A: np.ndarray, c: DecodedInverseCertificate) -> Float64Result:
-    """``||I - L A R||_inf + eps ||L||_inf ||R||_inf < 1`` with rounding bounds (SPEC 5)."""
+    """``||I - L A R||_inf + eps ||L||_inf ||R||_inf < 1`` with rounding bounds (docs/theory/lower.md)."""
     m = A.shape[0]
     L, R = c.L, c.R
     k = c.rank
@@ -246,7 +249,7 @@ def frobenius_terms(B: np.ndarray, r: int):
     ``sigma_j(B) <= sqrt(1 + eta_V) (sqrt(1 + eta_U) s_j + zeta) + delta`` where
     ``eta_U >= ||U^T U - I||_2``, ``eta_V >= ||V^T V - I||_2`` (bounded by Frobenius norms),
     ``zeta >= ||Y - U diag(s)||_2`` and ``delta >= ||B - Y V^T||_2`` (Weyl's inequality and
-    ``sigma_j(X Z) <= ||X||_2 sigma_j(Z)``; SPEC 5).
+    ``sigma_j(X Z) <= ||X||_2 sigma_j(Z)``; docs/theory/lower.md).
     """
     Uf, s, Vt = np.linalg.svd(B, full_matrices=False)
 

@@ -1,4 +1,4 @@
-"""Interval cross-check of every certificate condition (SPEC 6).
+"""Interval cross-check of every certificate condition (docs/theory/checker.md).
 
 The conditions checked in :mod:`.float64` are recomputed here in interval arithmetic, from
 the exact float64 data, with outward rounding done by a library rather than by our own
@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import InvalidArgumentError
 from .certificates import structure_error
 
 __all__ = ["IntervalResult", "check_interval", "MPMATH_FULL_SIZE"]
@@ -38,14 +39,33 @@ class IntervalResult:
     detail: str
 
 
-class _Mp:
+class _Precision:
+    """Sets the back end's working precision to ``PREC`` bits for one check and restores
+    the caller's afterwards (mpmath's ``iv`` and flint's ``ctx`` are process-wide)."""
+
+    def __enter__(self):
+        self._saved = self._get()
+        self._set(PREC)
+        return self
+
+    def __exit__(self, *exc):
+        self._set(self._saved)
+        return False
+
+
+class _Mp(_Precision):
     name = "mpmath"
 
     def __init__(self):
         from mpmath import iv
 
         self.iv = iv
-        iv.prec = PREC
+
+    def _get(self) -> int:
+        return self.iv.prec
+
+    def _set(self, prec: int) -> None:
+        self.iv.prec = prec
 
     def num(self, x):
         return self.iv.mpf(float(x))
@@ -80,14 +100,19 @@ class _Mp:
         return float(np.nextafter(float(x.a), -np.inf))
 
 
-class _Flint:
+class _Flint(_Precision):
     name = "flint"
 
     def __init__(self):
         import flint
 
         self.flint = flint
-        flint.ctx.prec = PREC
+
+    def _get(self) -> int:
+        return self.flint.ctx.prec
+
+    def _set(self, prec: int) -> None:
+        self.flint.ctx.prec = prec
 
     def num(self, x):
         return self.flint.arb(float(x))
@@ -128,7 +153,7 @@ def _backend(name: str):
         return _Mp()
     if name == "flint":
         return _Flint()
-    raise ValueError(f"backend: expected 'mpmath' or 'flint', got {name!r}")
+    raise InvalidArgumentError(f"backend: expected 'mpmath' or 'flint', got {name!r}")
 
 
 def _rows_abs_sums(B, A_rows, P, rows, cols_pred=None):
@@ -307,14 +332,14 @@ def check_interval(A, cert, backend: str = "auto", max_rows: int | None = 16) ->
         backend = "mpmath" if small else "flint"
     fn, rowwise = _CONDITIONS[cert.kind]
     try:
-        B = _backend(backend)
         nrows = {"decoded": cert.rank, "subspace": N}.get(cert.kind, m)
         if backend == "mpmath" and max(m, N) > MPMATH_FULL_SIZE and rowwise:
             rows = _sample(nrows, max_rows)
         else:
             rows = np.arange(nrows)
         covered = "all" if rows.size == nrows else f"{rows.size} of {nrows}"
-        ok, detail = fn(B, A, cert, rows)
+        with _backend(backend) as B:  # the caller's precision is restored on every exit
+            ok, detail = fn(B, A, cert, rows)
         return IntervalResult(bool(ok), backend, covered, detail)
     except Exception as exc:
         return IntervalResult(False, backend, "-", f"check raised {type(exc).__name__}: {exc}")

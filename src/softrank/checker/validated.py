@@ -1,4 +1,4 @@
-"""Validated input: enclose the exact softmax of the exact logits (SPEC 6).
+"""Validated input: enclose the exact softmax of the exact logits (docs/theory/checker.md).
 
 A float64 ``A = softmax_rows(beta Q K^T)`` carries the rounding of the logits, the
 exponentials and the normalisation. In validated mode the operator is instead the *exact*

@@ -1,1 +1,1 @@
-"""Attention-operator generators: synthetic families and learned heads (SPEC 8, 9)."""
+"""Attention-operator generators: synthetic families and learned heads (docs/theory/families.md, docs/theory/heads.md)."""

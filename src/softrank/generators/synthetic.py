@@ -1,4 +1,4 @@
-"""Synthetic attention operators (SPEC 8).
+"""Synthetic attention operators (docs/theory/families.md).
 
 All generators return validated :class:`~softrank.Operator` values with ``Q``, ``K``,
 ``beta`` (where the family has factors) and provenance; all randomness comes from a
@@ -41,7 +41,7 @@ MAX_POINTS = 4096
 
 
 def grid(d: int, n: int, c: float = 1.0) -> Operator:
-    """Finite-grid operator: ``N = n^d`` points, queries = keys (SPEC 8).
+    """Finite-grid operator: ``N = n^d`` points, queries = keys (docs/theory/families.md).
 
     Parameters
     ----------
@@ -80,7 +80,7 @@ def _sphere_points(rng, n, d):
 
 
 def sphere(d: int, beta: float, m: int = 64, N: int = 64, seed: int = 0) -> Operator:
-    """Queries and keys uniform on ``S^{d-1}``, logits ``beta q.k`` (SPEC 8).
+    """Queries and keys uniform on ``S^{d-1}``, logits ``beta q.k`` (docs/theory/families.md).
 
     Parameters
     ----------
@@ -104,7 +104,7 @@ def sphere(d: int, beta: float, m: int = 64, N: int = 64, seed: int = 0) -> Oper
 
 
 def ball(d: int, beta: float, m: int = 64, N: int = 64, seed: int = 0) -> Operator:
-    """Queries and keys uniform in the unit ball of ``R^d``, logits ``beta q.k`` (SPEC 8)."""
+    """Queries and keys uniform in the unit ball of ``R^d``, logits ``beta q.k`` (docs/theory/families.md)."""
     d = check_int(d, "d", 2, 4)
     beta = check_positive(beta, "beta")
     m, N = check_int(m, "m", 1, MAX_POINTS), check_int(N, "N", 1, MAX_POINTS)
@@ -141,12 +141,12 @@ def _stochastic(rng, r, c, conc):
 
 def planted(m: int, N: int, k: int, delta: float, seed: int = 0,
             concentration: float = 0.3) -> Operator:
-    """Planted instance ``A = (1 - delta) W H + delta P`` (SPEC 8).
+    """Planted instance ``A = (1 - delta) W H + delta P`` (docs/theory/families.md).
 
     ``W (m, k)``, ``H (k, N)``, ``P (m, N)`` are row-stochastic (Dirichlet rows with the
     given concentration), so ``||A - (1 - delta) W H||_inf = delta ||P||_inf = delta`` and
     ``r_eps(A) <= k`` for ``eps > delta`` (up to float64 rounding of ``A``, ~1e-16; the
-    SPEC's ``2 delta`` bound compares with ``W H`` itself). ``meta["planted_rank"] = k`` and ``meta["planted_eps"] = delta``: any
+    ``2 delta`` bound of docs/theory/families.md#planted compares with ``W H`` itself). ``meta["planted_rank"] = k`` and ``meta["planted_eps"] = delta``: any
     lower bound above ``k`` at ``eps >= delta`` is unsound.
     """
     m, N = check_int(m, "m", 1, MAX_POINTS), check_int(N, "N", 1, MAX_POINTS)

@@ -1,4 +1,4 @@
-"""Real text every machine has: standard-library docstrings (SPEC 9).
+"""Real text every machine has: standard-library docstrings (docs/theory/heads.md).
 
 One module is one source. A source's text is the module docstring followed by the
 docstrings of its public functions, classes and methods, so it is in English prose with some code, is
@@ -173,7 +173,7 @@ def _module_text(module) -> str:
 
 
 def stdlib_sources(n: int = 64) -> list[tuple[str, str]]:
-    """The first ``n`` standard-library docstring sources (SPEC 9).
+    """The first ``n`` standard-library docstring sources (docs/theory/heads.md).
 
     Candidates are taken from :data:`CANDIDATE_MODULES` in order; a module is used when it
     imports and its text has at least :data:`MIN_CHARS` characters (>= 379 MiniLM WordPiece

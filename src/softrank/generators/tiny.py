@@ -1,4 +1,4 @@
-"""Tiny random-initialised Hugging Face checkpoints, built offline (SPEC 9).
+"""Tiny random-initialised Hugging Face checkpoints, built offline (docs/theory/heads.md).
 
 Tests of head capture need real transformers architectures, but no download: this module
 writes a complete checkpoint directory (config, safetensors weights and a tokenizer or image
@@ -313,7 +313,7 @@ def save_tiny_checkpoint(
     seed: int = 0,
     initializer_range: float = 0.5,
 ) -> pathlib.Path:
-    """Write a tiny random-initialised, offline-loadable Hugging Face checkpoint (SPEC 9).
+    """Write a tiny random-initialised, offline-loadable Hugging Face checkpoint (docs/theory/heads.md).
 
     Tests run on tiny random-initialised configurations with ``initializer_range`` around 0.5:
     the large weights give large attention logits and peaked rows, so a capture error (a missing

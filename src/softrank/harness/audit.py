@@ -1,4 +1,4 @@
-"""The audit run: bracket every operator of a panel at every tolerance (SPEC 1, 6).
+"""The audit run: bracket every operator of a panel at every tolerance (docs/index.md, docs/theory/checker.md).
 
 Cells (operator x tolerance) are computed by an executor (:mod:`.executors`: a local
 process pool, or Dask distributed) and committed to the run's ledger (:mod:`.store`, SQLite

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..errors import SoftrankError
 
-__all__ = ["main"]
+__all__ = ["main", "build_parser"]
 
 
 def _eps_arg(s: str) -> float:
@@ -135,7 +135,9 @@ class _Parser(argparse.ArgumentParser):
                      "--help)\n")
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
+    """The ``softrank`` argument parser: every subcommand and option (docs/cli.md is
+    generated from it)."""
     p = _Parser(prog="softrank", description=(
         "Certified brackets lower <= r_eps(A) <= upper for the approximation rank of "
         "softmax attention."))
@@ -168,7 +170,7 @@ def _parser() -> argparse.ArgumentParser:
                         "cells are kept, not recomputed")
     a.add_argument("--attacks", choices=("none", "quick", "standard", "hard"), default="quick",
                    help="effort of the targeted rank-reduction attack run on every lower "
-                        "certificate of rank >= 2 (default quick; SPEC 10)")
+                        "certificate of rank >= 2 (default quick; docs/theory/attacks.md)")
     a.add_argument("--validated", action="store_true",
                    help="bracket the exact softmax of each operator's float64 factors Q, K, beta "
                         "(ball-arithmetic enclosure; operators without factors as usual)")
@@ -249,7 +251,7 @@ def _parser() -> argparse.ArgumentParser:
     h.add_argument("--out", required=True, help="directory for one .npz per (input, layer, head)")
 
     lw = sub.add_parser("laws", help="scaling laws of the synthetic families: slopes of the "
-                                     "brackets against kappa or beta (SPEC 8)")
+                                     "brackets against kappa or beta (docs/theory/families.md)")
     lw.add_argument("--out", default="softrank-laws", help="output directory")
     lw.add_argument("--eps", type=_eps_arg, default=0.25)
     lw.add_argument("--n-boot", type=_int_arg(100), default=1000, help="bootstrap resamples")
@@ -505,7 +507,7 @@ def _cmd_bracket(args) -> int:
 
 
 def _geometry(op) -> dict:
-    """Native geometry of an operator with factors (SPEC 7), JSON-ready; {} without."""
+    """Native geometry of an operator with factors (docs/theory/geometry.md), JSON-ready; {} without."""
     g = op.native_geometry()
     if g is None:
         return {}
@@ -709,7 +711,7 @@ def _cmd_verify(args) -> int:
         raise SoftrankError(f"path: no .npz certificates under {str(p)!r}")
     limit, _ = _memory_limit(args)
     ext = None
-    if args.matrix:  # validated as `bracket` would (SPEC 3), read within the limit
+    if args.matrix:  # validated as `bracket` would (docs/theory/operators.md), read within the limit
         from ..operators import load_operator
 
         ext = load_operator(args.matrix, "--matrix", max_bytes=limit,
@@ -755,7 +757,7 @@ def _cmd_verify(args) -> int:
 
 
 def _contradictions(held) -> int:
-    """Report claims refuted by certificates that hold (SPEC 10): a lower certificate
+    """Report claims refuted by certificates that hold (docs/theory/attacks.md): a lower certificate
     ``r_eps1 >= l`` and an upper witness ``r_eps2 <= u`` on one matrix with ``eps2 <= eps1``
     and ``u < l`` cannot both be sound; and a counterexample witness (header ``refutes``)
     that holds refutes the claim it names. Returns how many were found."""
@@ -795,7 +797,7 @@ def _sigterm(signum, frame):
 def main(argv=None) -> int:
     import signal
 
-    args = _parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     if argv is None:  # as a program: SIGTERM stops like Ctrl-C (workers ended, cells kept)
         signal.signal(signal.SIGTERM, _sigterm)
     try:
@@ -806,6 +808,11 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print(f"softrank {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (e.g. `| head`): as SIGPIPE would, quietly
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -10,7 +10,7 @@ Built-in panels (``softrank audit --panel NAME``):
   2 cores.
 * ``default`` -- all 72 MiniLM heads (6 layers x 12 heads) at widths 64 and 128 (one
   standard-library source per head and width, rotating over 64 modules), plus the synthetic
-  families of SPEC 8: grids (``d`` = 1, 2, 3), sphere and ball supports (``d`` = 2..4, ``beta``
+  families of docs/theory/families.md: grids (``d`` = 1, 2, 3), sphere and ball supports (``d`` = 2..4, ``beta``
   in 4, 16, 64), Gaussian random heads, planted instances.
 
 A panel file (TOML) lists the same things::

@@ -1,6 +1,6 @@
 """Summary (JSON), report (Markdown) and plots (PNG) of an audit.
 
-The report puts the seed paper's reference figures (SPEC 11) beside ours: at
+The report puts the seed paper's reference figures (docs/theory/studies.md#reference-figures) beside ours: at
 ``eps = 0.25`` BERT native operators resolved 42.8 % (219 of 512), GPT-2 99.7 %, Qwen2.5
 77.1 %, ViT-Base 59.0 / 61.9 %; the median upper/lower ratio was 2.6-3.8 by family. MiniLM
 is a BERT-architecture encoder on native operators, so its row is compared with BERT native.
@@ -19,7 +19,7 @@ from ..cells import group_key
 
 __all__ = ["summarize", "write_report", "PAPER", "group_key", "cell_diagnostics"]
 
-#: Seed paper, eps = 0.25: resolved share by family (SPEC 11).
+#: Seed paper, eps = 0.25: resolved share by family (docs/theory/studies.md#reference-figures).
 PAPER = {
     "resolved_at_0.25": {"BERT native": 0.428, "GPT-2": 0.997, "Qwen2.5": 0.771,
                          "ViT-Base IN1K": 0.590, "ViT-Base IN21K": 0.619},
@@ -106,7 +106,7 @@ def _tsvd_ratio(rows) -> dict:
 
 
 def _attacks(rows) -> dict:
-    """Targeted attacks on the lower certificates (SPEC 10): tried, succeeded, how close."""
+    """Targeted attacks on the lower certificates (docs/theory/attacks.md): tried, succeeded, how close."""
     att = [r for r in rows if r.get("attack", "") not in ("", None)]
     scored = [r for r in att if r.get("attack_closest", "") != ""]
     closest = [float(r["attack_closest"]) for r in scored]
@@ -455,8 +455,8 @@ def _why(r) -> str:
 
 def _attack_line(a: dict) -> str:
     if not a["tried"]:
-        return "- targeted attacks (SPEC 10): none run (`--attacks none`, or no lower bound >= 2)"
-    return (f"- targeted attacks on lower certificates of rank >= 2 (SPEC 10): **{a['tried']} "
+        return "- targeted attacks (docs/theory/attacks.md): none run (`--attacks none`, or no lower bound >= 2)"
+    return (f"- targeted attacks on lower certificates of rank >= 2 (docs/theory/attacks.md): **{a['tried']} "
             f"tried, {a['succeeded']} succeeded** (seed paper: 0 of 458); the closest came to "
             f"{a['closest_best_error_over_eps']}x eps on {a['closest_cell']} (median "
             f"{a['median_best_error_over_eps']}x); "
@@ -523,7 +523,7 @@ def write_report(rows: list[dict], summary: dict, out: Path, study_boot: int = 1
                          "median cell / one SVD", "median native Gamma", "seed paper"], trows))
     lines += [
         "",
-        "Seed paper (SPEC 11), eps 0.25: resolved GPT-2 99.7 %, Qwen2.5 77.1 %, ViT-Base IN1K "
+        "Seed paper (docs/theory/studies.md#reference-figures), eps 0.25: resolved GPT-2 99.7 %, Qwen2.5 77.1 %, ViT-Base IN1K "
         "59.0 %, IN21K 61.9 %, BERT native 42.8 % (219 of 512); median upper/lower 2.6-3.8 by "
         "family. Its certificates were float64 computations without interval enclosure (the "
         "seed project's stated limitation); every certificate here also passed an interval "

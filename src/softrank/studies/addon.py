@@ -1,4 +1,4 @@
-"""Held-out add-on test (SPEC 11): does native query/key geometry predict the certified upper
+"""Held-out add-on test (docs/theory/studies.md#held-out-add-on-test): does native query/key geometry predict the certified upper
 budget beyond a calibrated baseline?
 
 Response: the upper end of the bracket at ``eps = 0.25`` over ``min(m, N)``. Feature blocks
@@ -526,7 +526,7 @@ def write_addon(results: list[Comparison], skipped: list[str], out, eps=RESPONSE
                         "gauge16_median_shift": g16.get("median_shift", ""),
                         "gauge16_share_beyond": g16.get("share_beyond", "")})
     nb = max((r.n_boot for r in results), default=0)
-    lines = [f"# Held-out add-on test (SPEC 11), eps = {eps:g}", "",
+    lines = [f"# Held-out add-on test (docs/theory/studies.md#held-out-add-on-test), eps = {eps:g}", "",
              "Response: upper end / min(m, N). Ridge per family, source-disjoint outer folds "
              "(5), inner tuning grouped by source (4), "
              f"{nb} source-cluster bootstrap refits; difference = MAE(base) - MAE(base + added) "
@@ -586,7 +586,7 @@ def write_addon(results: list[Comparison], skipped: list[str], out, eps=RESPONSE
                   "a draw's base MAE is near 0) are wide and unstable.", ""]
     if skipped:
         lines += ["Skipped: " + "; ".join(skipped), ""]
-    lines += ["Seed paper (SPEC 11), four families: B1 - (B1+G) = -0.00005 [-0.00060, +0.00025], "
+    lines += ["Seed paper (docs/theory/studies.md#reference-figures), four families: B1 - (B1+G) = -0.00005 [-0.00060, +0.00025], "
               "relative gain -0.0035 [-0.0422, +0.0179]; against B0 the gain is 0.0279 "
               "[0.0254, 0.0300], relative about 0.36.", ""]
     (out / "addon.md").write_text("\n".join(lines))

@@ -1,4 +1,4 @@
-"""Block-width study (SPEC 11): how fixed rank budgets fare as the block widens.
+"""Block-width study (docs/theory/studies.md#block-width): how fixed rank budgets fare as the block widens.
 
 For learned heads captured at several widths ``w`` (native blocks for MiniLM/BERT/ViT,
 common-prefix blocks for causal checkpoints), a budget ``B`` is **shown feasible** for an

@@ -1,4 +1,4 @@
-"""Intrinsic descriptor against certified brackets (SPEC 7): does ``q`` (or ``kappa``) order
+"""Intrinsic descriptor against certified brackets (docs/theory/geometry.md): does ``q`` (or ``kappa``) order
 operators like their brackets?
 
 For each group of operators (learned heads: one group per family and width; synthetic
@@ -126,7 +126,7 @@ def write_descriptor(corr: list[dict], rows: list[dict], out) -> list:
     lines = ["# Intrinsic descriptor against certified brackets", "",
              "Spearman rank correlation, 95 % cluster-bootstrap interval (clusters: sources "
              "for learned heads). `log q` = (r/2) log(1 + kappa/(eps - tau)^2) for the "
-             "truncated SVD of C at the least rank with tau <= eps/2 (SPEC 7); a descriptor, "
+             "truncated SVD of C at the least rank with tau <= eps/2 (docs/theory/geometry.md); a descriptor, "
              "never a bound.", "",
              "| group | eps | operators | clusters | log q vs upper | log q vs lower | "
              "kappa vs upper |", "|---|---|---|---|---|---|---|"]

@@ -1,4 +1,4 @@
-"""Feature blocks of the held-out add-on test (SPEC 7, 11; :mod:`softrank.studies.addon`).
+"""Feature blocks of the held-out add-on test (docs/theory/geometry.md, docs/theory/studies.md#held-out-add-on-test; :mod:`softrank.studies.addon`).
 
 * **B0** -- size and tolerance: ``log m``, ``log N``, ``eps``.
 * **B1** -- a calibrated, gauge-invariant baseline computed from ``A`` alone
@@ -11,7 +11,7 @@
   and the mean row maximum.
 * **G** -- native query/key geometry (:func:`native_features`): ``log rho_Q``,
   ``log rho_K``, ``log Gamma``, ``log(beta s1(Q) s1(K))`` and the stable ranks of ``Q`` and
-  ``K`` over their number of singular values (the head dimension when the block is wider). Gauge-dependent by design (SPEC 7);
+  ``K`` over their number of singular values (the head dimension when the block is wider). Gauge-dependent by design (docs/theory/geometry.md);
   :func:`gauged_native` recomputes it under fixed diagonal gauges of condition ratio 4 and
   16, which leave ``A`` unchanged.
 """

@@ -1,4 +1,4 @@
-"""Scaling laws of the synthetic families (SPEC 8): brackets against the size ``kappa``.
+"""Scaling laws of the synthetic families (docs/theory/families.md): brackets against the size ``kappa``.
 
 For a family with interaction dimension ``r``, the seed theorem gives
 ``r_eps <= C_r (1 + kappa / (eps - tau)^2)^(r/2)``; on the grids the exponent ``r/2 = d/2`` is
@@ -159,7 +159,7 @@ def write_laws(rows: list[dict], fits: list[dict], out, eps: float) -> list:
         w = csv.DictWriter(fh, fieldnames=cols)
         w.writeheader()
         w.writerows(rows)
-    lines = [f"# Scaling laws (SPEC 8), eps = {eps:g}", "",
+    lines = [f"# Scaling laws (docs/theory/families.md), eps = {eps:g}", "",
              "Log-log slopes of the certified lower and upper ends against `kappa` (grids: the "
              "size of the rank-d retained part of C) or `beta` (sphere, ball), with 95 % "
              "bootstrap intervals; the predicted exponent is d/2 (grid, in kappa), (d-1)/2 "

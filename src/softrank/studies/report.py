@@ -29,7 +29,7 @@ _LAW_ID = re.compile(r"^(grid)-d(\d+)-n(\d+)-c([0-9.e+-]+)$|^(sphere|ball)-d(\d+
 def law_rows(rows: list[dict]) -> dict:
     """Synthetic cells of the law families grouped by ``(family, d, eps)``:
     ``{key: [(beta, lower, upper), ...]}`` (``beta`` read from the generators' operator ids;
-    grids: ``beta = c (n - 1)^2``, SPEC 8)."""
+    grids: ``beta = c (n - 1)^2``, docs/theory/families.md)."""
     out: dict = {}
     for r in rows:
         if r["verdict"] not in ("open", "resolved"):
@@ -130,7 +130,7 @@ def report_studies(rows: list[dict], out, n_boot: int = 1000, seed: int = 0) -> 
             lines.append(f"Not run on this panel: {exc}")
         lines.append("")
 
-    section("Scaling laws (synthetic families, SPEC 8)", lambda: _laws(rows, sdir, n_boot))
+    section("Scaling laws (synthetic families, docs/theory/families.md)", lambda: _laws(rows, sdir, n_boot))
 
     def blockwidth():
         learned = [r for r in rows if r.get("checkpoint")]
@@ -150,7 +150,7 @@ def report_studies(rows: list[dict], out, n_boot: int = 1000, seed: int = 0) -> 
         body = [ln.replace("## ", "#### ") for ln in _body(sdir / "addon.md")]
         return body + ["", "![add-on](studies/addon.png)"]
 
-    section("Held-out add-on test (SPEC 11)", addon)
+    section("Held-out add-on test (docs/theory/studies.md#held-out-add-on-test)", addon)
 
     def descriptor():
         corr = descriptor_correlations(rows, n_boot=n_boot, seed=seed)

@@ -1,4 +1,5 @@
-"""Suites that gate certifiers in CI: soundness, gauge invariance, attack resistance (SPEC 5-7, 10).
+"""Suites that gate certifiers in CI: soundness, gauge invariance, attack resistance
+(docs/suites.md; docs/theory/lower.md, docs/theory/geometry.md, docs/theory/attacks.md).
 
 * :mod:`.protocol` -- what a third-party construction or lower test implements;
 * :mod:`.strategies` -- hypothesis strategies (operators, planted instances, gauges, tolerances);

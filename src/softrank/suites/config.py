@@ -1,23 +1,11 @@
 """Suite configuration shared by the pytest plugin and the suite tests.
 
-Profiles (``--softrank-profile``, or the environment variable ``SOFTRANK_PROFILE``):
-
-========  ==========  =========  ======================  ============  ==============
-profile   examples    max side   attack effort           randomness    database
-========  ==========  =========  ======================  ============  ==============
-``dev``   30          16         ``standard``            random        ``.hypothesis/softrank-dev``
-``ci``    50          16         ``quick``               derandomized  none
-``deep``  2000        32         ``hard``                random        ``.hypothesis/softrank-deep``
-========  ==========  =========  ======================  ============  ==============
-
-"Max side" bounds the operators hypothesis draws. Beside them, every profile runs fixed
-cases at real sizes (:mod:`softrank.suites.sizes`; ``--softrank-sizes``, or the environment
-variable ``SOFTRANK_SIZES``): ``dev`` 32, 64 and MiniLM width 64; ``ci`` 32, 64, 128 and
-MiniLM widths 64 and 128; ``deep`` adds 256 and MiniLM width 256.
-
-The hypothesis profiles are registered as ``softrank-dev``, ``softrank-ci`` and
-``softrank-deep``; the suite tests use the selected one (other hypothesis tests in the
-session keep theirs).
+Profiles (``--softrank-profile``, or the environment variable ``SOFTRANK_PROFILE``): ``dev``,
+``ci``, ``deep``, :data:`PROFILES`. They are softrank's one set of hypothesis profiles,
+registered here (:func:`register_profiles`) for the suites and for softrank's own tests, and
+documented in docs/suites.md (*Hypothesis profiles*). Besides hypothesis's settings a profile
+sets the largest operator hypothesis draws ("max side"), the attack effort and the real-size
+cases (:mod:`softrank.suites.sizes`; ``--softrank-sizes``, or ``SOFTRANK_SIZES``).
 """
 
 from __future__ import annotations
@@ -28,33 +16,43 @@ from dataclasses import dataclass, field
 from hypothesis import HealthCheck, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
-__all__ = ["PROFILES", "SuiteConfig", "CONFIG", "register_profiles", "suite_settings"]
+__all__ = ["PROFILES", "LIGHT", "SuiteConfig", "CONFIG", "register_profiles", "suite_settings"]
 
 _SUPPRESS = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much,
              HealthCheck.function_scoped_fixture]
 
+#: The one set of hypothesis profiles (docs/suites.md, *Hypothesis profiles*): examples per
+#: property, derandomized or not (a random profile keeps a database in
+#: ``.hypothesis/softrank-NAME``), and for the suites the largest drawn side and attack effort.
 PROFILES = {
-    "dev": {"max_examples": 30, "max_side": 16, "effort": "standard"},
-    "ci": {"max_examples": 50, "max_side": 16, "effort": "quick"},
-    "deep": {"max_examples": 2000, "max_side": 32, "effort": "hard"},
+    "dev": {"max_examples": 30, "derandomize": False, "max_side": 16, "effort": "standard"},
+    "ci": {"max_examples": 50, "derandomize": True, "max_side": 16, "effort": "quick"},
+    "deep": {"max_examples": 2000, "derandomize": False, "max_side": 32, "effort": "hard"},
 }
+#: Share of a profile's examples run by the lighter properties: the suites' gauge, attack and
+#: cross-certifier tests (``suite_settings(0.5)``) and softrank's own property tests
+#: (tests/conftest.py loads ``softrank-NAME-light``; ``ci``: 25 examples).
+LIGHT = 0.5
 
 
 def register_profiles() -> None:
+    """Register the set: ``softrank-NAME`` for each of :data:`PROFILES` and
+    ``softrank-NAME-light``, the same with :data:`LIGHT` of its examples. The only place
+    softrank registers hypothesis profiles (tests/test_suites_plugin.py checks it)."""
     # parent: hypothesis's own defaults, not whatever profile the session loaded first
     base = settings.get_profile("default")
-    settings.register_profile(
-        "softrank-dev", parent=base, max_examples=PROFILES["dev"]["max_examples"],
-        derandomize=False, deadline=None, print_blob=True, suppress_health_check=_SUPPRESS,
-        database=DirectoryBasedExampleDatabase(os.path.join(".hypothesis", "softrank-dev")))
-    settings.register_profile(
-        "softrank-ci", parent=base, max_examples=PROFILES["ci"]["max_examples"],
-        derandomize=True, database=None, deadline=None, print_blob=True,
-        suppress_health_check=_SUPPRESS)
-    settings.register_profile(
-        "softrank-deep", parent=base, max_examples=PROFILES["deep"]["max_examples"],
-        derandomize=False, deadline=None, print_blob=True, suppress_health_check=_SUPPRESS,
-        database=DirectoryBasedExampleDatabase(os.path.join(".hypothesis", "softrank-deep")))
+    for name, p in PROFILES.items():
+        db = None if p["derandomize"] else DirectoryBasedExampleDatabase(
+            os.path.join(".hypothesis", f"softrank-{name}"))
+        for suffix, n in (("", p["max_examples"]), ("-light", _light(p["max_examples"]))):
+            settings.register_profile(
+                f"softrank-{name}{suffix}", parent=base, max_examples=n,
+                derandomize=p["derandomize"], database=db, deadline=None, print_blob=True,
+                suppress_health_check=_SUPPRESS)
+
+
+def _light(max_examples: int, fraction: float = LIGHT) -> int:
+    return max(3, int(max_examples * fraction))
 
 
 @dataclass
@@ -119,4 +117,4 @@ def suite_settings(fraction: float = 1.0):
         raise InvalidArgumentError(f"SOFTRANK_PROFILE: expected one of {sorted(PROFILES)}, got "
                                    f"{CONFIG.profile!r}")
     base = settings.get_profile(f"softrank-{CONFIG.profile}")
-    return settings(base, max_examples=max(3, int(base.max_examples * fraction)))
+    return settings(base, max_examples=_light(base.max_examples, fraction))

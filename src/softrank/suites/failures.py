@@ -1,4 +1,4 @@
-"""Saved counterexamples: every suite failure leaves files that replay it (SPEC 6, 10).
+"""Saved counterexamples: every suite failure leaves files that replay it (docs/theory/checker.md, docs/theory/attacks.md).
 
 ``DIR/<certifier>/<test>/<tag>/`` (``tag``: the kind of failure) holds ``case.json``
 (tolerance, reason, the certifier's ``MODULE:OBJECT``, how to replay), ``A.npy`` (and

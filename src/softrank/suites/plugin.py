@@ -1,4 +1,5 @@
-"""pytest plugin (entry point ``pytest11: softrank``): gate certifiers in CI (SPEC 5-7, 10).
+"""pytest plugin (entry point ``pytest11: softrank``): gate certifiers in CI
+(docs/suites.md; docs/theory/lower.md, docs/theory/geometry.md, docs/theory/attacks.md).
 
 Options
 -------

@@ -1,4 +1,4 @@
-"""The protocol a third-party certifier follows to be gated by the suites (SPEC 4, 5, 10).
+"""The protocol a third-party certifier follows to be gated by the suites (docs/theory/witnesses.md, docs/theory/lower.md, docs/theory/attacks.md).
 
 It is softrank's one certifier interface, :mod:`softrank.certifiers.interface`, re-exported
 here for the plugin's users: a **construction** has ``witness(operator, eps) -> (U, W) |

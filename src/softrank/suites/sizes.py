@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import InvalidArgumentError
+from ..errors import CheckpointError, InvalidArgumentError
 
 __all__ = ["SizedCase", "parse_sizes", "sized_cases", "sized_operator", "DEFAULT_SIZES",
            "SYNTHETIC_RANGE", "MINILM_RANGE", "ModelsUnavailable"]
@@ -37,7 +37,7 @@ DEFAULT_SIZES = {
 _MINILM_HEADS = ((2, 3, 0), (5, 11, 1))  # (layer, head, source index)
 
 
-class ModelsUnavailable(Exception):
+class ModelsUnavailable(CheckpointError):
     """The MiniLM cases cannot be built here (no torch/transformers or no checkpoint)."""
 
 

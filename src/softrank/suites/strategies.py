@@ -3,7 +3,7 @@
 Operators are drawn as structural choices (shape, head dimension, scale ``beta``, a regime,
 duplicated rows) plus a seed for the Gaussian factors, so that shrinking moves towards small
 shapes and simple regimes while every example stays reproducible from its parameters.
-Regimes reach the corners where certifiers break (SPEC 8, 10):
+Regimes reach the corners where certifiers break (docs/theory/families.md, docs/theory/attacks.md):
 
 * ``"typical"``      -- ``beta Q K^T`` of moderate spread;
 * ``"one-hot"``      -- huge ``beta``: near one-hot rows (entries down to ``1e-300``);
@@ -33,7 +33,7 @@ from ..errors import InvalidArgumentError
 from ..validation import check_fraction, check_int
 from ..operators import Operator
 
-__all__ = ["attention_operators", "planted_operators", "gauges", "tolerances", "cases",
+__all__ = ["attention_operators", "planted_operators", "planted_bound", "gauges", "tolerances", "cases",
            "REGIMES", "GAUGE_KINDS"]
 
 REGIMES = ("typical", "one-hot", "uniform", "low-rank", "duplicated")
@@ -82,7 +82,7 @@ def _operator(draw, min_side, max_side, regimes, shapes):
 
 def attention_operators(*, min_side: int = 1, max_side: int = 16,
                         regimes=REGIMES, shapes=("square", "tall", "wide")) -> st.SearchStrategy:
-    """Operators ``A = softmax_rows(beta Q K^T)`` with their factors (SPEC 3).
+    """Operators ``A = softmax_rows(beta Q K^T)`` with their factors (docs/theory/operators.md).
 
     Parameters
     ----------
@@ -130,7 +130,7 @@ def _planted(draw, min_side, max_side, max_rank, kinds):
 
 def planted_operators(*, min_side: int = 2, max_side: int = 16, max_rank: int = 6,
                       kinds=("mixture", "blocks")) -> st.SearchStrategy:
-    """Planted instances with a known upper bound ``r_eps(A) <= k`` (SPEC 8).
+    """Planted instances with a known upper bound ``r_eps(A) <= k`` (docs/theory/families.md).
 
     ``"mixture"``: ``A = (1 - delta) W H + delta P`` -- ``r_eps(A) <= k`` for
     ``eps > meta["planted_eps"] = delta``. ``"blocks"``: block-uniform plus noise, where
@@ -149,7 +149,7 @@ def planted_operators(*, min_side: int = 2, max_side: int = 16, max_rank: int = 
 
 def planted_bound(operator, eps: float) -> int | None:
     """The planted upper bound on ``r_eps`` of a planted operator at ``eps``, or None when the
-    planting says nothing at this tolerance (SPEC 8)."""
+    planting says nothing at this tolerance (docs/theory/families.md)."""
     meta = operator.meta
     k = meta.get("planted_rank")
     if k is None:
@@ -179,7 +179,7 @@ def _gauge(draw, d, kinds):
 
 
 def gauges(d: int, *, kinds=GAUGE_KINDS) -> st.SearchStrategy:
-    """Invertible ``(d, d)`` gauges ``S`` (SPEC 7): ``Q -> Q S``, ``K -> K S^{-T}``.
+    """Invertible ``(d, d)`` gauges ``S`` (docs/theory/geometry.md): ``Q -> Q S``, ``K -> K S^{-T}``.
 
     ``"diagonal-4"``/``"diagonal-16"``: diagonal, condition ratio exactly 4 / 16 (for
     ``d >= 2``), random signs and order; ``"dense"``: ``Q_a diag(s) Q_b^T`` with singular

@@ -1,4 +1,5 @@
-"""The suites: soundness, gauge invariance, attack resistance, adversarial stress (SPEC 5-7, 10).
+"""The suites: soundness, gauge invariance, attack resistance, adversarial stress
+(docs/theory/lower.md, docs/theory/checker.md, docs/theory/geometry.md, docs/theory/attacks.md).
 
 Collected by the pytest plugin (``pytest --softrank-certifier MODULE:OBJECT``) or imported
 into a test module (``from softrank.suites.suite import *``). Each test taking the fixture
@@ -24,7 +25,7 @@ Lower-test suites (``certify``):
 * ``test_lower_soundness`` -- the checker accepts every certificate in float64 and in
   intervals (and the two agree); its rank is at most softrank's checked upper witness and
   at most the planted rank; re-stamped at a smaller ``eps`` it still checks (monotone);
-* ``test_lower_attack_resistance`` -- targeted rank-reduction attacks (SPEC 10); a
+* ``test_lower_attack_resistance`` -- targeted rank-reduction attacks (docs/theory/attacks.md); a
   checker-confirmed witness of rank ``lower - 1`` fails the suite;
 * ``test_lower_sizes`` -- the soundness checks on the real-size cases;
 * ``test_lower_gauge`` -- gauge invariance.
@@ -32,7 +33,7 @@ Lower-test suites (``certify``):
 Across all loaded certifiers: ``test_lower_le_upper_across_certifiers``; for softrank's own
 bracket: ``test_bracket_monotone_in_eps``.
 
-Gauge invariance (SPEC 7): ``Q -> Q S``, ``K -> K S^{-T}`` for diagonal ``S`` with
+Gauge invariance (docs/theory/geometry.md): ``Q -> Q S``, ``K -> K S^{-T}`` for diagonal ``S`` with
 condition ratios 4 and 16 and for dense ``S``. ``A`` must be unchanged within a bound the
 checker proves (``delta``), the interaction ``C = P_m (beta Q K^T) P_N`` unchanged up to
 rounding. A certifier that claims gauge invariance (``gauge_invariant = True``) must keep
@@ -93,21 +94,6 @@ def _spec(name: str) -> str:
     return ""
 
 
-def _tag(reason: str, files: dict) -> str:
-    """The kind of failure: one saved directory per kind."""
-    for key, tag in (("raised", "raised"), ("modified operator", "mutated-input"),
-                     ("disagree", "arithmetics-disagree"), ("no margin", "no-margin"),
-                     ("up to float64 rounding", "no-margin"), ("the checker rejects", "rejected"),
-                     ("planted", "above-planted-rank"), ("attack found", "attack-succeeded"),
-                     ("gauge", "gauge"), ("not monotone", "not-monotone"),
-                     ("not at eps", "not-monotone")):
-        if key in reason:
-            return tag
-    if "refutes" in files:
-        return "contradiction"
-    return "protocol"
-
-
 _CTX: dict = {}  # inputs of the running example beyond (operator, eps): the gauge "S"
 
 
@@ -129,14 +115,23 @@ def _failure_type(tag: str) -> type:
     return cls
 
 
-def _fail(cert_name, test, op, eps, reason, **files):
+#: The kinds of failure, one saved directory each (docs/suites.md).
+KINDS = ("raised", "protocol", "mutated-input", "rejected", "no-margin", "arithmetics-disagree",
+         "above-planted-rank", "attack-succeeded", "contradiction", "gauge", "not-monotone")
+
+
+def _fail(cert_name, test, op, eps, reason, *, kind, **files):
+    """Save the counterexample under the failure ``kind`` (one of :data:`KINDS`, given by
+    the caller: never guessed from the message) and fail the test."""
     __tracebackhide__ = True
+    if kind not in KINDS:
+        raise ValueError(f"kind: expected one of {KINDS}, got {kind!r}")
     changed = changes(CONFIG.checker_snapshot)
     if changed:  # a verdict of a patched checker says nothing about the certificate
         reason = (f"the checker was replaced while the suites ran ({', '.join(changed[:3])}"
                   f"{', ...' if len(changed) > 3 else ''}): a certifier under test patched it, "
                   f"so this failure is not the checker's verdict. It was: {reason}")
-    tag = _tag(reason, files)
+    tag = kind
     d = _store().save(cert_name, test, op, eps, reason, tag=tag, spec=_spec(cert_name),
                       arrays=dict(_CTX), **files)
     raise _failure_type(tag)(f"{reason}\n  operator {op.operator_id} {op.A.shape}, eps={eps!r}"
@@ -164,11 +159,11 @@ def _disagreement(cname, test, op, eps, rep, what, **files):
               f"{cname}: its {what} holds only up to float64 rounding (the interval check "
               f"accepts it, the float64 check with rounding bounds cannot): nothing is reported "
               f"that both do not accept; keep a margin (e.g. aim at eps (1 - 1e-9)). "
-              f"{rep.summary()}", **files)
+              f"{rep.summary()}", **files, kind="no-margin")
     _fail(cname, test, op, eps,
           f"{cname}: the float64 check accepts its {what} and the interval check rejects it: "
           f"the arithmetics disagree (a checker defect; please report it). {rep.summary()}",
-          **files)
+          **files, kind="arithmetics-disagree")
 
 
 def _checked_witness(cname, test, op, eps, cert):
@@ -181,7 +176,7 @@ def _checked_witness(cname, test, op, eps, cert):
     if not rep.ok:
         _fail(cname, test, op, eps,
               f"{cname}: witness of rank {w.rank} claims ||A - U W||_inf <= {eps!r}; the checker "
-              f"rejects it: {rep.summary()}", witness=w)
+              f"rejects it: {rep.summary()}", witness=w, kind="rejected")
     return w
 
 
@@ -193,7 +188,7 @@ def _checked_lower(cname, test, op, eps, cert):
     _disagreement(cname, test, op, eps, rep, f"certificate of rank {c.rank}", lower=c)
     if not rep.ok:
         _fail(cname, test, op, eps, f"{cname}: claims r_eps >= {c.rank} but the checker rejects "
-              f"its certificate ({c.kind}): {rep.summary()}", lower=c)
+              f"its certificate ({c.kind}): {rep.summary()}", lower=c, kind="rejected")
     return c
 
 
@@ -208,7 +203,7 @@ def _construction_case(cert, test, op, eps, group):
     try:
         w = _checked_witness(cert.name, test, op, eps, cert)
     except AssertionError as exc:
-        _fail(cert.name, test, op, eps, str(exc))
+        _fail(cert.name, test, op, eps, str(exc), kind=getattr(exc, "kind", "protocol"))
     if w is None:
         CONFIG.record(cert.name, "upper", group, op, None)
         return
@@ -220,7 +215,8 @@ def _construction_case(cert, test, op, eps, group):
               f"{cert.name}: witness of rank {w.rank} passes the checker but softrank certifies "
               f"r_eps >= {ref.lower} ({ref.lower_method}): one of the two is unsound",
               lower=ref.lower_certificate, witness=w,
-              refutes={"claimed": ref.lower, "eps": eps, "by": ref.lower_method})
+              refutes={"claimed": ref.lower, "eps": eps, "by": ref.lower_method},
+              kind="contradiction")
 
 
 def _sized(case):
@@ -261,7 +257,7 @@ def _lower_case(cert, test, op, eps, group):
     try:
         c = _checked_lower(cert.name, test, op, eps, cert)
     except AssertionError as exc:
-        _fail(cert.name, test, op, eps, str(exc))
+        _fail(cert.name, test, op, eps, str(exc), kind=getattr(exc, "kind", "protocol"))
     if c is None:
         CONFIG.record(cert.name, "lower", group, op, None)
         return
@@ -272,18 +268,18 @@ def _lower_case(cert, test, op, eps, group):
         _fail(cert.name, test, op, eps,
               f"{cert.name}: claims r_eps >= {c.rank} but softrank's checked witness has rank "
               f"{ref.upper} ({ref.upper_method})", lower=c, witness=ref.upper_witness,
-              refutes={"claimed": c.rank, "eps": eps, "by": cert.name})
+              refutes={"claimed": c.rank, "eps": eps, "by": cert.name}, kind="contradiction")
     k = S.planted_bound(op, eps)
     if k is not None and c.rank > k:
         _fail(cert.name, test, op, eps,
               f"{cert.name}: claims r_eps >= {c.rank} on a planted instance with r_eps <= {k}",
-              lower=c)
+              lower=c, kind="above-planted-rank")
     smaller = dataclasses.replace(c, eps=eps / 2)
     rep = check(op.A, smaller)
     if not rep.ok:
         _fail(cert.name, test, op, eps,
               f"{cert.name}: its certificate holds at eps={eps!r} but not at eps={eps / 2!r} "
-              f"(r_eps is non-increasing in eps): {rep.summary()}", lower=c)
+              f"(r_eps is non-increasing in eps): {rep.summary()}", lower=c, kind="not-monotone")
 
 
 @_kind("lower")
@@ -316,7 +312,7 @@ def test_lower_attack_resistance(softrank_certifier, case):
     try:
         c = cert.certify(op, eps)
     except AssertionError as exc:
-        _fail(cert.name, test, op, eps, str(exc))
+        _fail(cert.name, test, op, eps, str(exc), kind=getattr(exc, "kind", "protocol"))
     if c is None:
         return
     ref = reference_bracket(op, eps)
@@ -329,7 +325,7 @@ def test_lower_attack_resistance(softrank_certifier, case):
               f"{cert.name}: claims r_eps >= {c.rank}; the attack found a witness of rank "
               f"{res.witness.rank} with ||A - B||_inf <= {eps!r} ({res.witness.method}), "
               "confirmed by the checker", lower=c, witness=res.witness,
-              refutes={"claimed": c.rank, "eps": eps, "by": cert.name})
+              refutes={"claimed": c.rank, "eps": eps, "by": cert.name}, kind="attack-succeeded")
     CONFIG.closest_attack = min(CONFIG.closest_attack, res.best_error / eps)
 
 
@@ -369,14 +365,14 @@ def _gauge_pair(name, test, op, Sg, eps):
     delta = distance_bound(op.A, op2.A)
     if not delta <= 1e-9:
         _fail(name, test, op, eps, f"gauge changed A by up to {delta!r} (bound proved by the "
-              "checker), expected rounding only (<= 1e-9)")
+              "checker), expected rounding only (<= 1e-9)", kind="gauge")
     C1, C2 = _interaction(op), _interaction(op2)
     # relative to the logits' scale: C is a centring of beta Q K^T, its rounding is theirs
     scale = max(float(op.beta * np.abs(op.Q @ op.K.T).max()), 1e-300)
     c_change = float(np.abs(C1 - C2).max()) / scale
     if c_change > 1e-9:
         _fail(name, test, op, eps, f"gauge changed the interaction C by {c_change:.3g} "
-              "relative to the logits' scale")
+              "relative to the logits' scale", kind="gauge")
     r1, r2 = _native(op), _native(op2)
     kind = "diagonal" if np.count_nonzero(Sg - np.diag(np.diag(Sg))) == 0 else "dense"
     cond = float(np.linalg.cond(Sg))
@@ -410,7 +406,7 @@ def _gauge_side(cert, test, case, side):
         r1 = get(cert.name, test, op, eps, cert)
         r2 = get(cert.name, test, op2, eps, cert)
     except AssertionError as exc:
-        _fail(cert.name, test, op, eps, str(exc))
+        _fail(cert.name, test, op, eps, str(exc), kind=getattr(exc, "kind", "protocol"))
     claimed = cert.gauge_invariant
     move = {"name": cert.name, "side": side, "claimed": claimed,
             "before": None if r1 is None else r1.rank, "after": None if r2 is None else r2.rank,
@@ -434,7 +430,7 @@ def _gauge_side(cert, test, case, side):
               f"with room: the certifier claims gauge invariance (gauge_invariant = True) but "
               f"depends on the gauge (if it reads Q and K by design, declare "
               f"gauge_invariant = False and the movement is reported instead)",
-              **{"witness" if side == "upper" else "lower": better[0]})
+              **{"witness" if side == "upper" else "lower": better[0]}, kind="gauge")
 
 
 @_kind("construction")
@@ -485,7 +481,7 @@ def test_lower_le_upper_across_certifiers(softrank_certifiers, case):
         _fail(f"{ln}-vs-{un}", "lower_le_upper", op, eps,
               f"{ln} certifies r_eps >= {lc.rank} and {un} has a checked witness of rank "
               f"{uw.rank}: the checker accepted an unsound certificate", lower=lc, witness=uw,
-              refutes={"claimed": lc.rank, "eps": eps, "by": ln})
+              refutes={"claimed": lc.rank, "eps": eps, "by": ln}, kind="contradiction")
 
 
 @_kind("none")
@@ -504,12 +500,12 @@ def test_bracket_monotone_in_eps(op, eps_list):
         k = S.planted_bound(op, b.eps)
         if k is not None and b.lower > k:
             _fail("softrank", "bracket_monotone", op, b.eps,
-                  f"lower {b.lower} above the planted rank {k}", lower=b.lower_certificate)
+                  f"lower {b.lower} above the planted rank {k}", lower=b.lower_certificate, kind="above-planted-rank")
     for a, b in zip(brs, brs[1:]):
         if a.lower < b.lower or a.upper < b.upper:
             _fail("softrank", "bracket_monotone", op, a.eps,
                   f"brackets not monotone: eps {a.eps!r} -> [{a.lower}, {a.upper}], eps {b.eps!r}"
-                  f" -> [{b.lower}, {b.upper}]")
+                  f" -> [{b.lower}, {b.upper}]", kind="not-monotone")
 
 
 @_kind("none")
@@ -532,11 +528,11 @@ def test_bracket_gauge(case):
         if not _consistent(better, (op, op2), eps, delta, "lower"):
             _fail("softrank", "bracket_gauge", op, eps,
                   f"lower end {b1.lower} before and {b2.lower} after a gauge, and the better "
-                  "certificate holds on both with room", lower=better[0])
+                  "certificate holds on both with room", lower=better[0], kind="gauge")
     if b1.upper != b2.upper:
         CONFIG.gauge_rank_changes += 1
         better = (b1.upper_witness, op2) if b1.upper < b2.upper else (b2.upper_witness, op)
         if not _consistent(better, (op, op2), eps, delta, "upper"):
             _fail("softrank", "bracket_gauge", op, eps,
                   f"upper end {b1.upper} before and {b2.upper} after a gauge, and the better "
-                  "witness holds on both with room", witness=better[0])
+                  "witness holds on both with room", witness=better[0], kind="gauge")

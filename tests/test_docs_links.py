@@ -1,0 +1,76 @@
+"""Every reference to the docs from code, tests and docs points at a page and section that
+exist; nothing cites a document outside the repository."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCES = [*(ROOT / "src" / "softrank").rglob("*.py"), *(ROOT / "tests").glob("*.py"),
+           *(p for p in (ROOT / "docs").rglob("*.md") if "_build" not in p.parts),
+           ROOT / "README.md", *(ROOT / "benchmarks").glob("*.py"),
+           *(ROOT / "examples").glob("*.py")]
+LINK = re.compile(r"docs/((?:[\w.-]+/)*[\w.-]+\.md)(?:#([\w-]+))?")
+
+
+def slug(heading: str) -> str:
+    """The anchor MyST (myst_heading_anchors) and GitHub give a heading."""
+    text = re.sub(r"[`*_]", lambda m: "_" if m.group(0) == "_" else "", heading.strip().lower())
+    text = re.sub(r"[^\w\- ]", "", text)
+    return text.replace(" ", "-")
+
+
+def anchors(page: Path) -> set[str]:
+    out = set()
+    for line in page.read_text().splitlines():
+        m = re.match(r"#{1,6}\s+(.*)", line)
+        if m:
+            out.add(slug(m.group(1)))
+        m = re.match(r"\(([\w-]+)\)=\s*$", line)
+        if m:
+            out.add(m.group(1))
+    return out
+
+
+def _links():
+    for path in SOURCES:
+        text = path.read_text()
+        for m in LINK.finditer(text):
+            line = text.count("\n", 0, m.start()) + 1
+            yield f"{path.relative_to(ROOT)}:{line}", m.group(1), m.group(2)
+
+
+def test_slug_matches_hand_worked_headings():
+    assert slug("Subspace certificate") == "subspace-certificate"
+    assert slug("l1 refit") == "l1-refit"
+    assert slug("Size kappa") == "size-kappa"
+    assert slug("Held-out add-on test") == "held-out-add-on-test"
+    assert slug("Upper: witness (`kind = \"upper\"`)") == "upper-witness-kind--upper"  # as GitHub and MyST
+
+
+def test_there_are_links_to_check():
+    assert sum(1 for _ in _links()) > 100
+
+
+def test_every_docs_link_resolves():
+    bad = []
+    cache: dict = {}
+    for where, page, anchor in _links():
+        target = ROOT / "docs" / page
+        if not target.is_file():
+            bad.append(f"{where}: docs/{page} does not exist")
+            continue
+        if anchor is not None:
+            names = cache.setdefault(target, anchors(target))
+            if anchor not in names:
+                bad.append(f"{where}: docs/{page} has no section #{anchor}")
+    assert bad == []
+
+
+@pytest.mark.parametrize("pattern", [r"\bSPEC\s*§?\s*\d", r"SPEC\.md", r"\bthe SPEC\b"])
+def test_nothing_cites_a_document_outside_the_repository(pattern):
+    hits = [f"{p.relative_to(ROOT)}:{i}" for p in SOURCES
+            for i, line in enumerate(p.read_text().splitlines(), 1)
+            if re.search(pattern, line)]
+    assert hits == []
