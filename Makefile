@@ -6,16 +6,44 @@ OUT ?= softrank-report
 PANEL ?= default
 PYTEST_ARGS ?=
 
-.PHONY: install audit test quick bench fuzz clean docs gallery
+.PHONY: install audit test quick bench fuzz docs gallery clean
 
 install: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml Makefile
+# The lock: requirements/lock.txt pins every dependency with all the extras of pyproject.toml
+# (and the build requirements) with sha256 hashes, for CPython 3.11 on Linux x86_64; torch is
+# the CPU wheel 2.13.0+cpu from $(TORCH_WHEELS) (PyPI's torch is a multi-GB CUDA build).
+# `make lock` resolves it again with uv (in $(LOCK_VENV)) after pyproject.toml's dependencies
+# change, keeping the pins that still fit (LOCK_ARGS=--upgrade: every pin to the newest;
+# LOCK_ARGS="--upgrade-package NAME": one); `make lock-check` compares it with pyproject.toml.
+LOCK := requirements/lock.txt
+LOCK_VENV ?= .venv-lock
+UV_VERSION ?= 0.13.9
+TORCH_WHEELS ?= /opt/wheels
+LOCK_ARGS ?=
+
+# Installs exactly the lock, then softrank itself without dependencies; refuses a lock that
+# does not match pyproject.toml.
+$(VENV)/.installed: pyproject.toml Makefile $(LOCK)
+	$(PYTHON) tools/lockfile.py check
 	$(PYTHON) -m venv $(VENV)
-	# torch is pinned: an unpinned torch pulls a multi-GB CUDA build.
-	$(PY) -m pip install --quiet "torch==2.13.0"
-	$(PY) -m pip install --quiet -e ".[models,dev,dist,geometry]"
+	$(PY) -m pip install --quiet --require-hashes -r $(LOCK)
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(PY) tools/lockfile.py installed
 	touch $@
+
+.PHONY: lock lock-check
+lock: $(LOCK_VENV)/.uv-$(UV_VERSION)
+	$(PYTHON) tools/lockfile.py compile --uv $(LOCK_VENV)/bin/uv \
+		--find-links $(TORCH_WHEELS) $(LOCK_ARGS)
+
+$(LOCK_VENV)/.uv-$(UV_VERSION):
+	$(PYTHON) -m venv --clear $(LOCK_VENV)
+	$(LOCK_VENV)/bin/python -m pip install --quiet "uv==$(UV_VERSION)"
+	touch $@
+
+lock-check:
+	$(PYTHON) tools/lockfile.py check
 
 audit: install
 	$(VENV)/bin/softrank audit --panel $(PANEL) --out $(OUT)
@@ -44,18 +72,15 @@ bench: install
 		--show-stderr $(ASV_ARGS)
 
 # The documentation site: docs/_build/html/index.html (Sphinx, numpydoc, MyST; the [docs]
-# extra). Offline; warnings are errors and every cross-reference must resolve (-n, nitpicky),
-# so a stale docstring fails the build (CI runs it: .ci/run). The gallery's images are the committed
+# extra, installed from the lock by `make install`). Offline; warnings are errors and every
+# cross-reference must resolve (-n, nitpicky), so a stale docstring fails the build (CI runs
+# it: .ci/run). The gallery's images are the committed
 # docs/gallery/*.png: `make gallery` remakes them from a fresh audit of the quick panel (a
 # few minutes on 2 cores); `make docs` never runs an audit.
 SPHINXOPTS ?= -n -W --keep-going
 GALLERY_RUN ?= docs/_build/gallery-run
-docs: install $(VENV)/.docs-installed
+docs: install
 	$(VENV)/bin/sphinx-build $(SPHINXOPTS) -b html docs docs/_build/html
-
-$(VENV)/.docs-installed: pyproject.toml | install
-	$(PY) -m pip install --quiet -e ".[docs]"
-	touch $@
 
 gallery: install
 	rm -rf $(GALLERY_RUN)
