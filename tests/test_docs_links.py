@@ -74,3 +74,32 @@ def test_nothing_cites_a_document_outside_the_repository(pattern):
             for i, line in enumerate(p.read_text().splitlines(), 1)
             if re.search(pattern, line)]
     assert hits == []
+
+
+#: Dotted names in the docs that are files, not Python objects.
+NOT_OBJECTS = {"softrank.lock"}
+
+
+def test_every_softrank_name_in_the_docs_exists():
+    import importlib
+
+    bad = []
+    for path in (ROOT / "docs").rglob("*.md"):
+        if "_build" in path.parts:
+            continue
+        for name in sorted(set(re.findall(r"softrank(?:\.[A-Za-z_]\w*)+", path.read_text()))):
+            if name in NOT_OBJECTS:
+                continue
+            parts = name.split(".")
+            for i in range(len(parts), 0, -1):
+                try:
+                    obj, rest = importlib.import_module(".".join(parts[:i])), parts[i:]
+                    break
+                except ImportError:
+                    continue
+            for attr in rest:
+                if not hasattr(obj, attr):
+                    bad.append(f"{path.relative_to(ROOT)}: {name}")
+                    break
+                obj = getattr(obj, attr)
+    assert bad == []
