@@ -78,12 +78,17 @@ def test_tau_bound_dominates_tau_and_vanishes_with_the_rank():
     assert tau_bound(C, retained_part(C, 3)) < 1e-10
 
 
-def test_gauge_moves_native_geometry_not_intrinsic():
+def _gauged_pair():
+    """One head and the same head under a diagonal gauge of condition ratio 16."""
     rng = np.random.default_rng(3)
     Q, K = rng.standard_normal((32, 4)), rng.standard_normal((28, 4))
-    S = np.diag([1.0, 2.0, 4.0, 0.25])  # condition ratio 16
-    a = Operator.from_factors(Q, K, beta=0.8)
-    b = Operator.from_factors(Q @ S, K @ np.linalg.inv(S).T, beta=0.8)
+    S = np.diag([1.0, 2.0, 4.0, 0.25])
+    return (Operator.from_factors(Q, K, beta=0.8),
+            Operator.from_factors(Q @ S, K @ np.linalg.inv(S).T, beta=0.8))
+
+
+def test_gauge_moves_native_geometry_not_intrinsic():
+    a, b = _gauged_pair()
     assert np.abs(a.A - b.A).max() < 1e-13
     Ca, Cb = interaction(a), interaction(b)
     assert np.abs(Ca - Cb).max() < 1e-11
@@ -94,11 +99,7 @@ def test_gauge_moves_native_geometry_not_intrinsic():
 
 @SDP
 def test_gauge_keeps_kappa():
-    rng = np.random.default_rng(3)
-    Q, K = rng.standard_normal((32, 4)), rng.standard_normal((28, 4))
-    S = np.diag([1.0, 2.0, 4.0, 0.25])  # condition ratio 16
-    a = Operator.from_factors(Q, K, beta=0.8)
-    b = Operator.from_factors(Q @ S, K @ np.linalg.inv(S).T, beta=0.8)
+    a, b = _gauged_pair()
     Ta, Tb = retained_part(interaction(a), 2), retained_part(interaction(b), 2)
     assert kappa(Ta) == pytest.approx(kappa(Tb), rel=1e-5)
 

@@ -47,7 +47,7 @@ from ..errors import InvalidArgumentError, SoftrankError
 
 __all__ = [
     "Construction", "LowerTest", "Context", "Certifier", "CertifierError", "MethodRecord",
-    "Diagnostics", "Status", "Verdict", "Origin", "as_certifier", "import_module",
+    "Diagnostics", "Status", "Verdict", "Origin", "as_certifier", "import_module", "load_object",
     "parse_spec",
 ]
 
@@ -440,6 +440,28 @@ def as_certifier(obj, spec: str = "", name: str | None = None,
         raise InvalidArgumentError(f"certifier {spec or c.name!r}: gauge_invariant: expected "
                                    f"True or False, got {claim!r}")
     return c
+
+
+def load_object(spec: str, arg: str):
+    """The object named by ``MODULE:OBJECT`` (``OBJECT`` may be dotted); ``arg`` names the
+    option in the errors.
+
+    Raises
+    ------
+    InvalidArgumentError
+        If ``spec`` is malformed, the module cannot be imported or has no such attribute.
+    """
+    module, attr = parse_spec(spec, arg)
+    try:
+        obj = import_module(module)
+    except Exception as exc:
+        raise InvalidArgumentError(f"{arg} {spec!r}: cannot import {module!r} "
+                                   f"({type(exc).__name__}: {exc})") from exc
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise InvalidArgumentError(f"{arg} {spec!r}: {module!r} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    return obj
 
 
 def parse_spec(spec, arg: str = "--certifier") -> tuple[str, str]:

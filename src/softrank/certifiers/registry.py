@@ -20,7 +20,7 @@ import scipy.linalg
 from ..errors import InvalidArgumentError
 from . import lower as lo_
 from . import upper as up_
-from .interface import Certifier, Context, as_certifier, import_module, parse_spec
+from .interface import Certifier, Context, as_certifier, load_object, parse_spec
 
 __all__ = ["CONSTRUCTIONS", "LOWER_TESTS", "REFERENCE", "builtin", "builtin_certifiers",
            "default_constructions", "default_lower_tests", "load_certifier",
@@ -330,17 +330,7 @@ def load_certifier(spec: str, arg: str = "--softrank-certifier") -> Certifier:
     module, attr = parse_spec(spec, arg)
     if module == "builtin":
         return builtin(attr, arg)
-    try:
-        mod = import_module(module)
-    except Exception as exc:
-        raise InvalidArgumentError(f"{arg} {spec!r}: cannot import {module!r} "
-                                   f"({type(exc).__name__}: {exc})") from exc
-    obj = mod
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise InvalidArgumentError(f"{arg} {spec!r}: {module!r} has no attribute {attr!r}")
-        obj = getattr(obj, part)
-    return as_certifier(obj, spec)
+    return as_certifier(load_object(spec, arg), spec)
 
 
 _LOADED: dict = {}

@@ -64,7 +64,7 @@ def load_stages(specs) -> list:
         A malformed spec, one that cannot be imported, or an object that is not a stage
         (:class:`softrank.cells.Stage`).
     """
-    from ..certifiers.interface import import_module, parse_spec
+    from ..certifiers.interface import load_object
 
     out = []
     for spec in specs:
@@ -73,17 +73,7 @@ def load_stages(specs) -> list:
             continue
         st = _LOADED_STAGES.get(spec)
         if st is None:
-            module, attr = parse_spec(spec, "--stage")
-            try:
-                obj = import_module(module)
-            except Exception as exc:
-                raise InvalidArgumentError(f"--stage {spec!r}: cannot import {module!r} "
-                                           f"({type(exc).__name__}: {exc})") from exc
-            for part in attr.split("."):
-                if not hasattr(obj, part):
-                    raise InvalidArgumentError(f"--stage {spec!r}: {module!r} has no attribute "
-                                               f"{attr!r}")
-                obj = getattr(obj, part)
+            obj = load_object(spec, "--stage")
             if isinstance(obj, type):
                 try:
                     obj = obj()
