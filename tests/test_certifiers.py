@@ -524,6 +524,19 @@ def test_lp_methods_are_exercised_when_lp_works(name):
     assert _uses_lp(brs)
 
 
+@pytest.fixture
+def no_screening(monkeypatch):
+    """Candidates that never screen a row or key: every decision of the LP-based methods
+    then rests on its LPs (the screening itself is tested below, with the LPs failing)."""
+    from softrank.certifiers import lower as lower_mod
+    from softrank.certifiers import upper as upper_mod
+
+    monkeypatch.setattr(upper_mod, "l1_candidates", lambda A, W, **kw: (
+        np.zeros((A.shape[0], W.shape[0])), np.full(A.shape[0], np.inf)))
+    monkeypatch.setattr(lower_mod, "basis_pursuit_candidates", lambda G, w, B, score, bound, **kw: (
+        np.zeros((B.shape[0], G.shape[1])), np.full(B.shape[0], np.inf)))
+
+
 def _assert_no_lp_bound(op, brs, allow_error):
     for e, br in zip(LP_EPS, brs):
         if br.verdict == "error":
@@ -538,7 +551,7 @@ def _assert_no_lp_bound(op, brs, allow_error):
 
 @pytest.mark.parametrize("name", list(LP_OPS))
 @pytest.mark.parametrize("mode", ["timelimit", "nan", "raise"])
-def test_failing_highs_yields_no_lp_bound(highs_mode, name, mode):
+def test_failing_highs_yields_no_lp_bound(highs_mode, name, mode, no_screening):
     highs_mode["mode"] = mode
     op = LP_OPS[name]()
     brs = bracket(op, LP_EPS)
@@ -547,7 +560,7 @@ def test_failing_highs_yields_no_lp_bound(highs_mode, name, mode):
 
 
 @pytest.mark.parametrize("name", list(LP_OPS))
-def test_time_limit_result_yields_no_lp_bound(monkeypatch, name):
+def test_time_limit_result_yields_no_lp_bound(monkeypatch, name, no_screening):
     monkeypatch.setattr(EqualityLP, "solve",
                         lambda self, b=None, **kw: LPResult("Time limit reached", None, None))
     op = LP_OPS[name]()
@@ -557,7 +570,7 @@ def test_time_limit_result_yields_no_lp_bound(monkeypatch, name):
 
 
 @pytest.mark.parametrize("name", list(LP_OPS))
-def test_nan_optimal_result_yields_no_reported_lp_bound(monkeypatch, name):
+def test_nan_optimal_result_yields_no_reported_lp_bound(monkeypatch, name, no_screening):
     # an "optimal" LPResult carrying NaN (violating LPResult's own contract): whatever the
     # certifiers make of it, the checker must keep it out of the bracket
     monkeypatch.setattr(EqualityLP, "solve",
@@ -567,7 +580,7 @@ def test_nan_optimal_result_yields_no_reported_lp_bound(monkeypatch, name):
     _assert_no_lp_bound(op, brs, allow_error=False)
 
 
-def test_nan_optimal_result_produces_no_lp_candidates(monkeypatch):
+def test_nan_optimal_result_produces_no_lp_candidates(monkeypatch, no_screening):
     monkeypatch.setattr(EqualityLP, "solve",
                         lambda self, b=None, **kw: LPResult("optimal", np.full(self.shape[1], np.nan), 0.0))
     brs = bracket(LP_OPS["sphere"](), LP_EPS)
@@ -575,7 +588,7 @@ def test_nan_optimal_result_produces_no_lp_candidates(monkeypatch):
 
 
 @pytest.mark.parametrize("name", list(LP_OPS))
-def test_solve_raising_yields_error_or_non_lp_bracket(monkeypatch, name):
+def test_solve_raising_yields_error_or_non_lp_bracket(monkeypatch, name, no_screening):
     def boom(self, b=None, **kw):
         raise RuntimeError("solver exploded")
 
@@ -583,6 +596,47 @@ def test_solve_raising_yields_error_or_non_lp_bracket(monkeypatch, name):
     op = LP_OPS[name]()
     brs = bracket(op, LP_EPS)
     _assert_no_lp_bound(op, brs, allow_error=True)
+
+
+@pytest.mark.parametrize("name", list(LP_OPS))
+def test_screened_methods_answer_without_lps_and_stay_sound(highs_mode, name):
+    # every LP fails: the l1 refits and subspace searches still answer where their
+    # candidates meet the target (an upper bound of each LP's optimum), and every such
+    # answer is a checked end; on these operators they do win that way
+    highs_mode["mode"] = "raise"
+    op = LP_OPS[name]()
+    brs = bracket(op, LP_EPS)
+    for e, br in zip(LP_EPS, brs):
+        assert_sound(op.A, br, e)
+    assert _lp_candidates(brs)
+
+
+def test_screening_decides_as_the_lps_do():
+    # the screened l1 refit and subspace search reach the decisions of solving every row
+    # and key exactly, rank by rank, on a sphere and a grid operator
+    from softrank.certifiers import lower as lower_mod
+    from softrank.certifiers import upper as upper_mod
+
+    for op in (LP_OPS["sphere"](), LP_OPS["grid"]()):
+        A = op.A
+        _, _, Vt = np.linalg.svd(A)
+        for eps in LP_EPS:
+            screened = upper_mod.L1Refit(A, Vt)
+            for k in range(1, 12):
+                W = Vt[:k]
+                reg = L1Regression(W)
+                exact = max(np.abs(A[i] - reg.solve(A[i]) @ W).sum() for i in range(A.shape[0]))
+                target = eps * (1.0 - upper_mod.SAFETY) - 1e-15  # the searches' slack
+                assert screened.feasible(k, eps) == (exact <= target), (k, eps)
+            sub = lower_mod.SubspaceSearch(A, Vt.T, "svd")
+            bare = lower_mod.SubspaceSearch(A, Vt.T, "svd")
+            for k in range(1, 12):
+                with pytest.MonkeyPatch.context() as mp:
+                    mp.setattr(lower_mod, "basis_pursuit_candidates",
+                               lambda G, w, B, score, bound, **kw: (
+                                   np.zeros((B.shape[0], G.shape[1])), np.full(B.shape[0], np.inf)))
+                    want = bare.certificate(k, eps) is not None
+                assert (sub.certificate(k, eps) is not None) == want, (k, eps)
 
 
 # ------------------------------------------------------------------ rank searches

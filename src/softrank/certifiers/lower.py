@@ -290,6 +290,77 @@ def truncated_pseudoinverse(A: np.ndarray, eps: float, svd, hi: int) -> DecodedI
     return None
 
 
+def basis_pursuit_candidates(G: np.ndarray, weights: np.ndarray, B: np.ndarray, score,
+                             bound: float, iters: int = 10, delta: float = 1e-12):
+    """Cheap candidates for ``min sum_i w_i |z_i|  s.t.  G z = b`` for many ``b`` at once.
+
+    The weighted least-norm solution ``z = D G^T (G D G^T)^-1 b`` with ``D = diag(1 / w)``,
+    then up to ``iters`` steps of iteratively reweighted least squares with
+    ``D = diag((|z_i| + delta) / w_i)`` (each step a majorisation of the weighted l1 norm),
+    on the right-hand sides whose best score is still ``>= bound``; the systems
+    ``G D_b G^T`` of those right-hand sides are formed by one matrix product
+    ``(|z| + delta) / w (nb, n) @ (G * G) (n, k^2)``. Every iterate solves ``G z = b`` up to
+    rounding and is scored by the caller's own objective, so a candidate is only ever an
+    upper bound of the LP's optimum.
+
+    Parameters
+    ----------
+    G : (k, n) float64 ndarray
+    weights : (n,) float64 ndarray, positive
+    B : (nb, k) float64 ndarray
+        Right-hand sides, one per row.
+    score : callable
+        ``score(Z, idx) -> (len(idx),)`` values of the iterates ``Z`` for the right-hand
+        sides ``idx`` (``inf`` for a non-finite one); lower is better.
+    bound : float
+        A right-hand side whose best score is below it stops iterating.
+    iters : int
+    delta : float
+
+    Returns
+    -------
+    Z : (nb, n) float64 ndarray
+        Each right-hand side's best iterate.
+    values : (nb,) float64 ndarray
+        Their scores.
+    """
+    k, n = G.shape
+    nb = B.shape[0]
+    eye = np.eye(k)
+    best_val = np.full(nb, np.inf)
+    best_Z = np.zeros((nb, n))
+    with np.errstate(all="ignore"):
+        d = 1.0 / weights
+        M = (G * d) @ G.T
+        ridge = 1e-12 * max(np.trace(M) / k, 1e-300)
+        try:
+            Z = (np.linalg.solve(M + ridge * eye, B.T).T @ G) * d  # (nb, n)
+        except np.linalg.LinAlgError:
+            return best_Z, best_val
+        idx = np.arange(nb)
+        GG = None
+        for t in range(iters + 1):
+            v = np.asarray(score(Z, idx), dtype=np.float64)
+            v[~np.isfinite(v)] = np.inf
+            better = v < best_val[idx]
+            best_val[idx[better]], best_Z[idx[better]] = v[better], Z[better]
+            keep = best_val[idx] >= bound
+            if t == iters or not keep.any():
+                break
+            idx, Z = idx[keep], Z[keep]
+            if GG is None:
+                GG = (G[:, None, :] * G[None, :, :]).reshape(k * k, n).T  # (n, k^2)
+            D = (np.abs(Z) + delta) / weights
+            Mb = (D @ GG).reshape(-1, k, k)
+            rb = 1e-12 * np.maximum(np.trace(Mb, axis1=1, axis2=2) / k, 1e-300)
+            try:
+                Y = np.linalg.solve(Mb + rb[:, None, None] * eye, B[idx, :, None])[..., 0]
+            except np.linalg.LinAlgError:
+                break
+            Z = (Y @ G) * D
+    return best_Z, best_val
+
+
 class SubspaceSearch:
     """Subspace certificates on a nested family of subspaces (docs/theory/lower.md#subspace-certificate).
 
@@ -331,24 +402,64 @@ class SubspaceSearch:
             return None
         R[J] = np.eye(k)  # exact identity rows (the solve leaves rounding there)
         AR = A @ R
-        bp = BasisPursuit(np.hstack([AR.T, R.T]), np.concatenate([np.full(m, eps), np.ones(N)]))
-        Lam = np.empty((N, m))
-        Mu = np.empty((N, N))
+        G = np.hstack([AR.T, R.T])  # (k, m + N)
+        weights = np.concatenate([np.full(m, eps), np.ones(N)])
         bound = 1.0 - 1e-7
         order = self.key_order
-        for pos, j in enumerate(list(order)):
+
+        def value(j, z):  # the key's condition c_j (< 1 needed), as the checker states it
+            lam, mu = z[:m], z[m:]
+            return (eps * np.abs(lam).sum() + np.abs(mu).sum()
+                    + np.abs(R[j] - AR.T @ lam - R.T @ mu).sum())
+
+        bp = None
+
+        def fail(j):  # j ended this subspace: hardest first next time
+            pos = order.index(j)
+            if pos:
+                order.insert(0, order.pop(pos))
+            self._cache[key] = None
+
+        def exact(j):
+            nonlocal bp
+            if bp is None:
+                bp = BasisPursuit(G, weights)
             z = bp.solve(R[j])
-            val = np.inf
-            if z is not None:
-                lam, mu = z[:m], z[m:]
-                val = (eps * np.abs(lam).sum() + np.abs(mu).sum()
-                       + np.abs(R[j] - AR.T @ lam - R.T @ mu).sum())
+            val = np.inf if z is None else value(j, z)
+            return z, val
+
+        Lam = np.empty((N, m))
+        Mu = np.empty((N, N))
+        # 1. the key that ended the last subspace: a subspace that fails usually fails there
+        j0 = order[0]
+        z, val = exact(j0)
+        if not np.isfinite(val) or val >= bound:
+            fail(j0)
+            return None
+        Lam[j0], Mu[j0] = z[:m], z[m:]
+        # 2. screen the other keys with candidates (any z bounds the LP's optimum above)
+        rest = np.array([j for j in order if j != j0], dtype=np.int64)
+        best_val = np.full(N, np.inf)
+        best_z = np.zeros((N, m + N))
+        if rest.size:
+            def score(Z, idx):
+                lam, mu = Z[:, :m], Z[:, m:]
+                return (eps * np.abs(lam).sum(axis=1) + np.abs(mu).sum(axis=1)
+                        + np.abs(R[rest[idx]] - lam @ AR - mu @ R).sum(axis=1))
+
+            best_z[rest], best_val[rest] = basis_pursuit_candidates(G, weights, R[rest], score,
+                                                                    bound)
+        # 3. the keys still at or above the bound exactly, largest candidate value first
+        need = [int(j) for j in rest if not best_val[j] < bound]
+        for j in sorted(need, key=lambda j: -best_val[j]):
+            z, val = exact(j)
             if not np.isfinite(val) or val >= bound:
-                if pos:
-                    order.insert(0, order.pop(pos))  # hardest first next time
-                self._cache[key] = None
+                fail(j)
                 return None
-            Lam[j], Mu[j] = lam, mu
+            if val < best_val[j]:
+                best_val[j], best_z[j] = val, z
+        for j in rest:
+            Lam[j], Mu[j] = best_z[j, :m], best_z[j, m:]
         cert = SubspaceCertificate(eps, J, R, Lam, Mu, f"subspace/{self.name}")
         self._cache[key] = cert
         return cert

@@ -125,10 +125,19 @@ class NystromLandmarks:
         return None if k is None else UpperWitness(eps, *search.make(k), self.name)
 
 
+def _segment_means(X: np.ndarray, k: int) -> np.ndarray:
+    """Means of the rows of ``X`` over ``k`` contiguous segments of sizes as equal as
+    possible, the longer ones first (the segments of ``numpy.array_split``)."""
+    n = X.shape[0]
+    size, extra = divmod(n, k)
+    starts = np.arange(k) * size + np.minimum(np.arange(k), extra)
+    counts = np.full(k, size) + (np.arange(k) < extra)
+    return np.add.reduceat(X, starts, axis=0) / counts[:, None]
+
+
 def _nystrom(shape, Q, K, beta, k):
     m, N = shape
-    Qt = np.stack([Q[s].mean(axis=0) for s in np.array_split(np.arange(m), k)])
-    Kt = np.stack([K[s].mean(axis=0) for s in np.array_split(np.arange(N), k)])
+    Qt, Kt = _segment_means(Q, k), _segment_means(K, k)
     try:
         U = _softmax_rows(beta * Q @ Kt.T) @ np.linalg.pinv(_softmax_rows(beta * Qt @ Kt.T))
     except np.linalg.LinAlgError:

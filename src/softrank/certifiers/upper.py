@@ -126,12 +126,111 @@ class TruncatedSVD:
         return UpperWitness(eps, self.U[:, :k] * self.s[:k], self.Vt[:k], self.method)
 
 
+def _weighted_grams(wt: np.ndarray, X: np.ndarray) -> np.ndarray:
+    """``G_i = X diag(wt_i) X^T`` for every row ``wt_i`` of ``wt (r, n)``, ``X (k, n)``:
+    ``(r, k, k)``. One matrix product ``wt @ (X * X) (n, k^2)`` when that table is at most
+    16 Mi entries, else a broadcast product in blocks of rows."""
+    r, n = wt.shape
+    k = X.shape[0]
+    if n * k * k <= 2**24:
+        XX = (X[:, None, :] * X[None, :, :]).reshape(k * k, n).T
+        return (wt @ XX).reshape(r, k, k)
+    G = np.empty((r, k, k))
+    step = max(1, int(2**24 // max(k * n, 1)))
+    for a in range(0, r, step):
+        G[a:a + step] = (X[None, :, :] * wt[a:a + step, None, :]) @ X.T
+    return G
+
+
+def l1_candidates(A: np.ndarray, W: np.ndarray, iters: int = 8, delta: float = 1e-8,
+                  U0: np.ndarray | None = None, target: float = -np.inf):
+    """Cheap candidates for ``min_u ||a_i - u W||_1`` on every row of ``A`` at once.
+
+    Least squares (or the given start ``U0``), then up to ``iters`` steps of iteratively
+    reweighted least squares (weights ``1 / max(|r_ij|, delta)``; each step a majorisation
+    of the l1 loss) on the rows whose best error is still above ``target``, keeping each
+    row's best iterate. The systems ``G_i = W diag(w_i) W^T`` of those rows are formed by
+    one matrix product (``_weighted_grams``). Any ``u`` bounds its row's l1 optimum from
+    above, so a row whose candidate error is within a target needs no LP
+    (docs/theory/witnesses.md#l1-refit).
+
+    Parameters
+    ----------
+    A : (m, N) float64 ndarray
+    W : (k, N) float64 ndarray
+        Basis (rows).
+    iters : int
+        Reweighting steps after the start.
+    delta : float
+        Floor of ``|r_ij|`` in the weights.
+    U0 : (m, k) float64 ndarray, optional
+        Start instead of least squares.
+    target : float
+        A row whose best error is at most ``target`` stops iterating.
+
+    Returns
+    -------
+    U : (m, k) float64 ndarray
+        Each row's best coefficients found.
+    err : (m,) float64 ndarray
+        ``||a_i - U_i W||_1`` as computed in float64 (``inf`` where not finite).
+    """
+    m, N = A.shape
+    k = W.shape[0]
+    with np.errstate(all="ignore"):
+        if U0 is None:
+            try:
+                U = np.linalg.lstsq(W.T, A.T, rcond=None)[0].T
+            except np.linalg.LinAlgError:
+                U = np.zeros((m, k))
+        else:
+            U = np.array(U0, dtype=np.float64)
+        err = np.abs(A - U @ W).sum(axis=1)
+        err[~np.isfinite(err)] = np.inf
+        best_U, best_err = U.copy(), err.copy()
+        eye = np.eye(k)
+        idx = np.arange(m)
+        for _ in range(iters):
+            keep = best_err[idx] > target
+            if not keep.any():
+                break
+            idx, U = idx[keep], U[keep]
+            Ai = A[idx]
+            wt = 1.0 / np.maximum(np.abs(Ai - U @ W), delta)
+            G = _weighted_grams(wt, W)
+            ridge = 1e-12 * np.maximum(np.trace(G, axis1=1, axis2=2) / k, 1e-300)
+            try:
+                U = np.linalg.solve(G + ridge[:, None, None] * eye,
+                                    ((wt * Ai) @ W.T)[..., None])[..., 0]
+            except np.linalg.LinAlgError:
+                break
+            if not np.isfinite(U).all():
+                break
+            err = np.abs(Ai - U @ W).sum(axis=1)
+            better = np.isfinite(err) & (err < best_err[idx])
+            best_U[idx[better]], best_err[idx[better]] = U[better], err[better]
+    return best_U, best_err
+
+
 class L1Refit:
     """l1 refit on nested bases: the first ``k`` rows of ``Vt`` (docs/theory/witnesses.md: l1 refit, row basis).
 
-    ``feasible(k, eps)`` solves ``min_u ||a_i - u Vt[:k]||_1`` for every row (stopping early
-    once a row exceeds ``eps``); results are cached per ``k`` so that all tolerances share
-    them. A row whose LP is not optimal makes the rank unavailable (never feasible).
+    ``feasible(k, eps)`` decides whether every row's optimum of ``min_u ||a_i - u Vt[:k]||_1``
+    is ``<= eps``, solving as few rows exactly (HiGHS) as it can:
+
+    1. the row that ended the last infeasible rank, if any, is solved first: a rank that
+       fails usually fails there;
+    2. the other rows are screened (:func:`l1_candidates`: least squares for all rows,
+       then reweighted least squares for the rows still above the target): a row whose
+       candidate is within the target needs no LP, since any candidate bounds its row's
+       optimum from above;
+    3. the remaining rows are solved exactly, largest candidate error first, stopping at the
+       first whose optimum exceeds the target.
+
+    The decision is the one of solving every row exactly: a row is feasible iff some ``u``
+    meets the target. Candidates and exact solutions are cached per ``k``, so all
+    tolerances share them. A row that needs its LP and whose LP is not optimal makes the
+    rank unavailable (never feasible).
     With ``Vt`` the right singular vectors this is the *l1 refit*; with ``Vt`` the rows of
     ``A`` in greedy farthest-row order (column-pivoted QR of ``A^T``) it is the *row basis*
     construction.
@@ -145,15 +244,51 @@ class L1Refit:
         if method:
             self.method = method
         self._cache: dict[int, dict] = {}
-        self._order = np.arange(A.shape[0])
+        self._hardest: int | None = None
 
     def _state(self, k: int) -> dict:
         st = self._cache.get(k)
         if st is None:
-            st = {"U": np.full((self.A.shape[0], k), np.nan), "err": np.full(self.A.shape[0], np.nan),
-                  "solver": None, "failed": False}
+            m = self.A.shape[0]
+            st = {"U": np.full((m, k), np.nan), "err": np.full(m, np.nan), "cU": None,
+                  "cerr": None, "refined": np.zeros(m, dtype=bool), "solver": None,
+                  "failed": False, "complete": False, "max": None}
             self._cache[k] = st
         return st
+
+    def _screen(self, st: dict, k: int, tgt: float) -> None:
+        """Candidates for every row (least squares, once per ``k``), refined by reweighted
+        least squares on the unsolved rows still above ``tgt``."""
+        W = self.Vt[:k]
+        if st["cU"] is None:
+            st["cU"], st["cerr"] = l1_candidates(self.A, W, iters=0)
+        rows = np.nonzero(~st["refined"] & np.isnan(st["err"]) & ~(st["cerr"] <= tgt))[0]
+        if rows.size:
+            U, e = l1_candidates(self.A[rows], W, U0=st["cU"][rows], target=tgt)
+            better = e < st["cerr"][rows]
+            st["cU"][rows[better]], st["cerr"][rows[better]] = U[better], e[better]
+            st["refined"][rows] = True
+
+    def _solve_row(self, st: dict, k: int, i: int) -> float | None:
+        """Row ``i``'s exact l1 optimum (cached); None when its LP is not optimal."""
+        if not np.isnan(st["err"][i]):
+            return float(st["err"][i])
+        W = self.Vt[:k]
+        if st["solver"] is None:
+            st["solver"] = L1Regression(W)
+        u = st["solver"].solve(self.A[i])
+        if u is None:
+            return None
+        e = float(np.abs(self.A[i] - u @ W).sum())
+        if not np.isfinite(e):
+            return None
+        st["U"][i], st["err"][i] = u, e
+        return e
+
+    def _best(self, st: dict, i: int) -> float:
+        """Row ``i``'s smallest known error (exact or candidate; nan if neither)."""
+        c = np.nan if st["cerr"] is None else st["cerr"][i]
+        return float(np.fmin(st["err"][i], c))
 
     def feasible(self, k: int, eps: float) -> bool:
         """True when every row's l1 optimum at rank ``k`` is ``<= eps`` (with slack)."""
@@ -163,31 +298,53 @@ class L1Refit:
         st = self._state(k)
         if st["failed"]:
             return False
-        done = ~np.isnan(st["err"])
-        if done.any() and np.nanmax(st["err"]) > tgt:
-            return False
-        W = self.Vt[:k]
-        for i in self._order:
-            if done[i]:
-                continue
-            if st["solver"] is None:
-                st["solver"] = L1Regression(W)
-            u = st["solver"].solve(self.A[i])
-            if u is None:
+        best = st["err"] if st["cerr"] is None else np.fmin(st["err"], st["cerr"])
+        if (best[~np.isnan(st["err"])] > tgt).any():
+            return False  # a solved row's optimum is above the target
+        h = self._hardest
+        if h is not None and not self._best(st, h) <= tgt:
+            e = self._solve_row(st, k, h)
+            if e is None:
                 st["failed"] = True
                 return False
-            e = np.abs(self.A[i] - u @ W).sum()
-            if not np.isfinite(e):
+            if self._best(st, h) > tgt:
+                return False
+        self._screen(st, k, tgt)
+        need = np.nonzero(np.isnan(st["err"]) & ~(st["cerr"] <= tgt))[0]
+        for i in need[np.argsort(-st["cerr"][need], kind="stable")]:  # hardest first
+            e = self._solve_row(st, k, int(i))
+            if e is None:
                 st["failed"] = True
                 return False
-            st["U"][i] = u
-            st["err"][i] = e
-            if e > tgt:
-                # check the hardest rows first at the next rank too
-                self._order = np.concatenate([[i], self._order[self._order != i]])
+            if self._best(st, int(i)) > tgt:
+                self._hardest = int(i)
                 return False
-        st["solver"] = None  # all rows done: free the LP
+        st["complete"] = True
         return True
+
+    def max_error(self, k: int) -> float | None:
+        """The exact max-row l1 optimum at rank ``k`` once ``feasible(k, .)`` has held
+        (None before): rows solved exactly, largest candidate first, until no remaining
+        candidate exceeds the largest optimum found (each candidate bounds its row's
+        optimum from above). Used to predict ranks from exactly solved rows only."""
+        st = self._cache.get(k)
+        if st is None or not st["complete"] or st["failed"]:
+            return None
+        if st["max"] is None:
+            solved = ~np.isnan(st["err"])
+            worst = float(np.max(st["err"][solved])) if solved.any() else -np.inf
+            self._screen(st, k, worst)  # refine every candidate that could exceed it
+            for i in np.argsort(-st["cerr"], kind="stable"):
+                if not np.isnan(st["err"][i]):
+                    continue
+                if not st["cerr"][i] > worst:
+                    break  # every remaining candidate, so every remaining optimum, is <= worst
+                e = self._solve_row(st, k, int(i))
+                if e is None:
+                    return None
+                worst = max(worst, e)
+            st["max"] = worst
+        return st["max"]
 
     def least_rank(self, eps: float, lo: int, hi: int) -> int | None:
         """Least ``k`` in ``[lo, hi]`` that is feasible, by bisection (monotone in ``k``)."""
@@ -195,7 +352,9 @@ class L1Refit:
 
     def witness(self, eps: float, k: int) -> UpperWitness:
         st = self._cache[k]
-        return UpperWitness(eps, st["U"].copy(), self.Vt[:k], self.method)
+        exact = ~np.isnan(st["err"]) & ~(st["err"] > st["cerr"])
+        U = np.where(exact[:, None], st["U"], st["cU"])
+        return UpperWitness(eps, U, self.Vt[:k], self.method)
 
 
 class AlternatingL1:
@@ -295,13 +454,17 @@ class AlternatingL1:
         if self._tsvd_errors is None:  # only searches need it (attacks fit single ranks)
             self._tsvd_errors = TruncatedSVD(self.A, self._svd).errors
         e_svd = self._tsvd_errors
-        done = [(k, np.max(st["err"])) for k, fit in self._fits.items()
-                for st in [fit._cache.get(k)]
-                if st is not None and not np.isnan(st["err"]).any() and k < e_svd.size
-                and e_svd[k] > 0]
+        # the largest rank whose fit has held at some tolerance, with its exact max error
+        # (rows solved exactly: screened candidates would only bound it from above)
+        done = [k for k, fit in self._fits.items()
+                if fit._cache.get(k) is not None and fit._cache[k]["complete"]
+                and k < e_svd.size and e_svd[k] > 0]
         if not done:
             return None
-        k0, e0 = max(done)
+        k0 = max(done)
+        e0 = self._fits[k0].max_error(k0)
+        if e0 is None:
+            return None
         ok = np.nonzero((e0 / e_svd[k0]) * e_svd[1:hi + 1] <= _target(eps))[0]
         return int(ok[0]) + 1 if ok.size else hi
 

@@ -1,16 +1,22 @@
-"""Interval cross-check of every certificate condition (docs/theory/checker.md).
+"""Interval cross-check of every certificate condition (docs/theory/checker.md#interval-cross-check).
 
 The conditions checked in :mod:`.float64` are recomputed here in interval arithmetic, from
 the exact float64 data, with outward rounding done by a library rather than by our own
 error analysis:
 
-* ``mpmath`` (``mpmath.iv``, pure Python) -- used for operators with ``m, N <= 64``, or on a
-  sample of rows (``max_rows``) for larger ones;
-* ``flint`` (python-flint ``arb_mat``, ball arithmetic in C) -- full size at any size.
+* ``flint`` (python-flint ``arb_mat``: Arb's ball arithmetic in C) -- the default, at every
+  size: each matrix is converted once, and products, differences and row sums are
+  matrix-level operations in C;
+* ``mpmath`` (``mpmath.iv``, pure Python) -- on request (``backend="mpmath"``), a second
+  library for cross-checks; on operators with ``max(m, N) > 64`` it checks a seeded sample
+  of rows (``max_rows``) unless told otherwise.
 
-Only the final comparison is done in float64, on enclosure endpoints converted with one
-ulp of outward rounding. The result is independent evidence: a certificate is accepted by
-:func:`softrank.checker.check` only if both this check and the float64 one accept it.
+Each condition is written once, in terms of a few operations that both back ends provide
+(matrices of exact float64 data, products, differences, row sums of absolute values, sums
+of squares); only the final comparison is made in float64, on enclosure endpoints converted
+with one step of outward rounding. The result is independent evidence: a certificate is
+accepted by :func:`softrank.checker.check` only if both this check and the float64 one
+accept it.
 """
 
 from __future__ import annotations
@@ -24,7 +30,8 @@ from .certificates import structure_error
 
 __all__ = ["IntervalResult", "check_interval", "MPMATH_FULL_SIZE"]
 
-#: Largest ``max(m, N)`` that the mpmath back end checks in full by default.
+#: Largest ``max(m, N)`` that the mpmath back end checks in full by default (larger
+#: operators: a sample of ``max_rows`` rows).
 MPMATH_FULL_SIZE = 64
 PREC = 80  # working precision (bits) of both back ends
 
@@ -53,7 +60,17 @@ class _Precision:
         return False
 
 
+def _outward_up(x: float) -> float:
+    return float(np.nextafter(x, np.inf))
+
+
+def _outward_down(x: float) -> float:
+    return float(np.nextafter(x, -np.inf))
+
+
 class _Mp(_Precision):
+    """mpmath ``iv``: every operation in Python, entry by entry."""
+
     name = "mpmath"
 
     def __init__(self):
@@ -71,6 +88,7 @@ class _Mp(_Precision):
         return self.iv.mpf(float(x))
 
     def mat(self, X):
+        """The exact interval matrix of a float64 array."""
         iv = self.iv
         X = np.asarray(X, dtype=np.float64)
         M = iv.matrix(X.shape[0], X.shape[1])
@@ -82,8 +100,33 @@ class _Mp(_Precision):
     def matmul(self, X, Y):
         return X * Y
 
+    def sub(self, X, Y):
+        return X - Y
+
     def get(self, M, i, j):
         return M[i, j]
+
+    def row_abs_sums(self, M) -> list:
+        """Enclosures of ``sum_j |M_ij|``, one per row."""
+        out = []
+        for i in range(M.rows):
+            s = self.num(0.0)
+            for j in range(M.cols):
+                s = s + abs(M[i, j])
+            out.append(s)
+        return out
+
+    def abs_row_sums_of(self, X) -> list:
+        """Enclosures of ``sum_j |X_ij|`` for a float64 array (its absolute values exact)."""
+        return self.row_abs_sums(self.mat(np.abs(np.asarray(X, dtype=np.float64))))
+
+    def sum_squares(self, M):
+        """An enclosure of ``sum_ij M_ij^2`` (it may dip below 0 when entries straddle 0)."""
+        s = self.num(0.0)
+        for i in range(M.rows):
+            for j in range(M.cols):
+                s = s + M[i, j] * M[i, j]
+        return s
 
     def sqrt(self, x):
         return self.iv.sqrt(x)
@@ -94,13 +137,16 @@ class _Mp(_Precision):
         return self.iv.sqrt(self.iv.mpf(max(float(x.b), 0.0)))
 
     def hi(self, x) -> float:
-        return float(np.nextafter(float(x.b), np.inf))
+        return _outward_up(float(x.b))
 
     def lo(self, x) -> float:
-        return float(np.nextafter(float(x.a), -np.inf))
+        return _outward_down(float(x.a))
 
 
 class _Flint(_Precision):
+    """python-flint ``arb_mat``: one conversion per matrix, products, differences and sums
+    in C (the only per-entry Python work is the absolute value of a computed matrix)."""
+
     name = "flint"
 
     def __init__(self):
@@ -118,16 +164,55 @@ class _Flint(_Precision):
         return self.flint.arb(float(x))
 
     def mat(self, X):
+        """The exact ball matrix of a float64 array (radius 0: 80 bits hold every double)."""
         X = np.asarray(X, dtype=np.float64)
-        return self.flint.arb_mat([[float(v) for v in row] for row in X]) if X.size else (
-            self.flint.arb_mat(X.shape[0], X.shape[1])
-        )
+        r, c = X.shape
+        return self.flint.arb_mat(r, c, X.ravel().tolist()) if X.size else (
+            self.flint.arb_mat(r, c))
 
     def matmul(self, X, Y):
         return X * Y
 
+    def sub(self, X, Y):
+        return X - Y
+
     def get(self, M, i, j):
         return M[i, j]
+
+    def _ones(self, n: int):
+        return self.flint.arb_mat(n, 1, [1] * n)
+
+    def _column(self, S) -> list:
+        return [S[i, 0] for i in range(S.nrows())]
+
+    def row_abs_sums(self, M) -> list:
+        """Enclosures of ``sum_j |M_ij|``, one per row: ``|M|`` entry by entry (arb's abs of
+        a ball), then the sums as one product with a vector of ones, in C."""
+        r, c = M.nrows(), M.ncols()
+        if r == 0:
+            return []
+        if c == 0:
+            return [self.num(0.0)] * r
+        absM = self.flint.arb_mat(r, c, [abs(x) for x in M.entries()])
+        return self._column(absM * self._ones(c))
+
+    def abs_row_sums_of(self, X) -> list:
+        """Enclosures of ``sum_j |X_ij|`` for a float64 array (its absolute values exact)."""
+        X = np.abs(np.asarray(X, dtype=np.float64))
+        if X.shape[0] == 0:
+            return []
+        if X.shape[1] == 0:
+            return [self.num(0.0)] * X.shape[0]
+        return self._column(self.mat(X) * self._ones(X.shape[1]))
+
+    def sum_squares(self, M):
+        """An enclosure of ``sum_ij M_ij^2``: the entries as one row ``v``, then ``v v^T``
+        in C (it may dip below 0 when entries straddle 0)."""
+        n = M.nrows() * M.ncols()
+        if n == 0:
+            return self.num(0.0)
+        v = self.flint.arb_mat(1, n, M.entries())
+        return (v * v.transpose())[0, 0]
 
     def sqrt(self, x):
         return x.sqrt()
@@ -142,10 +227,10 @@ class _Flint(_Precision):
         # x.upper() is an exact binary number >= every point of the ball; float() rounds it
         # to nearest, one ulp up restores the bound (mid + rad in floats would not: with
         # mid ~ -rad the cancellation can exceed any fixed number of ulps of the result)
-        return float(np.nextafter(float(x.upper()), np.inf))
+        return _outward_up(float(x.upper()))
 
     def lo(self, x) -> float:
-        return float(np.nextafter(float(x.lower()), -np.inf))
+        return _outward_down(float(x.lower()))
 
 
 def _backend(name: str):
@@ -156,17 +241,6 @@ def _backend(name: str):
     raise InvalidArgumentError(f"backend: expected 'mpmath' or 'flint', got {name!r}")
 
 
-def _rows_abs_sums(B, A_rows, P, rows, cols_pred=None):
-    """Interval row sums ``sum_j |A_ij - P_ij|`` for the listed rows (A_rows: float array)."""
-    out = []
-    for t, i in enumerate(rows):
-        s = B.num(0.0)
-        for j in range(A_rows.shape[1]):
-            s = s + abs(B.num(A_rows[t, j]) - B.get(P, t, j))
-        out.append(s)
-    return out
-
-
 def _sample(m: int, max_rows: int | None, rng_seed: int = 0) -> np.ndarray:
     if max_rows is None or m <= max_rows:
         return np.arange(m)
@@ -175,87 +249,65 @@ def _sample(m: int, max_rows: int | None, rng_seed: int = 0) -> np.ndarray:
 
 
 def _upper(B, A, c, rows):
-    U = B.mat(c.U[rows])
-    W = B.mat(c.W)
-    P = B.matmul(U, W)
-    sums = _rows_abs_sums(B, A[rows], P, rows)
+    """``max_i sum_j |A_ij - (U W)_ij| <= eps`` over the listed rows."""
+    P = B.matmul(B.mat(c.U[rows]), B.mat(c.W))
+    sums = B.row_abs_sums(B.sub(B.mat(A[rows]), P))
     worst = max(B.hi(s) for s in sums)
     return worst <= c.eps, f"max row l1 error <= {worst:.17g}"
 
 
 def _trivial(B, A, c, rows):
-    best = -np.inf
-    for i in rows:
-        s = B.num(0.0)
-        for v in A[i]:
-            s = s + abs(B.num(v))
-        best = max(best, B.lo(s))
+    """``max_i sum_j |A_ij| > eps``."""
+    best = max(B.lo(s) for s in B.abs_row_sums_of(A[rows]))
     return best > c.eps, f"||A||_inf >= {best:.17g}"
 
 
 def _key_groups(B, A, c, rows):
+    """Every witness query's margin ``own - other > eps``: with ``X = A[queries] R`` (``R``
+    the groups' 0/1 indicators), ``own = X_aa`` and ``own - other = 2 X_aa - sum_b X_ab``."""
     k = c.rank
-    worst = np.inf
-    for a in range(k):
-        q = int(c.queries[a])
-        own = B.num(0.0)
-        for j in c.groups[a]:
-            own = own + B.num(A[q, j])
-        other = B.num(0.0)
-        for b in range(k):
-            if b != a:
-                for j in c.groups[b]:
-                    other = other + B.num(A[q, j])
-        worst = min(worst, B.lo(own - other))
+    N = A.shape[1]
+    R = np.zeros((N, k))
+    for a, g in enumerate(c.groups):
+        R[np.asarray(g, dtype=np.int64), a] = 1.0
+    X = B.matmul(B.mat(A[np.asarray(c.queries, dtype=np.int64)]), B.mat(R))
+    total = B.matmul(X, B.mat(np.ones((k, 1))))
+    worst = min(B.lo(B.num(2.0) * B.get(X, a, a) - B.get(total, a, 0)) for a in range(k))
     return worst > c.eps, f"min diagonal-dominance margin >= {worst:.17g}"
 
 
 def _decoded(B, A, c, rows):
+    """``eps ||L||_inf ||R||_inf + ||I - L A R||_inf < 1`` (rows of ``L`` listed)."""
     k = c.rank
     X = B.matmul(B.mat(A), B.mat(c.R))
     M = B.matmul(B.mat(c.L[rows]), X)
-    resid = -np.inf
-    for t, a in enumerate(rows):
-        s = B.num(0.0)
-        for b in range(k):
-            s = s + abs(B.num(1.0 if a == b else 0.0) - B.get(M, t, b))
-        resid = max(resid, B.hi(s))
-    nL = max(B.hi(sum((abs(B.num(v)) for v in row), B.num(0.0))) for row in c.L)
-    nR = max(B.hi(sum((abs(B.num(v)) for v in row), B.num(0.0))) for row in c.R)
+    D = B.sub(B.mat(np.eye(k)[rows]), M)
+    resid = max(B.hi(s) for s in B.row_abs_sums(D))
+    nL = max(B.hi(s) for s in B.abs_row_sums_of(c.L))
+    nR = max(B.hi(s) for s in B.abs_row_sums_of(c.R))
     total = B.num(resid) + B.num(c.eps) * B.num(nL) * B.num(nR)
     t = B.hi(total)
     return t < 1.0, f"condition <= {t:.17g} (< 1 needed)"
 
 
 def _frobenius(B, A, c, rows):
+    """Eckart-Young tail of ``A[I]`` with the float64 SVD's defects enclosed (see the module
+    docstring of :mod:`.float64` for the quantities)."""
     Bm = A[c.rows]
     Uf, s, Vt = np.linalg.svd(Bm, full_matrices=False)
     r = c.r
 
     def gram_defect(Z):
-        Zi = B.mat(Z)
-        Zt = B.mat(Z.T)
-        G = B.matmul(Zt, Zi)
-        acc = B.num(0.0)
-        for i in range(Z.shape[1]):
-            for j in range(Z.shape[1]):
-                d = B.get(G, i, j) - B.num(1.0 if i == j else 0.0)
-                acc = acc + d * d
-        return B.sqrt_upper(acc)
+        G = B.matmul(B.mat(Z.T), B.mat(Z))
+        return B.sqrt_upper(B.sum_squares(B.sub(G, B.mat(np.eye(Z.shape[1])))))
 
     eta_U = gram_defect(Uf)
     eta_V = gram_defect(Vt.T)
     Y = B.matmul(B.mat(Uf), B.mat(np.diag(s)))
     P = B.matmul(Y, B.mat(Vt))
-    acc = B.num(0.0)
-    fro2 = B.num(0.0)
-    for i in range(Bm.shape[0]):
-        for j in range(Bm.shape[1]):
-            bij = B.num(Bm[i, j])
-            d = bij - B.get(P, i, j)
-            acc = acc + d * d
-            fro2 = fro2 + bij * bij
-    delta = B.sqrt_upper(acc)
+    Bi = B.mat(Bm)
+    delta = B.sqrt_upper(B.sum_squares(B.sub(Bi, P)))
+    fro2 = B.sum_squares(Bi)
     one = B.num(1.0)
     cU = B.sqrt(one + eta_U)
     cV = B.sqrt(one + eta_V)
@@ -269,20 +321,17 @@ def _frobenius(B, A, c, rows):
 
 
 def _subspace(B, A, c, rows):
-    X = B.matmul(B.mat(A), B.mat(c.R))
+    """``c_j = ||r_j - Lam_j A R - M_j R||_1 + eps ||Lam_j||_1 + ||M_j||_1 < 1`` for every
+    listed key ``j``."""
     Rm = B.mat(c.R)
+    X = B.matmul(B.mat(A), Rm)
     S1 = B.matmul(B.mat(c.Lam[rows]), X)
     S2 = B.matmul(B.mat(c.M[rows]), Rm)
-    k = c.rank
+    resid = B.row_abs_sums(B.sub(B.sub(B.mat(c.R[rows]), S1), S2))
+    nLam = B.abs_row_sums_of(c.Lam[rows])
+    nM = B.abs_row_sums_of(c.M[rows])
     eps = B.num(c.eps)
-    worst = -np.inf
-    for t, j in enumerate(rows):
-        s = B.num(0.0)
-        for b in range(k):
-            s = s + abs(B.num(c.R[j, b]) - B.get(S1, t, b) - B.get(S2, t, b))
-        s = s + eps * sum((abs(B.num(v)) for v in c.Lam[j]), B.num(0.0))
-        s = s + sum((abs(B.num(v)) for v in c.M[j]), B.num(0.0))
-        worst = max(worst, B.hi(s))
+    worst = max(B.hi(r + eps * l + mu) for r, l, mu in zip(resid, nLam, nM))
     return worst < 1.0, f"max_j c_j <= {worst:.17g} (< 1 needed)"
 
 
@@ -303,12 +352,13 @@ def check_interval(A, cert, backend: str = "auto", max_rows: int | None = 16) ->
     ----------
     A : (m, N) float64 ndarray
     cert : a certificate from :mod:`.certificates`
-    backend : {"auto", "mpmath", "flint"}
-        ``auto``: mpmath when ``max(m, N) <= MPMATH_FULL_SIZE`` (except Frobenius-tail
-        certificates), otherwise flint (full size).
+    backend : {"auto", "flint", "mpmath"}
+        ``auto`` and ``flint``: python-flint, every row at every size. ``mpmath``: mpmath's
+        ``iv``, a second library (slow: about 1.5 s for a witness on a 64 x 64 operator).
     max_rows : int or None
-        With the mpmath back end on a larger operator, check this many rows (a seeded sample;
-        rows of ``U`` for witnesses, rows of ``L`` for decoded inverses). ``None``: all rows.
+        With the mpmath back end on an operator with ``max(m, N) > MPMATH_FULL_SIZE``,
+        check this many rows (a seeded sample; rows of ``U`` for witnesses, rows of ``L``
+        for decoded inverses, keys for subspace certificates). ``None``: all rows.
 
     Returns
     -------
@@ -326,10 +376,7 @@ def check_interval(A, cert, backend: str = "auto", max_rows: int | None = 16) ->
     if err is not None:
         return IntervalResult(False, backend, "-", err)
     if backend == "auto":
-        # The Frobenius and subspace conditions need n^3-sized interval products (about 5 s
-        # in mpmath at 64 x 64, 0.1 s in flint): they always go to flint.
-        small = max(m, N) <= MPMATH_FULL_SIZE and cert.kind not in ("frobenius", "subspace")
-        backend = "mpmath" if small else "flint"
+        backend = "flint"
     fn, rowwise = _CONDITIONS[cert.kind]
     try:
         nrows = {"decoded": cert.rank, "subspace": N}.get(cert.kind, m)
