@@ -15,13 +15,20 @@ Marker arguments name the modules the test needs when it needs only some of the 
 calls :func:`require_extra` at its top.
 """
 
+import atexit
 import importlib.util
 import os
+import shutil
+import tempfile
 
 import pytest
 
 # the suites (tests/test_suites_builtin.py) follow --softrank-profile, else this default
 os.environ.setdefault("SOFTRANK_PROFILE", "ci")
+# the audits and studies the tests run keep captured operators in a cache of this session
+# only, never in the user's ~/.cache (softrank.generators.cache)
+os.environ["SOFTRANK_OPERATOR_CACHE"] = tempfile.mkdtemp(prefix="softrank-test-operators-")
+atexit.register(shutil.rmtree, os.environ["SOFTRANK_OPERATOR_CACHE"], ignore_errors=True)
 
 #: The modules the tests import from each optional extra (pyproject.toml).
 EXTRAS = {

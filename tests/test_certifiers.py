@@ -685,3 +685,19 @@ def test_least_feasible_guess_asked_again_after_hi():
     probed = []
     assert least_feasible(lambda k: probed.append(k) or k >= 6, 1, 20, guess=guess) == 6
     assert calls == [0, 1] and probed == [20, 6, 5]
+
+
+@pytest.mark.parametrize("k, n", [(3, 7), (6, 40), (45, 9000)])  # the last: no (n, k^2) table
+def test_weighted_solves_match_each_system_solved_alone(k, n, monkeypatch):
+    from softrank.certifiers import linalg
+
+    rng = np.random.default_rng(k)
+    X = rng.standard_normal((k, n))
+    wt = rng.uniform(0.1, 2.0, size=(11, n))
+    B = rng.standard_normal((11, k))
+    monkeypatch.setattr(linalg, "BLOCK_ENTRIES", 3 * k * k)  # blocks of a few rows
+    got = linalg.weighted_solves(X, wt, B)
+    for i in range(11):
+        G = (X * wt[i]) @ X.T
+        G += 1e-12 * np.trace(G) / k * np.eye(k)
+        assert np.allclose(got[i], np.linalg.solve(G, B[i]), rtol=1e-9, atol=1e-12)

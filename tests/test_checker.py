@@ -492,6 +492,27 @@ def test_check_interval_false_reports_float64_only():
     assert rep.ok and rep.interval is None and not rep.disagree
 
 
+@pytest.mark.parametrize("shape", [(8, 6), (64, 64)])
+def test_auto_backend_is_flint_on_every_row_at_small_sizes_too(shape):
+    A = stochastic(*shape, seed=3)
+    U, W = tsvd(A, 3)
+    e = fsum_error(A, U, W)
+    rep = check(A, UpperWitness(e * 1.01 + 1e-12, U, W))
+    assert rep.ok and rep.interval.backend == "flint" and rep.interval.rows_checked == "all"
+
+
+def test_the_two_backends_enclose_the_same_row_error():
+    # each condition is written once for both libraries: the bound each reports on the max
+    # row error of one witness agrees to far below float64's resolution of it
+    A = stochastic(12, 10, seed=4)
+    U, W = tsvd(A, 4)
+    e = fsum_error(A, U, W)
+    a = check_interval(A, UpperWitness(e * 1.01, U, W), backend="flint", max_rows=None)
+    b = check_interval(A, UpperWitness(e * 1.01, U, W), backend="mpmath", max_rows=None)
+    va, vb = (float(r.detail.rsplit(" ", 1)[1]) for r in (a, b))
+    assert a.ok and b.ok and abs(va - vb) <= 4 * np.spacing(e) and abs(va - e) <= 1e-12
+
+
 def test_auto_backend_on_a_larger_operator_samples_rows_or_uses_flint():
     A = stochastic(80, 70, seed=2)
     U, W = tsvd(A, 60)

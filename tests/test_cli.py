@@ -279,17 +279,39 @@ def test_resume_refuses_a_different_run(tmp_path, capsys):
     assert "operators" in capsys.readouterr().err
 
 
-def test_cell_timeout_is_an_error_never_a_bound(tmp_path):
+def test_a_cell_past_its_time_limit_is_cut_short_with_checked_ends(tmp_path):
     from softrank.certifiers.bracket import bracket
+    from softrank.checker import check
     from softrank.generators.synthetic import gaussian_head
 
     op = gaussian_head(48, 48, 16, 2.0, seed=0)
+    full = bracket(op, [0.1, 0.3])
     brs = bracket(op, [0.1, 0.3], time_limit=1e-6)
-    for b in brs:
-        assert b.verdict == "error" and b.lower_certificate is None and b.upper_witness is None
-        assert "time limit" in b.diagnostics.error
+    for b, f in zip(brs, full):
+        assert b.cut_short and not f.cut_short and b.verdict in ("open", "resolved")
+        # only the O(m N) methods ran: trivial (lower 1) and identity (upper min(m, N))
+        ran = {r.name for r in b.diagnostics.methods if r.message != "time limit"}
+        assert ran == {"trivial", "identity"}, ran
+        assert (b.lower, b.upper) == (1, 48) and b.lower <= f.lower <= f.upper <= b.upper
+        for c in (b.lower_certificate, b.upper_witness):
+            assert check(op.A, c).ok
+        assert b.to_dict()["cut_short"] and b.to_dict()["diagnostics"]["cut_short"]
     with pytest.raises(SoftrankError, match="time_limit"):
         bracket(op, 0.1, time_limit=0)
+
+
+def test_bracket_cli_time_limit_and_progress(tmp_path, capsys):
+    from softrank.generators.synthetic import gaussian_head
+
+    f = tmp_path / "h.npy"
+    np.save(f, gaussian_head(32, 32, 16, 2.0, seed=1).A)
+    assert main(["bracket", str(f), "--eps", "0.25", "--time-limit", "1e-6", "--progress"]) == 0
+    out, err = capsys.readouterr()
+    assert "cut short by --time-limit" in out and "both ends are checked" in out
+    assert "eps 0.25: lower trivial: ok rank 1" in err and "(time limit)" in err
+    with pytest.raises(SystemExit) as exc:  # argparse's own one-line error
+        main(["bracket", str(f), "--eps", "0.25", "--time-limit", "0"])
+    assert exc.value.code == 2 and "--time-limit" in capsys.readouterr().err
 
 
 @pytest.mark.dist("pyarrow")

@@ -32,7 +32,7 @@ from ..validation import check_positive
 from .interface import Certifier, Context, Diagnostics, MethodRecord, Verdict, as_certifier
 from .registry import default_constructions, default_lower_tests, load_certifier, load_certifiers
 
-__all__ = ["Bracket", "bracket", "validate_eps", "CellTimeout", "memory_estimate", "BracketStage",
+__all__ = ["Bracket", "bracket", "validate_eps", "memory_estimate", "BracketStage",
            "svd_seconds",
            "BASE_MEMORY"]
 
@@ -85,6 +85,9 @@ class Bracket:
         a bug), ``error`` (no certified end could be produced).
     seconds : float
         Wall time spent on this tolerance (shared work is charged to the first one).
+    cut_short : bool
+        (Property.) The time limit passed before every method ran; both ends are still
+        checked certificates.
     checks : dict
         The checker's reports for the two reported certificates.
     diagnostics : Diagnostics
@@ -114,6 +117,12 @@ class Bracket:
     def resolved(self) -> bool:
         return self.verdict == "resolved"
 
+    @property
+    def cut_short(self) -> bool:
+        """The time limit passed before every method ran (``diagnostics.cut_short``): the
+        ends are checked, but searches were skipped."""
+        return self.diagnostics.cut_short
+
     def to_dict(self) -> dict:
         return {
             "eps": self.eps,
@@ -126,6 +135,7 @@ class Bracket:
             "checks": {k: v.summary() for k, v in self.checks.items()},
             "diagnostics": self.diagnostics.to_dict(),
             "rho": self.rho,
+            "cut_short": self.cut_short,
         }
 
 
@@ -210,10 +220,6 @@ def _unique_names(methods: list[Certifier], side: str) -> None:
         seen[c.name] = c.spec
 
 
-class CellTimeout(SoftrankError):
-    """A cell ran past its time limit: an ``error`` verdict, never a bound."""
-
-
 def _short(exc: Exception) -> str:
     msg = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {msg[0] if msg else ''}"[:300]
@@ -224,17 +230,32 @@ class _Engine:
     reports the strongest end that also passes the interval check."""
 
     def __init__(self, op: Operator, ctx: Context, eps: float, interval: bool,
-                 deadline: float | None):
+                 deadline: float | None, progress=None):
         self.op, self.ctx, self.eps, self.interval = op, ctx, eps, interval
         self.deadline = deadline
+        self.progress = progress
         self.diag = Diagnostics()
+
+    def _say(self, rec: MethodRecord) -> None:
+        if self.progress is not None:
+            rank = f" rank {rec.rank}" if rec.rank is not None else ""
+            why = f" ({rec.message})" if rec.message else ""
+            self.progress(f"eps {self.eps:g}: {rec.side} {rec.name}: {rec.status}{rank}, "
+                          f"{rec.seconds:.2f} s{why}")
 
     def run(self, c: Certifier, side: str, eps: float):
         """Call one method; return its answer if the float64 checker accepts it, else None.
-        Every outcome is recorded; an exception costs that method only."""
+        Every outcome is recorded; an exception costs that method only. Past the deadline
+        only the built-in methods marked ``always`` (trivial, identity: O(m N)) still run;
+        the others are recorded as skipped and the bracket as cut short."""
         t = time.perf_counter()
-        if self.deadline is not None and t > self.deadline:
-            raise CellTimeout(f"time limit reached before {c.name}")
+        if (self.deadline is not None and t > self.deadline
+                and not (c.origin == "builtin" and getattr(c.obj, "always", False))):
+            self.diag.cut_short = True
+            self.diag.methods.append(MethodRecord(c.name, side, c.origin, "skipped", None, 0.0,
+                                                  "time limit"))
+            self._say(self.diag.methods[-1])
+            return None
         searches = getattr(c.obj, "searches", False)
         if side == "upper" and searches and self.ctx.upper <= max(self.ctx.lower, 1):
             self.diag.methods.append(MethodRecord(c.name, side, c.origin, "skipped"))
@@ -244,10 +265,12 @@ class _Engine:
         except Exception as exc:  # noqa: BLE001 - a failure is recorded, never a bound
             self.diag.methods.append(MethodRecord(c.name, side, c.origin, "failed", None,
                                                   time.perf_counter() - t, _short(exc)))
+            self._say(self.diag.methods[-1])
             return None
         dt = time.perf_counter() - t
         if out is None:
             self.diag.methods.append(MethodRecord(c.name, side, c.origin, "declined", None, dt))
+            self._say(self.diag.methods[-1])
             return None
         if c.origin == "third-party" and side == "lower" and out.method != c.name:
             out = dataclasses.replace(out, method=c.name)  # credited by its certifier's name
@@ -258,6 +281,7 @@ class _Engine:
             ok, msg = False, f"the checker could not read it ({_short(exc)})"
         self.diag.methods.append(MethodRecord(c.name, side, c.origin, "ok" if ok else "rejected",
                                               out.rank, dt, msg))
+        self._say(self.diag.methods[-1])
         return out if ok else None
 
     def first_passing(self, cands: list, owner: dict, side: str):
@@ -278,12 +302,13 @@ class _Engine:
 
 def _bracket_one(op: Operator, ctx: Context, eps_req: float, interval: bool,
                  lower_tests: list[Certifier], constructions: list[Certifier], rho: float = 0.0,
-                 deadline: float | None = None) -> Bracket:
+                 deadline: float | None = None, progress=None) -> Bracket:
     """One tolerance; ``rho > 0`` (validated mode) certifies the lower side at ``eps + rho``
     and the upper side at ``eps - rho`` (:mod:`softrank.checker.validated`). ``deadline``
-    (``time.perf_counter()`` value) is checked before every method: past it the cell raises
-    :class:`CellTimeout` (a method already running is not interrupted)."""
-    eng = _Engine(op, ctx, eps_req, interval, deadline)
+    (``time.perf_counter()`` value) is checked before every method: past it only the
+    ``always`` methods run and the bracket is cut short (a method already running is not
+    interrupted)."""
+    eng = _Engine(op, ctx, eps_req, interval, deadline, progress)
     owner: dict = {}
 
     # ---- lower side: every test, each raising the bar of the searches after it
@@ -379,7 +404,7 @@ def _monotone(brs: list[Bracket], A: np.ndarray, interval: bool) -> None:
 
 def bracket(A, eps, *, interval: bool = True, validated: bool = False,
             time_limit: float | None = None, constructions=None,
-            lower_tests=None) -> Bracket | list[Bracket]:
+            lower_tests=None, progress=None) -> Bracket | list[Bracket]:
     """Certified brackets ``lower <= r_eps(A) <= upper`` (docs/theory/quantity.md, docs/theory/witnesses.md, docs/theory/lower.md).
 
     Parameters
@@ -397,8 +422,10 @@ def bracket(A, eps, *, interval: bool = True, validated: bool = False,
         certified with the tolerance moved by the enclosure radius ``rho``.
     time_limit : float, optional
         Seconds per tolerance (the shared set-up is charged to the first, the largest
-        ``eps``). Checked before each method; a tolerance past it gets an ``error``
-        verdict (``diagnostics.error`` says so), never a bound.
+        ``eps``). Checked before each method (one already running is not interrupted);
+        past it the remaining methods are skipped except the trivial lower test and the
+        identity witness (``O(m N)``), and the tolerance is reported with the best checked
+        ends of the methods that ran, ``cut_short`` set. Never an unchecked bound.
     constructions, lower_tests : list, optional
         Extra methods run after the built-in ones at every tolerance: objects with
         ``witness(operator, eps)`` / ``certify(operator, eps)`` (or classes instantiable
@@ -420,6 +447,12 @@ def bracket(A, eps, *, interval: bool = True, validated: bool = False,
     InvalidArgumentError
         If a tolerance is outside ``(0, 1)``, ``validated`` without ``Q``, ``K``, ``beta``, an
         extra method lacks its protocol's method, or two methods of one side share a name.
+
+    Other Parameters
+    ----------------
+    progress : callable, optional
+        Called with one line of text after every method of every tolerance (its side,
+        name, outcome, rank and seconds): ``softrank bracket --progress`` prints them.
     """
     op = A if isinstance(A, Operator) else Operator(A=A)
     eps_list = validate_eps(eps)
@@ -458,7 +491,7 @@ def bracket(A, eps, *, interval: bool = True, validated: bool = False,
             if ctx is None:
                 raise SoftrankError(f"set-up failed: {setup_error}")
             deadline = None if time_limit is None else t0 + float(time_limit)
-            br = _bracket_one(op, ctx, e, interval, tests, cons, rho, deadline)
+            br = _bracket_one(op, ctx, e, interval, tests, cons, rho, deadline, progress)
         except Exception as exc:  # a crash is an error verdict, never a bound
             br = Bracket(eps=e, lower=0, upper=-1, verdict="error",
                          diagnostics=Diagnostics(error=f"{type(exc).__name__}: {exc}"))

@@ -55,7 +55,8 @@ __all__ = [
 #:
 #: ``ok`` -- it returned a witness or certificate that the float64 checker accepted;
 #: ``declined`` -- it returned None; ``skipped`` -- not run, because the ends found before it
-#: already leave it nothing to improve (built-in searches only); ``failed`` -- it raised or
+#: already leave it nothing to improve (built-in searches only) or the time limit had passed
+#: (its message says which); ``failed`` -- it raised or
 #: broke the protocol (never a bound); ``rejected`` -- the checker refused what it returned.
 Status = Literal["ok", "declined", "skipped", "failed", "rejected"]
 #: A cell's verdict (see :class:`softrank.certifiers.bracket.Bracket`).
@@ -192,6 +193,9 @@ class Diagnostics:
     reported : dict
         ``{"lower": name, "upper": name}``: the methods whose answers are the reported ends
         (for an end carried from another tolerance, the method that made it there).
+    cut_short : bool
+        The time limit passed before every method had run: the ends are the best checked
+        ones of the methods that ran (``skipped`` records name the others).
     """
 
     methods: list = field(default_factory=list)
@@ -199,6 +203,7 @@ class Diagnostics:
     carried: dict = field(default_factory=dict)
     error: str = ""
     reported: dict = field(default_factory=dict)
+    cut_short: bool = False
 
     def record(self, name: str) -> MethodRecord | None:
         """The record of method ``name`` (the last one if it ran twice), or None."""
@@ -223,14 +228,14 @@ class Diagnostics:
         return {"methods": [r.to_dict() for r in self.methods],
                 "checker_disagreements": self.checker_disagreements,
                 "carried": dict(self.carried), "error": self.error,
-                "reported": dict(self.reported)}
+                "reported": dict(self.reported), "cut_short": self.cut_short}
 
     @classmethod
     def from_dict(cls, d: dict) -> "Diagnostics":
         return cls(methods=[MethodRecord(**m) for m in d.get("methods", [])],
                    checker_disagreements=int(d.get("checker_disagreements", 0)),
                    carried=dict(d.get("carried", {})), error=str(d.get("error", "")),
-                   reported=dict(d.get("reported", {})))
+                   reported=dict(d.get("reported", {})), cut_short=bool(d.get("cut_short")))
 
 
 def _accepts_context(fn) -> bool:

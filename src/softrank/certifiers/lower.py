@@ -16,7 +16,10 @@ none of them is a bound until the checker accepts it. The searches:
   the decoder ``L`` minimising ``||L||_inf`` subject to ``L A R = I`` (one basis-pursuit LP
   per row of ``L``, HiGHS). The least achievable ``||L||_inf`` is non-decreasing in ``k``
   (each added group adds a constraint to every existing row), so a bisection over ``k`` is
-  exact; results are cached per ``k`` and shared by all tolerances.
+  exact; results are cached per ``k`` and shared by all tolerances;
+* :class:`SubspaceSearch` -- subspace certificates on the top right singular vectors (and a
+  local search around the best), each key screened by :func:`basis_pursuit_candidates`
+  before its LP.
 """
 
 from __future__ import annotations
@@ -31,11 +34,12 @@ from ..checker import (
     SubspaceCertificate,
     TrivialCertificate,
 )
+from .linalg import weighted_solves
 from .lp import BasisPursuit
 
 __all__ = [
     "trivial", "frobenius", "row_order", "key_groups", "group_families", "coattended_groups",
-    "LPDecoder", "SubspaceSearch", "truncated_pseudoinverse",
+    "LPDecoder", "SubspaceSearch", "truncated_pseudoinverse", "basis_pursuit_candidates",
 ]
 
 #: Relative slack demanded in the certifiers' own (unchecked) arithmetic so that the
@@ -299,7 +303,7 @@ def basis_pursuit_candidates(G: np.ndarray, weights: np.ndarray, B: np.ndarray, 
     ``D = diag((|z_i| + delta) / w_i)`` (each step a majorisation of the weighted l1 norm),
     on the right-hand sides whose best score is still ``>= bound``; the systems
     ``G D_b G^T`` of those right-hand sides are formed by one matrix product
-    ``(|z| + delta) / w (nb, n) @ (G * G) (n, k^2)``. Every iterate solves ``G z = b`` up to
+    (:func:`softrank.certifiers.linalg.weighted_solves`). Every iterate solves ``G z = b`` up to
     rounding and is scored by the caller's own objective, so a candidate is only ever an
     upper bound of the LP's optimum.
 
@@ -338,7 +342,6 @@ def basis_pursuit_candidates(G: np.ndarray, weights: np.ndarray, B: np.ndarray, 
         except np.linalg.LinAlgError:
             return best_Z, best_val
         idx = np.arange(nb)
-        GG = None
         for t in range(iters + 1):
             v = np.asarray(score(Z, idx), dtype=np.float64)
             v[~np.isfinite(v)] = np.inf
@@ -348,13 +351,9 @@ def basis_pursuit_candidates(G: np.ndarray, weights: np.ndarray, B: np.ndarray, 
             if t == iters or not keep.any():
                 break
             idx, Z = idx[keep], Z[keep]
-            if GG is None:
-                GG = (G[:, None, :] * G[None, :, :]).reshape(k * k, n).T  # (n, k^2)
             D = (np.abs(Z) + delta) / weights
-            Mb = (D @ GG).reshape(-1, k, k)
-            rb = 1e-12 * np.maximum(np.trace(Mb, axis1=1, axis2=2) / k, 1e-300)
             try:
-                Y = np.linalg.solve(Mb + rb[:, None, None] * eye, B[idx, :, None])[..., 0]
+                Y = weighted_solves(G, D, B[idx])
             except np.linalg.LinAlgError:
                 break
             Z = (Y @ G) * D

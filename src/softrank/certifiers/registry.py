@@ -135,6 +135,7 @@ class IdentityConstruction:
     name = "identity"
     gauge_invariant = True  # reads only A
     searches = False
+    always = True  # O(m N): runs past a time limit too, so every bracket has an upper end
 
     def witness(self, operator, eps, context=None):
         return up_.identity_witness(_ctx(operator, context).A, eps)
@@ -147,6 +148,7 @@ class TrivialTest:
 
     name = "trivial"
     gauge_invariant = True  # reads only A
+    always = True  # O(m N): runs past a time limit too, so every bracket has a lower end
 
     def certify(self, operator, eps, context=None):
         return lo_.trivial(_ctx(operator, context).A, eps)

@@ -8,9 +8,10 @@ reaches for every tolerance, sharing work across tolerances:
 * :class:`TruncatedSVD` -- the error of every truncation, in one pass (errors of all ranks
   from rank-one updates);
 * :class:`L1Refit` -- right basis ``V_k^T`` (top right singular vectors) and each row of
-  ``U`` by an l1 regression (HiGHS LP, warm-started across rows). The subspaces are nested,
-  so the best max-row error is non-increasing in ``k`` and a bisection is exact; per-rank
-  results are cached and shared by all tolerances;
+  ``U`` by an l1 regression (HiGHS LP, warm-started across rows), after the rows are
+  screened by :func:`l1_candidates` (rows already within the target need no LP). The
+  subspaces are nested, so the best max-row error is non-increasing in ``k`` and a
+  bisection is exact; per-rank results are cached and shared by all tolerances;
 * :class:`L1Refit` on the rows of ``A`` (greedy farthest-row order) -- the *row basis*;
 * :class:`AlternatingL1` -- both factors by iteratively reweighted least squares with a
   minimax row reweighting, rows polished by exact l1 regressions;
@@ -27,10 +28,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..checker import UpperWitness
+from .linalg import BLOCK_ENTRIES, weighted_solves
 from .lp import L1Regression
 
 __all__ = [
-    "least_feasible",
+    "least_feasible", "l1_candidates",
     "TruncatedSVD", "L1Refit", "AlternatingL1", "key_support", "Hybrid", "identity_witness",
     "SAFETY",
 ]
@@ -126,22 +128,6 @@ class TruncatedSVD:
         return UpperWitness(eps, self.U[:, :k] * self.s[:k], self.Vt[:k], self.method)
 
 
-def _weighted_grams(wt: np.ndarray, X: np.ndarray) -> np.ndarray:
-    """``G_i = X diag(wt_i) X^T`` for every row ``wt_i`` of ``wt (r, n)``, ``X (k, n)``:
-    ``(r, k, k)``. One matrix product ``wt @ (X * X) (n, k^2)`` when that table is at most
-    16 Mi entries, else a broadcast product in blocks of rows."""
-    r, n = wt.shape
-    k = X.shape[0]
-    if n * k * k <= 2**24:
-        XX = (X[:, None, :] * X[None, :, :]).reshape(k * k, n).T
-        return (wt @ XX).reshape(r, k, k)
-    G = np.empty((r, k, k))
-    step = max(1, int(2**24 // max(k * n, 1)))
-    for a in range(0, r, step):
-        G[a:a + step] = (X[None, :, :] * wt[a:a + step, None, :]) @ X.T
-    return G
-
-
 def l1_candidates(A: np.ndarray, W: np.ndarray, iters: int = 8, delta: float = 1e-8,
                   U0: np.ndarray | None = None, target: float = -np.inf):
     """Cheap candidates for ``min_u ||a_i - u W||_1`` on every row of ``A`` at once.
@@ -150,7 +136,7 @@ def l1_candidates(A: np.ndarray, W: np.ndarray, iters: int = 8, delta: float = 1
     reweighted least squares (weights ``1 / max(|r_ij|, delta)``; each step a majorisation
     of the l1 loss) on the rows whose best error is still above ``target``, keeping each
     row's best iterate. The systems ``G_i = W diag(w_i) W^T`` of those rows are formed by
-    one matrix product (``_weighted_grams``). Any ``u`` bounds its row's l1 optimum from
+    one matrix product (:func:`weighted_solves`). Any ``u`` bounds its row's l1 optimum from
     above, so a row whose candidate error is within a target needs no LP
     (docs/theory/witnesses.md#l1-refit).
 
@@ -188,7 +174,6 @@ def l1_candidates(A: np.ndarray, W: np.ndarray, iters: int = 8, delta: float = 1
         err = np.abs(A - U @ W).sum(axis=1)
         err[~np.isfinite(err)] = np.inf
         best_U, best_err = U.copy(), err.copy()
-        eye = np.eye(k)
         idx = np.arange(m)
         for _ in range(iters):
             keep = best_err[idx] > target
@@ -197,11 +182,8 @@ def l1_candidates(A: np.ndarray, W: np.ndarray, iters: int = 8, delta: float = 1
             idx, U = idx[keep], U[keep]
             Ai = A[idx]
             wt = 1.0 / np.maximum(np.abs(Ai - U @ W), delta)
-            G = _weighted_grams(wt, W)
-            ridge = 1e-12 * np.maximum(np.trace(G, axis1=1, axis2=2) / k, 1e-300)
             try:
-                U = np.linalg.solve(G + ridge[:, None, None] * eye,
-                                    ((wt * Ai) @ W.T)[..., None])[..., 0]
+                U = weighted_solves(W, wt, (wt * Ai) @ W.T)
             except np.linalg.LinAlgError:
                 break
             if not np.isfinite(U).all():
@@ -401,6 +383,18 @@ class AlternatingL1:
             ridge = 1e-12 * np.maximum(np.trace(G, axis1=1, axis2=2) / k, 1e-300)
             return np.linalg.solve(G + ridge[:, None, None] * eye, b)[..., 0]
 
+        def rows(X, wt, B):
+            """Row i: the solution of ``(X diag(wt_i) X^T) u = B_i``, in blocks of rows so
+            that the ``(rows, k, n)`` temporary stays near 32 MiB (each row's system is
+            formed and solved on its own, so the blocks change no bit of the result)."""
+            n = X.shape[1]
+            step = max(1, BLOCK_ENTRIES // max(k * n, 1))
+            out = np.empty((wt.shape[0], k))
+            for a in range(0, wt.shape[0], step):
+                G = (X[None, :, :] * wt[a:a + step, None, :]) @ X.T
+                out[a:a + step] = solve(G, B[a:a + step, :, None])
+            return out
+
         for _ in range(self.iters):
             R = A - U @ W
             err = np.abs(R).sum(axis=1)
@@ -412,12 +406,10 @@ class AlternatingL1:
             rho /= rho.mean()
             wt = 1.0 / np.maximum(np.abs(R), d)  # (m, N)
             try:
-                G = (W[None, :, :] * wt[:, None, :]) @ W.T  # (m, k, k)
-                U = solve(G, ((wt * A) @ W.T)[..., None])
+                U = rows(W, wt, (wt * A) @ W.T)  # (m, k)
                 R = A - U @ W
                 wt = rho[:, None] / np.maximum(np.abs(R), d)
-                G = (U.T[None, :, :] * wt.T[:, None, :]) @ U  # (N, k, k)
-                W = solve(G, ((wt * A).T @ U)[..., None]).T
+                W = rows(U.T, wt.T, (wt * A).T @ U).T  # (k, N)
             except np.linalg.LinAlgError:
                 break  # a degenerate step: keep the best W seen so far
             if not (np.isfinite(U).all() and np.isfinite(W).all()):

@@ -135,6 +135,38 @@ class _Parser(argparse.ArgumentParser):
                      "--help)\n")
 
 
+def _cache_args(p) -> None:
+    """``--operator-cache DIR`` and ``--no-operator-cache`` (softrank.generators.cache)."""
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--operator-cache", default=None, metavar="DIR",
+                   help="keep captured MiniLM operators here, keyed by checkpoint, source, width, "
+                        "layer, head and torch/transformers versions, so a second run does not "
+                        "load the model (default: $SOFTRANK_OPERATOR_CACHE, else "
+                        "~/.cache/softrank/operators)")
+    g.add_argument("--no-operator-cache", action="store_true",
+                   help="capture every operator from the model; read and write no cache")
+
+
+def _operator_cache(args):
+    """The run's OperatorCache, or None with --no-operator-cache."""
+    from ..generators.cache import OperatorCache, default_cache_dir
+
+    if args.no_operator_cache:
+        return None
+    if args.operator_cache is not None:
+        return OperatorCache(args.operator_cache, "--operator-cache")
+    return OperatorCache(default_cache_dir(), "SOFTRANK_OPERATOR_CACHE (default cache)")
+
+
+def _cache_line(cache, seconds: float) -> str:
+    if cache is None:
+        return f"operators ready in {seconds:.1f} s (no operator cache)"
+    asked = cache.hits + cache.misses
+    return (f"operators ready in {seconds:.1f} s ({cache.hits} of {asked} MiniLM operators from "
+            f"the cache in {str(cache.dir)!r})" if asked else
+            f"operators ready in {seconds:.1f} s")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``softrank`` argument parser: every subcommand and option (docs/cli.md is
     generated from it)."""
@@ -163,8 +195,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --executor dask: join this cluster (tcp://host:port) instead of "
                         "starting a local one")
     a.add_argument("--cell-timeout", type=_pos_float, default=None, metavar="SECONDS",
-                   help="time limit per cell (operator x tolerance); a cell past it is an "
-                        "'error' verdict, never a bound")
+                   help="time limit per cell (operator x tolerance): past it the remaining "
+                        "searches are skipped and the cell keeps the best checked ends so far, "
+                        "marked cut_short in its diagnostics (never an unchecked bound)")
     a.add_argument("--resume", action="store_true",
                    help="continue the run whose ledger (ledger.sqlite) is in --out: finished "
                         "cells are kept, not recomputed")
@@ -187,6 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="an extra per-cell measurement run after the built-in stages (repeatable; "
                         "an object with name, columns and run(cells), see softrank.cells): its "
                         "columns are added to brackets.csv")
+    _cache_args(a)
     a.add_argument("--study-boot", type=_study_boot, default=1000, metavar="N",
                    help="bootstrap resamples of the report's studies (scaling laws, block "
                         "width, held-out add-on test, intrinsic descriptor; default 1000, "
@@ -215,6 +249,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "float16 or bfloat16 (rows sum to 1 only within ~1e-7 or ~1e-3); the "
                         "bracket is then of the renormalised matrix, whose rows are within the "
                         "printed delta (l1) of the given ones, and is recorded as such")
+    b.add_argument("--time-limit", type=_pos_float, default=None, metavar="SECONDS",
+                   help="seconds per tolerance: past it the remaining searches are skipped and "
+                        "the tolerance is reported with the best checked ends so far, marked "
+                        "'cut short' (never an unchecked bound)")
+    b.add_argument("--progress", action="store_true",
+                   help="print every method's outcome and time to stderr as it finishes")
     b.add_argument("--max-memory", type=_memory_arg, default=None, metavar="SIZE",
                    help="refuse, before any work, a matrix whose estimated peak memory exceeds "
                         "SIZE (e.g. 4GiB; default: the memory available now); also bounds the "
@@ -276,6 +316,7 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--sources-per-head", type=_int_arg(1), default=None,
                         help=f"standard-library sources per head when running (default {sources})")
         sp.add_argument("--eps", type=_eps_arg, default=0.25)
+        _cache_args(sp)
         sp.add_argument("--workers", type=_int_arg(1), default=None)
         sp.add_argument("--seed", type=_int_arg(0), default=0)
         if boot:
@@ -385,9 +426,13 @@ def _audit_locked(args, panel, eps, out: Path, t0: float) -> int:
     else:
         print(f"softrank audit: panel {panel.name!r}, {len(panel)} operators x {len(eps)} "
               f"tolerances -> {out}/", file=sys.stderr, flush=True)
-    ops = materialize(panel.specs)
+    cache = _operator_cache(args)
+    ops = materialize(panel.specs, cache)
+    t_ops = time.perf_counter() - t0
     if not args.quiet:
-        print(f"operators ready in {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+        for note in cache.notes if cache is not None else []:
+            print(note, file=sys.stderr, flush=True)
+        print(_cache_line(cache, t_ops), file=sys.stderr, flush=True)
     if args.executor == "local":  # each local worker brackets one operator at a time
         import os
 
@@ -406,6 +451,8 @@ def _audit_locked(args, panel, eps, out: Path, t0: float) -> int:
                      scheduler=args.scheduler, cell_timeout=args.cell_timeout,
                      resume=args.resume, identity={"panel": args.panel, "seed": args.seed})
     summary = summarize(rows, panel.name, eps, time.perf_counter() - t0, args.seed)
+    summary["operator_build"] = {"seconds": round(t_ops, 1),
+                                 **(cache.summary() if cache is not None else {"directory": None})}
     if args.study_boot and not args.quiet:
         print(f"brackets done in {summary['wall_seconds']:.0f} s; running the report's studies "
               f"({args.study_boot} bootstrap resamples; --study-boot 0 skips them)",
@@ -454,8 +501,9 @@ def _cmd_bracket(args) -> int:
     from ..certifiers.registry import load_certifiers
 
     cons, tests = load_certifiers(args.certifier)
+    say = (lambda line: print(line, file=sys.stderr, flush=True)) if args.progress else None
     brs = bracket(op, list(args.eps), interval=not args.no_interval, constructions=cons,
-                  lower_tests=tests)
+                  lower_tests=tests, time_limit=args.time_limit, progress=say)
     if d is not None:
         # the matrix's hash, the tolerance (repr: distinct tolerances never share a name),
         # the side and the kind: bracketing another matrix into DIR never reuses a name
@@ -496,6 +544,11 @@ def _cmd_bracket(args) -> int:
                   f"{br.lower_method} / {br.upper_method}")
             if br.verdict == "error":
                 print(f"{'':>{w}}  error: {br.diagnostics.error}")
+            if br.cut_short:
+                skipped = [r.name for r in br.diagnostics.methods if r.message == "time limit"]
+                print(f"{'':>{w}}  cut short by --time-limit: {len(skipped)} methods skipped "
+                      f"({', '.join(skipped[:6])}{', ...' if len(skipped) > 6 else ''}); both "
+                      "ends are checked")
         for c in cons + tests:  # the user's own methods, beside the bracket
             for br in brs:
                 r = br.diagnostics.record(c.name)
@@ -649,7 +702,7 @@ def _study_rows(args, out: Path | None):
     from .audit import run_audit
     from .panels import materialize
 
-    ops = materialize(_study_specs(args))
+    ops = materialize(_study_specs(args), _operator_cache(args))
     return run_audit(ops, [args.eps], out / "audit", workers=args.workers, progress=True,
                      attacks="none", identity={"study": args.study})
 

@@ -147,6 +147,7 @@ def summarize(rows: list[dict], panel: str, eps_list, wall_seconds: float, seed:
         "operators": len(ops),
         "cells": len(rows),
         "wall_seconds": round(wall_seconds, 1),
+        "cut_short": sum(1 for r in rows if '"cut_short":true' in str(r.get("diagnostics", ""))),
         "machine": {"python": platform.python_version(), "platform": platform.platform()},
         "overall": _stats(rows),
         "by_eps": {f"{e:g}": _stats([r for r in rows if float(r["eps"]) == e]) for e in eps_list},
@@ -464,6 +465,16 @@ def _attack_line(a: dict) -> str:
             + ("; counterexamples in `counterexamples/`" if a["succeeded"] else ""))
 
 
+def _build_note(s: dict) -> str:
+    """`` (operators ready in X s, H of N from the operator cache)`` when known."""
+    b = s.get("operator_build")
+    if not b:
+        return ""
+    asked = b.get("hits", 0) + b.get("misses", 0)
+    cached = f", {b['hits']} of {asked} from the operator cache" if asked else ""
+    return f" (operators ready in {b['seconds']:.0f} s{cached})"
+
+
 def write_report(rows: list[dict], summary: dict, out: Path, study_boot: int = 1000) -> None:
     """Write ``summary.json``, ``report.md`` and the PNG plots into ``out``, with the studies
     the cells support (:func:`softrank.studies.report.report_studies`, ``study_boot``
@@ -484,7 +495,8 @@ def write_report(rows: list[dict], summary: dict, out: Path, study_boot: int = 1
         f"# softrank audit: panel `{s['panel']}`",
         "",
         f"{s['operators']} operators x {len(s['eps'])} tolerances = **{s['cells']} cells**, "
-        f"seed {s['seed']}, wall time {s['wall_seconds']:.0f} s, softrank {s['softrank_version']}.",
+        f"seed {s['seed']}, wall time {s['wall_seconds']:.0f} s{_build_note(s)}, "
+        f"softrank {s['softrank_version']}.",
         "",
         "Every bracket `lower <= r_eps(A) <= upper` below is backed by two certificates that the "
         "independent checker accepted in float64 with rounding bounds *and* in interval "
