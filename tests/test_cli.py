@@ -546,3 +546,42 @@ def test_bracket_into_a_closed_pipe_is_not_a_traceback(tmp_path):
                        f" bracket '{tmp_path / 'A.npy'}' --eps {eps} --json | head -c 1",
                        shell=True, capture_output=True, text=True, timeout=300)
     assert "Traceback" not in p.stderr and "BrokenPipe" not in p.stderr, p.stderr
+
+
+def test_laws_and_studies_never_replace_files_without_overwrite(tmp_path, capsys):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "laws.md").write_text("my own notes")
+    (mine / "blockwidth.csv").write_text("my data")
+    assert main(["laws", "--quick", "--out", str(mine)]) == 2
+    err = capsys.readouterr().err
+    assert "--out" in err and "laws.md" in err and "--overwrite" in err
+    assert main(["study", "block-width", "--from", str(tmp_path / "nowhere"), "--out",
+                 str(mine)]) == 2
+    assert "blockwidth.csv" in capsys.readouterr().err
+    assert (mine / "laws.md").read_text() == "my own notes"
+    assert (mine / "blockwidth.csv").read_text() == "my data"
+
+
+def test_a_reused_directory_loses_the_previous_reports_stale_files_only(tmp_path, capsys):
+    import os
+
+    p = tmp_path / "s.toml"
+    p.write_text("eps = [0.5]\n[[synthetic]]\nfamily = 'grid'\nd = 1\nn = 8\n")
+    out = tmp_path / "out"
+    args = ["audit", "--panel", str(p), "--out", str(out), "--quiet", "--workers", "1",
+            "--study-boot", "0"]
+    assert main(args) == 0
+    # as if the previous run had been of a panel with MiniLM heads and its studies
+    s = json.loads((out / "summary.json").read_text())
+    s["plots"].append("minilm_w64_eps0.5.png")
+    (out / "summary.json").write_text(json.dumps(s))
+    (out / "studies").mkdir(exist_ok=True)
+    stale = [out / "minilm_w64_eps0.5.png", out / "studies" / "addon.md"]
+    keep = [out / "my-notes.txt", out / "studies" / "my-study.md"]
+    for f in stale + keep:
+        f.write_text("x")
+        os.utime(f, (1e9, 1e9))
+    assert main(args) == 0
+    assert not any(f.exists() for f in stale) and all(f.exists() for f in keep)
+    assert (out / "families.png").exists()

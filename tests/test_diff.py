@@ -198,6 +198,7 @@ def test_unfinished_or_missing_audits_are_refused(tmp_path, capsys):
     ("diagnostics", "[1, 2]", "diagnostics are not softrank's records"),
     ("diagnostics", '{"methods": [{"name": "x"}]}', "diagnostics are not softrank's records"),
     ("eps", "1.5", "0 < eps < 1"),
+    ("lower", "abc", "lower 'abc' is not an integer"),
 ])
 def test_malformed_csv_cells_are_refused(tmp_path, capsys, field, value, words):
     import csv
@@ -258,3 +259,18 @@ def test_two_real_audits(tmp_path, capsys):
     (tmp_path / "copy" / "brackets.csv").write_bytes((outs[0] / "brackets.csv").read_bytes())
     rc, out, _ = _run(capsys, tmp_path / "copy" / "brackets.csv", outs[1])
     assert rc == 0 and "matrix hashes not compared" in out
+
+
+def test_a_truncated_brackets_csv_is_refused(tmp_path, capsys):
+    import csv
+
+    path = tmp_path / "full.csv"
+    with path.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(BASE[0]))
+        w.writeheader()
+        w.writerows(BASE)
+    cut = tmp_path / "cut.csv"
+    text = path.read_text()
+    cut.write_text(text[: text.index("g-1", text.index("g-1") + 3) + 40])  # inside row 2
+    rc, out, err = _run(capsys, cut, cut)
+    assert rc == 2 and out == "" and "row 2 does not have the header's fields" in err

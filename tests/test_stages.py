@@ -181,3 +181,44 @@ def test_resume_without_a_stage_is_another_run(tmp_path, stage_module):
 def test_load_stages_refuses_bad_specs(spec, words, stage_module):
     with pytest.raises(InvalidArgumentError, match=words):
         load_stages([spec])
+
+
+def test_a_user_stage_that_fails_is_named_in_the_summary_and_report(tmp_path, stage_module,
+                                                                    capsys):
+    (tmp_path / "brokenstage.py").write_text(textwrap.dedent("""
+        class Broken:
+            name = "broken"
+            columns = ("x",)
+
+            def run(self, cells):
+                raise RuntimeError("kaboom")
+    """))
+    panel = tmp_path / "p.toml"
+    panel.write_text('eps = [0.3]\n[[synthetic]]\nfamily = "grid"\nd = 1\nn = 8\n')
+    out = tmp_path / "out"
+    assert main(["audit", "--panel", str(panel), "--out", str(out), "--workers", "1",
+                 "--attacks", "none", "--study-boot", "0", "--stage", "brokenstage:Broken"]) == 0
+    err = capsys.readouterr().err
+    assert "stage 'broken' failed on 1 of 1 operators" in err and "kaboom" in err
+    s = json.loads((out / "summary.json").read_text())
+    assert s["stage_errors"]["broken"]["operators"] == 1
+    assert "kaboom" in s["stage_errors"]["broken"]["first"]
+    assert "**stage errors**" in (out / "report.md").read_text()
+
+
+def test_a_bad_stage_spec_is_refused_before_any_operator_is_built(tmp_path, monkeypatch,
+                                                                   capsys):
+    import softrank.harness.panels as panels
+
+    def no_build(*a, **kw):
+        raise AssertionError("operators were built before the spec was checked")
+
+    monkeypatch.setattr(panels, "materialize", no_build)
+    panel = tmp_path / "p.toml"
+    panel.write_text('eps = [0.3]\n[[synthetic]]\nfamily = "grid"\nd = 1\nn = 8\n')
+    for opt in (["--stage", "nosuch_module_xyz:thing"], ["--certifier", "nosuch_module_xyz:c"],
+                ["--scheduler", "tcp://127.0.0.1:1"]):
+        out = tmp_path / "never"
+        assert main(["audit", "--panel", str(panel), "--out", str(out), "--quiet", *opt]) == 2
+        assert opt[0] in capsys.readouterr().err
+        assert not out.exists()  # a refused run leaves no directory behind

@@ -296,6 +296,8 @@ def build_parser() -> argparse.ArgumentParser:
     lw.add_argument("--eps", type=_eps_arg, default=0.25)
     lw.add_argument("--n-boot", type=_int_arg(100), default=1000, help="bootstrap resamples")
     lw.add_argument("--quick", action="store_true", help="a small sweep (seconds)")
+    lw.add_argument("--overwrite", action="store_true",
+                    help="replace laws.csv, laws.md and laws.png in --out if they exist")
 
     st = sub.add_parser("study", help="studies over audits: block width, held-out add-on test, "
                                       "intrinsic descriptor")
@@ -323,6 +325,9 @@ def build_parser() -> argparse.ArgumentParser:
             sp.add_argument("--n-boot", type=_int_arg(boot), default=1000,
                             help=f"bootstrap resamples (default 1000, at least {boot})")
         sp.add_argument("--out", default=out, help="output directory")
+        sp.add_argument("--overwrite", action="store_true",
+                        help="replace the study's files (NAME.csv, NAME.md, NAME.png) in --out "
+                             "if they exist")
 
     bw = stsub.add_parser("block-width", help="shares of heads for which rank budgets are shown "
                                               "feasible / infeasible / unresolved, per width")
@@ -411,9 +416,46 @@ def _cmd_audit(args) -> int:
     from .audit import check_out_dir
 
     check_out_dir(args.out, "--out")
-    out = _out_dir(args.out, "--out")
-    with AuditLock(out, "--out"):  # one audit per --out, held until its report is written
-        return _audit_locked(args, panel, eps, out, t0)
+    existed = Path(args.out).exists()
+    out = _out_dir(args.out, "--out")  # refuses a path that is not a directory
+    fresh = not existed or not any(out.iterdir())
+    try:
+        with AuditLock(out, "--out"):  # one audit per --out, held until its report is written
+            return _audit_locked(args, panel, eps, out, t0)
+    except BaseException:
+        if fresh and not args.resume:
+            _drop_empty_run(out, remove_dir=not existed)
+        raise
+
+
+def _drop_empty_run(out: Path, remove_dir: bool) -> None:
+    """After a run that failed in a directory it found new or empty: remove the ledger if no
+    cell reached it (e.g. an unreachable --scheduler), then, if this run created the
+    directory and nothing else is in it, the directory: the failure leaves nothing that a
+    next run would stumble on. A ledger with cells is kept, for --resume."""
+    import sqlite3
+
+    from .store import LEDGER_NAME
+
+    ledger = out / LEDGER_NAME
+    if ledger.exists():
+        try:
+            conn = sqlite3.connect(f"file:{ledger}?mode=ro", uri=True, timeout=5.0)
+            try:
+                n = conn.execute("SELECT COUNT(*) FROM cells").fetchone()[0]
+            finally:
+                conn.close()
+        except sqlite3.Error:
+            return  # not readable as a ledger: left as it is
+        if n:
+            return
+        for suffix in ("", "-wal", "-shm"):
+            Path(str(ledger) + suffix).unlink(missing_ok=True)
+    if remove_dir:
+        try:
+            out.rmdir()  # only if empty
+        except OSError:
+            pass
 
 
 def _audit_locked(args, panel, eps, out: Path, t0: float) -> int:
@@ -426,6 +468,22 @@ def _audit_locked(args, panel, eps, out: Path, t0: float) -> int:
     else:
         print(f"softrank audit: panel {panel.name!r}, {len(panel)} operators x {len(eps)} "
               f"tolerances -> {out}/", file=sys.stderr, flush=True)
+    # everything that can be refused without the operators is refused before they are built
+    if args.scheduler and args.executor != "dask":
+        raise SoftrankError("--scheduler: needs --executor dask")
+    for d in panel.certifier_paths:  # [[certifier]] path = "...": importable, here and in workers
+        if d not in sys.path:
+            sys.path.insert(0, d)
+    certifiers = list(panel.certifiers) + list(args.certifier)
+    from ..certifiers.registry import load_certifier, load_certifiers
+    from .audit import default_stages
+    from .store import Ledger
+
+    for spec in panel.certifiers:  # named as the panel file's, not as --certifier
+        load_certifier(spec, "panel: [[certifier]] spec")
+    load_certifiers(certifiers)
+    default_stages(args.attacks, certifiers, args.cell_timeout, args.stage)
+    Ledger.check_can_open(out, args.resume)
     cache = _operator_cache(args)
     ops = materialize(panel.specs, cache)
     t_ops = time.perf_counter() - t0
@@ -439,12 +497,6 @@ def _audit_locked(args, panel, eps, out: Path, t0: float) -> int:
         big = max(ops, key=lambda o: o.shape[0] * o.shape[1] * min(o.shape))
         n = min(len(ops), args.workers or os.cpu_count() or 1)
         _check_memory(big.shape, f"--panel: operator {big.operator_id!r}", args, workers=n)
-    if args.scheduler and args.executor != "dask":
-        raise SoftrankError("--scheduler: needs --executor dask")
-    for d in panel.certifier_paths:  # [[certifier]] path = "...": importable, here and in workers
-        if d not in sys.path:
-            sys.path.insert(0, d)
-    certifiers = list(panel.certifiers) + list(args.certifier)
     rows = run_audit(ops, eps, out, workers=args.workers, progress=not args.quiet,
                      certifiers=certifiers, stages=args.stage,
                      validated=args.validated, attacks=args.attacks, executor=args.executor,
@@ -465,6 +517,12 @@ def _audit_locked(args, panel, eps, out: Path, t0: float) -> int:
           f"median upper/lower {ov['median_ratio']}; attacks {summary['attacks']['tried']} tried, "
           f"{summary['attacks']['succeeded']} succeeded; brackets {summary['wall_seconds']:.0f} s"
           f", report and studies {time.perf_counter() - t1:.0f} s. Report: {out / 'report.md'}")
+    for name, e in summary["stage_errors"].items():
+        print(f"stage {name!r} failed on {e['operators']} of {summary['operators']} operators "
+              f"(its columns are empty there); first: {e['first']}", file=sys.stderr)
+    if summary["cut_short"]:
+        print(f"{summary['cut_short']} cells cut short by --cell-timeout (ends checked, searches "
+              "skipped)", file=sys.stderr)
     return 1 if ov["unsound"] or ov["error"] else 0
 
 
@@ -615,9 +673,19 @@ def _cmd_heads(args) -> int:
     return 0
 
 
+def _refuse_existing(out: str, stem: str, overwrite: bool) -> None:
+    """Refuse, before any work, to replace ``STEM.csv``, ``STEM.md`` or ``STEM.png`` in
+    ``out`` unless ``--overwrite`` was given."""
+    taken = [f"{stem}.{ext}" for ext in ("csv", "md", "png") if (Path(out) / f"{stem}.{ext}").exists()]
+    if taken and not overwrite:
+        raise SoftrankError(f"--out: {str(out)!r} holds {', '.join(taken)} already; use another "
+                            "--out, or --overwrite to replace them")
+
+
 def _cmd_laws(args) -> int:
     from ..studies.laws import QUICK_SWEEPS, run_laws, write_laws
 
+    _refuse_existing(args.out, "laws", args.overwrite)
     out = _out_dir(args.out, "--out")
     t0 = time.perf_counter()
     rows, fits = run_laws(args.eps, n_boot=args.n_boot, sweeps=QUICK_SWEEPS if args.quick else None)
@@ -707,8 +775,12 @@ def _study_rows(args, out: Path | None):
                      attacks="none", identity={"study": args.study})
 
 
+_STUDY_STEMS = {"block-width": "blockwidth", "addon": "addon", "descriptor": "descriptor"}
+
+
 def _cmd_study(args) -> int:
     _study_check(args)
+    _refuse_existing(args.out, _STUDY_STEMS[args.study], args.overwrite)
     t0 = time.perf_counter()
     rows = _study_rows(args, None) if args.source_dir is not None else None
     out = _out_dir(args.out, "--out")
@@ -780,8 +852,11 @@ def _cmd_verify(args) -> int:
                 A = ext
             h = matrix_hash(A)
             if h != header.get("operator_hash"):
+                why = (" (--renormalize divided --matrix's rows by their sums, which changes "
+                       "its hash: give the matrix the certificates were made for, as it was)"
+                       if args.renormalize else "")
                 print(f"FAIL {f}: matrix hash {h} differs from the certificate's "
-                      f"operator_hash {header.get('operator_hash')}")
+                      f"operator_hash {header.get('operator_hash')}{why}")
                 failures += 1
                 continue
             rep = check(A, cert)

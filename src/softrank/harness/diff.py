@@ -71,8 +71,16 @@ class Audit:
 
 
 def _read_ledger(path: Path, arg: str) -> tuple[dict, list[dict], str]:
+    from .lock import LOCK_NAME
+
+    # read-only; when no audit runs there (no lock file) and no write-ahead log holds data
+    # that is not in the file itself, also immutable, so that reading leaves no -shm / -wal
+    # files in the audit it reads
+    wal = Path(str(path) + "-wal")
+    quiet = not (path.parent / LOCK_NAME).exists() and (not wal.exists() or wal.stat().st_size == 0)
+    immutable = "&immutable=1" if quiet else ""
     try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=60.0)
+        conn = sqlite3.connect(f"file:{path}?mode=ro{immutable}", uri=True, timeout=60.0)
         try:
             run = dict(conn.execute("SELECT key, value FROM run").fetchall())
             rows = [json.loads(r[0]) for r in
@@ -96,6 +104,11 @@ def _read_csv(path: Path, arg: str) -> list[dict]:
     if rows and not need <= set(rows[0]):
         raise InvalidArgumentError(f"{arg}: {str(path)!r} is not a softrank brackets.csv "
                                    f"(missing columns {sorted(need - set(rows[0]))})")
+    for i, r in enumerate(rows, start=1):
+        if None in r or None in r.values():  # fields missing (a cut file) or extra
+            raise InvalidArgumentError(
+                f"{arg}: {str(path)!r}: row {i} does not have the header's fields (a truncated "
+                "or edited file)")
     return rows
 
 
@@ -109,11 +122,15 @@ def _cell(r: dict, arg: str, where: str) -> tuple:
         op, eps = r.get("operator_id", "?"), r.get("eps", "?")
         return InvalidArgumentError(f"{arg}: malformed cell {op} at eps {eps} in {where}: {what}")
 
-    try:
-        key = (str(r["operator_id"]), float(r["eps"]))
-        lo, up = int(r["lower"]), int(r["upper"])
-    except (KeyError, TypeError, ValueError) as exc:
-        raise bad(f"{type(exc).__name__}: {exc}") from None
+    for col, conv in (("operator_id", str), ("eps", float), ("lower", int), ("upper", int)):
+        try:
+            conv(r[col])
+        except KeyError:
+            raise bad(f"no column {col!r}") from None
+        except (TypeError, ValueError):
+            raise bad(f"{col} {r[col]!r} is not {'an integer' if conv is int else 'a number'}") from None
+    key = (str(r["operator_id"]), float(r["eps"]))
+    lo, up = int(r["lower"]), int(r["upper"])
     if not (key[0] and 0 < key[1] < 1):
         raise bad("expected an operator id and 0 < eps < 1")
     verdict = r.get("verdict")
@@ -189,8 +206,9 @@ def load_audit(path, arg: str = "audit") -> Audit:
         identity, rows, status = _read_ledger(ledger, arg)
         if status != "complete":
             raise InvalidArgumentError(
-                f"{arg}: the audit in {str(d)!r} is unfinished (status {status!r}, "
-                f"{len(rows)} cells stored); finish it with softrank audit --resume first")
+                f"{arg}: the audit in {str(d)!r} is unfinished ({len(rows)} cells stored; "
+                "still running, or interrupted); let it finish, or finish it with softrank "
+                "audit --resume, first")
     exported = _read_csv(csv_path, arg) if csv_path.is_file() else None
     if rows is None:
         rows = exported

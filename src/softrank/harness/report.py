@@ -126,6 +126,37 @@ def _attacks(rows) -> dict:
     }
 
 
+def _stage_error_line(errs: dict, cut_short: int) -> str:
+    cut = (f"; {cut_short} cells cut short by the time limit (their searches skipped, their "
+           "ends checked)" if cut_short else "")
+    if not errs:
+        return "- stages: every stage ran on every operator" + cut
+    return ("- **stage errors** (the stage's columns are empty on those operators; the `stages` "
+            "column of brackets.csv has each message): " + "; ".join(
+                f"`{n}` on {e['operators']} operators (first: {e['first']})"
+                for n, e in errs.items()) + cut)
+
+
+def stage_errors(rows: list[dict]) -> dict:
+    """``{stage: {"operators": n, "first": message}}`` for the stages that raised or broke
+    their protocol on some operator (from the ``stages`` column; :mod:`softrank.cells`)."""
+    out: dict = {}
+    seen = set()
+    for r in rows:
+        if r["operator_id"] in seen or not r.get("stages"):
+            continue
+        seen.add(r["operator_id"])
+        try:
+            st = json.loads(r["stages"])
+        except ValueError:
+            continue
+        for name, rec in st.items():
+            if isinstance(rec, dict) and rec.get("error"):
+                e = out.setdefault(name, {"operators": 0, "first": str(rec["error"])[:300]})
+                e["operators"] += 1
+    return out
+
+
 def summarize(rows: list[dict], panel: str, eps_list, wall_seconds: float, seed: int) -> dict:
     """The audit summary (JSON-ready)."""
     by = defaultdict(list)
@@ -171,6 +202,7 @@ def summarize(rows: list[dict], panel: str, eps_list, wall_seconds: float, seed:
                             if r.get("validated_rho", "") != ""), default=None),
         },
         "attacks": _attacks(rows),
+        "stage_errors": stage_errors(rows),
         "truncated_svd_vs_best": _tsvd_ratio(rows),
         "constructions": {name: _method_stats(rs) for name, rs in _by_method(rows, "upper").items()},
         "lower_tests": {name: _method_stats(rs) for name, rs in _by_method(rows, "lower").items()},
@@ -475,11 +507,33 @@ def _build_note(s: dict) -> str:
     return f" (operators ready in {b['seconds']:.0f} s{cached})"
 
 
+#: The files of the report's studies in ``out/studies`` (softrank.studies.report).
+_STUDY_FILES = tuple(f"{stem}.{ext}" for stem in ("laws", "blockwidth", "addon", "descriptor")
+                     for ext in ("csv", "md", "png"))
+
+
+def _previous_outputs(out: Path) -> list[Path]:
+    """The plots a previous report in ``out`` listed in its summary.json, and the study files
+    softrank writes in ``out/studies``: the files a new report may leave stale."""
+    found = []
+    try:
+        prev = json.loads((out / "summary.json").read_text())
+        found += [out / str(p) for p in prev.get("plots", []) if "/" not in str(p)]
+    except (OSError, ValueError, AttributeError):
+        pass
+    found += [out / "studies" / n for n in _STUDY_FILES]
+    return [p for p in found if p.is_file()]
+
+
 def write_report(rows: list[dict], summary: dict, out: Path, study_boot: int = 1000) -> None:
     """Write ``summary.json``, ``report.md`` and the PNG plots into ``out``, with the studies
     the cells support (:func:`softrank.studies.report.report_studies`, ``study_boot``
     bootstrap resamples; 0 leaves the studies out) in ``out/studies``."""
+    import time as _time
+
     out = Path(out)
+    started = _time.time()
+    previous = _previous_outputs(out)
     plots = []
     if any(r["family"] == "minilm" for r in rows):
         for e in summary["eps"]:
@@ -513,6 +567,7 @@ def write_report(rows: list[dict], summary: dict, out: Path, study_boot: int = 1
         f"candidates accepted in float64 but rejected by the interval check: "
         f"{s['certificates']['float64_interval_disagreements']}",
         _attack_line(s["attacks"]),
+        _stage_error_line(s.get("stage_errors", {}), s.get("cut_short", 0)),
         "",
         "## By family and tolerance",
         "",
@@ -573,3 +628,11 @@ def write_report(rows: list[dict], summary: dict, out: Path, study_boot: int = 1
         lines += [""] + report_studies(rows, out, n_boot=study_boot, seed=s["seed"])
     lines += ["", "Files: `brackets.csv` (one row per cell), `summary.json`.", ""]
     (out / "report.md").write_text("\n".join(lines))
+    # a reused directory: the previous report's plots and studies that this one did not
+    # write again would be read as this run's; they go (only softrank's own file names)
+    for p in previous:
+        try:
+            if p.stat().st_mtime < started - 2.0:  # (a coarse file clock: 2 s of slack)
+                p.unlink()
+        except OSError:
+            pass

@@ -119,7 +119,18 @@ class Ledger:
         :mod:`softrank.harness.lock`; interrupted otherwise, with the cells it kept).
     """
 
-    def __init__(self, out, identity: dict, resume: bool = False):
+    @classmethod
+    def check_can_open(cls, out, resume: bool = False) -> None:
+        """The refusals of the constructor that need no identity, without opening anything
+        for writing: ``--resume`` without a ledger, an unfinished ledger without
+        ``--resume``. The CLI calls it before building any operator.
+
+        Raises
+        ------
+        InvalidArgumentError
+            As the constructor does.
+        """
+        self = cls.__new__(cls)
         self.path = Path(out) / LEDGER_NAME
         exists = self.path.exists()
         if resume and not exists:
@@ -131,6 +142,12 @@ class Ledger:
                     f"--out: {str(self.path.parent)!r} holds an unfinished audit "
                     f"({self._unfinished(status)}); continue it with --resume or choose "
                     "another --out")
+
+    def __init__(self, out, identity: dict, resume: bool = False):
+        self.path = Path(out) / LEDGER_NAME
+        exists = self.path.exists()
+        self.check_can_open(out, resume)
+        if exists and not resume:
             for suffix in ("", "-wal", "-shm"):
                 Path(str(self.path) + suffix).unlink(missing_ok=True)
         self.conn = sqlite3.connect(self.path, timeout=60.0)

@@ -62,6 +62,7 @@ def _laws(rows, out: Path, n_boot: int) -> list[str]:
     pred = {"grid": lambda d: d / 2, "sphere": lambda d: (d - 1) / 2, "ball": lambda d: d / 2}
     lines = ["| family | d | eps | points | predicted | lower slope [95 %] | upper slope [95 %] |",
              "|---|---|---|---|---|---|---|"]
+    table = []
     for (fam, d, e), pts in sorted(groups.items()):
         x = [p[0] for p in pts]
         fl = fit_slope(x, [max(p[1], 1) for p in pts], n_boot)
@@ -69,6 +70,17 @@ def _laws(rows, out: Path, n_boot: int) -> list[str]:
         lines.append(f"| {fam} | {d} | {e:g} | {len(pts)} | {pred[fam](d):g} | "
                      f"{fl.slope:.2f} [{fl.ci_low:.2f}, {fl.ci_high:.2f}] | "
                      f"{fu.slope:.2f} [{fu.ci_low:.2f}, {fu.ci_high:.2f}] |")
+        table.append({"family": fam, "d": d, "eps": e, "points": len(pts),
+                      "predicted": pred[fam](d), "lower_slope": fl.slope,
+                      "lower_ci_low": fl.ci_low, "lower_ci_high": fl.ci_high,
+                      "upper_slope": fu.slope, "upper_ci_low": fu.ci_low,
+                      "upper_ci_high": fu.ci_high})
+    import csv
+
+    with open(out / "laws.csv", "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(table[0]))
+        w.writeheader()
+        w.writerows(table)
     if min(len(v) for v in groups.values()) < 5:
         lines += ["", "Sweeps of fewer than 5 points give crude bootstrap intervals (few distinct "
                   "resamples); `softrank laws` runs sweeps of 4-7 points per family."]
