@@ -136,9 +136,9 @@ def l1_candidates(A: np.ndarray, W: np.ndarray, iters: int = 8, delta: float = 1
     reweighted least squares (weights ``1 / max(|r_ij|, delta)``; each step a majorisation
     of the l1 loss) on the rows whose best error is still above ``target``, keeping each
     row's best iterate. The systems ``G_i = W diag(w_i) W^T`` of those rows are formed by
-    one matrix product (:func:`weighted_solves`). Any ``u`` bounds its row's l1 optimum from
-    above, so a row whose candidate error is within a target needs no LP
-    (docs/theory/witnesses.md#l1-refit).
+    one matrix product (:func:`softrank.certifiers.linalg.weighted_solves`). Any ``u``
+    bounds its row's l1 optimum from above, so a row whose candidate error is within a
+    target needs no LP (docs/theory/witnesses.md#l1-refit).
 
     Parameters
     ----------
