@@ -422,7 +422,7 @@ def _cmd_audit(args) -> int:
     try:
         with AuditLock(out, "--out"):  # one audit per --out, held until its report is written
             return _audit_locked(args, panel, eps, out, t0)
-    except BaseException:
+    except Exception:  # (an interrupt keeps its ledger: the run was cut, not refused)
         if fresh and not args.resume:
             _drop_empty_run(out, remove_dir=not existed)
         raise
@@ -517,12 +517,14 @@ def _audit_locked(args, panel, eps, out: Path, t0: float) -> int:
           f"median upper/lower {ov['median_ratio']}; attacks {summary['attacks']['tried']} tried, "
           f"{summary['attacks']['succeeded']} succeeded; brackets {summary['wall_seconds']:.0f} s"
           f", report and studies {time.perf_counter() - t1:.0f} s. Report: {out / 'report.md'}")
-    for name, e in summary["stage_errors"].items():
-        print(f"stage {name!r} failed on {e['operators']} of {summary['operators']} operators "
-              f"(its columns are empty there); first: {e['first']}", file=sys.stderr)
-    if summary["cut_short"]:
-        print(f"{summary['cut_short']} cells cut short by --cell-timeout (ends checked, searches "
-              "skipped)", file=sys.stderr)
+    if not args.quiet:  # (summary.json and report.md have them either way)
+        for name, e in summary["stage_errors"].items():
+            print(f"stage {name!r} failed on {e['operators']} of {summary['operators']} "
+                  f"operators (its columns are empty there); first: {e['first']}",
+                  file=sys.stderr)
+        if summary["cut_short"]:
+            print(f"{summary['cut_short']} cells cut short by --cell-timeout (ends checked, "
+                  "searches skipped)", file=sys.stderr)
     return 1 if ov["unsound"] or ov["error"] else 0
 
 
