@@ -433,22 +433,12 @@ def _drop_empty_run(out: Path, remove_dir: bool) -> None:
     cell reached it (e.g. an unreachable --scheduler), then, if this run created the
     directory and nothing else is in it, the directory: the failure leaves nothing that a
     next run would stumble on. A ledger with cells is kept, for --resume."""
-    import sqlite3
-
-    from .store import LEDGER_NAME
+    from .store import LEDGER_NAME, ledger_cells
 
     ledger = out / LEDGER_NAME
     if ledger.exists():
-        try:
-            conn = sqlite3.connect(f"file:{ledger}?mode=ro", uri=True, timeout=5.0)
-            try:
-                n = conn.execute("SELECT COUNT(*) FROM cells").fetchone()[0]
-            finally:
-                conn.close()
-        except sqlite3.Error:
-            return  # not readable as a ledger: left as it is
-        if n:
-            return
+        if ledger_cells(ledger) != 0:
+            return  # cells to keep, or not readable as a ledger: left as it is
         for suffix in ("", "-wal", "-shm"):
             Path(str(ledger) + suffix).unlink(missing_ok=True)
     if remove_dir:

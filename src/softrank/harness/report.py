@@ -178,7 +178,7 @@ def summarize(rows: list[dict], panel: str, eps_list, wall_seconds: float, seed:
         "operators": len(ops),
         "cells": len(rows),
         "wall_seconds": round(wall_seconds, 1),
-        "cut_short": sum(1 for r in rows if '"cut_short":true' in str(r.get("diagnostics", ""))),
+        "cut_short": sum(bool(cell_diagnostics(r).get("cut_short")) for r in rows),
         "machine": {"python": platform.python_version(), "platform": platform.platform()},
         "overall": _stats(rows),
         "by_eps": {f"{e:g}": _stats([r for r in rows if float(r["eps"]) == e]) for e in eps_list},

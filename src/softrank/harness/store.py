@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..errors import InvalidArgumentError
 
-__all__ = ["Ledger", "LEDGER_NAME", "identity_diff"]
+__all__ = ["Ledger", "LEDGER_NAME", "identity_diff", "ledger_cells"]
 
 LEDGER_NAME = "ledger.sqlite"
 
@@ -94,6 +94,19 @@ def identity_diff(old: dict, new: dict) -> str:
         else:
             parts.append(f"{k} {_short(a)} in the ledger, {_short(b)} in this run")
     return "; ".join(parts)
+
+
+def ledger_cells(path) -> int | None:
+    """Cells stored in the ledger at ``path``, read-only (None if it cannot be read as a
+    ledger)."""
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5.0)
+        try:
+            return int(conn.execute("SELECT COUNT(*) FROM cells").fetchone()[0])
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return None
 
 
 class Ledger:
