@@ -38,7 +38,8 @@ from softrank.generators.synthetic import (
     sphere,
 )
 
-LP_METHODS = ("lp-decoder", "l1-refit", "hybrid", "subspace", "row-basis", "alternating-l1")
+LP_METHODS = ("lp-decoder", "l1-refit", "hybrid", "subspace", "row-basis", "alternating-l1",
+              "trust-region")
 LOWER_KINDS = (TrivialCertificate, FrobeniusCertificate, KeyGroupCertificate,
                DecodedInverseCertificate, SubspaceCertificate)
 

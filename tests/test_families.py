@@ -240,3 +240,112 @@ def test_flush_to_zero_makes_the_checker_refuse(monkeypatch):
     A = np.eye(3)
     rep = check(A, UpperWitness(0.5, np.eye(3), np.eye(3)))
     assert not rep.ok and "flush" in rep.float64.detail
+
+
+# ------------------------------------------------------- row-span subspaces, trust region
+
+@pytest.mark.parametrize("k, size", [(3, 4), (5, 2)])
+@pytest.mark.parametrize("eps", [0.2, 0.6])
+def test_row_subspace_test_finds_block_count(k, size, eps):
+    """Permuted blocks: the first k pivoted-QR rows are one row of each block, whose span
+    is that of the block indicators, so the row-span subspace certifies r_eps = k."""
+    from softrank import Operator
+    from softrank.certifiers.registry import LOWER_TESTS
+
+    A = _permuted_blocks(k, size)
+    c = LOWER_TESTS["subspace-rows"].certify(Operator(A=A), eps)
+    assert c is not None and c.rank == k and c.method.startswith("subspace/rows")
+    assert check(A, c).ok
+
+
+def _l1_row_optimum(a, W):
+    """min_u ||a - u W||_1 by scipy's linprog on the primal form (u free, a - u W = p - q)."""
+    from scipy.optimize import linprog
+
+    k, N = W.shape
+    c = np.concatenate([np.zeros(k), np.ones(2 * N)])
+    A_eq = np.hstack([W.T, np.eye(N), -np.eye(N)])
+    r = linprog(c, A_eq=A_eq, b_eq=a, bounds=[(None, None)] * k + [(0, None)] * (2 * N),
+                method="highs")
+    assert r.status == 0
+    return r.fun
+
+
+def _box_optimum(A, U, W, delta):
+    """min over |D| <= delta of max_i ||A_i - U_i (W + D)||_1, every entry with its own
+    absolute-value variable (the naive LP, by scipy's linprog)."""
+    import scipy.sparse as sp
+    from scipy.optimize import linprog
+
+    m, N = A.shape
+    k = U.shape[1]
+    n = k * N
+    # columns: D (c N + j) | e (i N + j) | t
+    rows, cols, vals = [], [], []
+    for i in range(m):
+        for j in range(N):
+            for c in range(k):
+                rows.append(i * N + j)
+                cols.append(c * N + j)
+                vals.append(U[i, c])
+    UD = sp.csr_matrix((vals, (rows, cols)), shape=(m * N, n))
+    I = sp.identity(m * N)
+    z = sp.csr_matrix((m * N, 1))
+    S = sp.hstack([sp.csr_matrix((m, n)), sp.kron(sp.identity(m), np.ones((1, N))),
+                   -np.ones((m, 1))])
+    R = (A - U @ W).ravel()
+    A_ub = sp.vstack([sp.hstack([-UD, -I, z]), sp.hstack([UD, -I, z]), S]).tocsc()
+    b_ub = np.concatenate([-R, R, np.zeros(m)])
+    cost = np.zeros(n + m * N + 1)
+    cost[-1] = 1.0
+    bounds = [(-delta, delta)] * n + [(0, None)] * (m * N) + [(None, None)]
+    r = linprog(cost, A_ub=A_ub, b_ub=b_ub, bounds=bounds, method="highs")
+    assert r.status == 0
+    return r.fun
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_trust_region_w_step_is_the_exact_box_optimum(seed):
+    """The reduced LP (signs fixed where a residual cannot flip within the box) reaches the
+    optimum of the naive LP with an absolute value per entry."""
+    rng = np.random.default_rng(seed)
+    m, N, k = 7, 9, 2
+    A = rng.dirichlet(np.full(N, 0.5), size=m)
+    U = rng.normal(size=(m, k))
+    W = rng.normal(size=(k, N)) * 0.2
+    delta = 0.05
+    tr = up.TrustRegionPolish(A, start=None)
+    W2 = tr.w_step(U, W, delta, target=0.0)
+    assert W2 is not None and np.abs(W2 - W).max() <= delta * (1 + 1e-12)
+    got = np.abs(A - U @ W2).sum(axis=1).max()
+    assert got == pytest.approx(_box_optimum(A, U, W, delta), abs=1e-8)
+    assert got <= np.abs(A - U @ W).sum(axis=1).max() + 1e-12
+
+
+def test_trust_region_without_budget_is_the_exact_row_fit():
+    """No W step fits the budget: the polish returns the alternating W with every row of U
+    by its exact l1 regression; its max row error is the max of the rows' LP optima."""
+    A = np.random.default_rng(4).dirichlet(np.full(10, 0.4), size=8)
+    svd = np.linalg.svd(A, full_matrices=False)
+    alt = up.AlternatingL1(A, svd)
+    tr = up.TrustRegionPolish(A, alt, max_nonzeros=0)
+    err, U, W = tr.polish(3, 0.0)
+    assert np.array_equal(W, alt.irls_basis(3))
+    want = max(_l1_row_optimum(a, W) for a in A)
+    assert err == pytest.approx(want, abs=1e-9)
+    assert err == pytest.approx(np.abs(A - U @ W).sum(axis=1).max(), abs=1e-12)
+
+
+def test_trust_region_never_worse_than_its_start_and_checks():
+    """The W and U steps never raise the max row error, and a witness it reports holds."""
+    from softrank.generators.synthetic import gaussian_head
+
+    A = gaussian_head(24, 24, 4, 2.0, seed=1).A
+    svd = np.linalg.svd(A, full_matrices=False)
+    alt = up.AlternatingL1(A, svd)
+    start = up.TrustRegionPolish(A, alt, max_nonzeros=0).polish(4, 0.0)[0]
+    tr = up.TrustRegionPolish(A, alt)
+    err, U, W = tr.polish(4, 0.0)
+    assert err <= start
+    w = tr.least_rank(err * 1.001, 1, 4)
+    assert w is not None and w.rank <= 4 and check(A, w).ok

@@ -14,6 +14,8 @@ above ``context.lower``, a construction in ``context.window()``. Called without 
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import scipy.linalg
 
@@ -129,6 +131,34 @@ class HybridConstruction:
         return None if out is None else out[1]
 
 
+class TrustRegionConstruction:
+    """The alternating-l1 factors one rank below the best witness so far, polished by exact
+    LPs (:class:`~softrank.certifiers.upper.TrustRegionPolish`), going down while it
+    reaches ``eps``. Called without a context (the suites) it starts below the rank of its
+    own alternating-l1 search, and answers with that search's witness when no polished rank
+    is smaller (the polish with no step)."""
+
+    name = "trust-region"
+    gauge_invariant = True  # reads only A
+    searches = True
+
+    def witness(self, operator, eps, context=None):
+        ctx = _ctx(operator, context)
+        alt = AlternatingL1Construction()._con(ctx)
+        tr = ctx.shared("trust-region", lambda: up_.TrustRegionPolish(ctx.A, alt))
+        lo, hi = ctx.window()
+        start = None
+        if context is None:
+            start = AlternatingL1Construction().witness(operator, eps, ctx)
+            if start is None:
+                return None
+            hi = start.rank - 1
+        w = tr.least_rank(eps, lo, hi)
+        if w is None and start is not None:
+            w = dataclasses.replace(start, method=tr.method)
+        return w
+
+
 class IdentityConstruction:
     """``B = A`` itself: rank ``min(m, N)``, error 0 (every bracket has an upper end)."""
 
@@ -207,6 +237,33 @@ class SubspaceTest:
         return g if g is not None and g.rank > c.rank else c
 
 
+class RowSubspaceTest:
+    """Subspace certificate on the span of rows of ``A`` in pivoted-QR order (the first
+    ``k`` rows a column-pivoted QR of ``A^T`` picks), searched above ``context.lower``,
+    then grown by the local search: the row starts of docs/theory/exact.md."""
+
+    name = "subspace-rows"
+    gauge_invariant = True  # reads only A
+
+    def certify(self, operator, eps, context=None):
+        ctx = _ctx(operator, context)
+
+        def make():
+            order = ctx.shared("row-order", lambda: lo_.row_order(ctx.A))
+            Q, _ = np.linalg.qr(ctx.A[order].T)  # (N, min(m, N)): nested spans of the rows
+            return lo_.SubspaceSearch(ctx.A, Q, "rows")
+
+        sub = ctx.shared("subspace-rows", make)
+        base = max(ctx.lower, 1)
+        c = sub.best(eps, base + 1, ctx.p)
+        if c is None:
+            c = sub.certificate(base, eps)
+        if c is None:
+            return None
+        g = sub.extend(eps, c)
+        return g if g is not None and g.rank > c.rank else c
+
+
 def _decoders(ctx: Context) -> dict:
     """LP decoders of one operator: single keys in pivoted-QR order, contiguous blocks of
     widths 2 and 4 in the pivoted order of their column sums."""
@@ -254,12 +311,13 @@ def _reference():
 CONSTRUCTIONS = {c.name: c for c in (
     TruncatedSVDConstruction(), KeySupportConstruction(), L1RefitConstruction(),
     RowBasisConstruction(), AlternatingL1Construction(), HybridConstruction(),
-    IdentityConstruction())}
+    TrustRegionConstruction(), IdentityConstruction())}
 
 #: Built-in lower tests in the order the engine runs them.
 LOWER_TESTS = {t.name: t for t in (
     TrivialTest(), FrobeniusTest(), KeyGroupsTest(), TruncatedPseudoinverseTest(),
-    SubspaceTest(), LPDecoderTest(1), LPDecoderTest(2), LPDecoderTest(4))}
+    SubspaceTest(), LPDecoderTest(1), LPDecoderTest(2), LPDecoderTest(4),
+    RowSubspaceTest())}
 
 #: Reference constructions (Nystrom landmarks, positive random features, sinks plus random
 #: features): they need ``Q``, ``K``, ``beta``, decline without them, and search their own
