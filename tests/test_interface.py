@@ -136,7 +136,14 @@ def test_diagnostics_record_every_method_and_round_trip():
     A, _, _ = _planted(seed=3)
     br = bracket(A, 0.25)
     names = [r.name for r in br.diagnostics.methods]
-    assert names == list(LOWER_TESTS) + list(CONSTRUCTIONS) + list(REFERENCE)
+    # the run order: lower tests, constructions, reference constructions, then the late
+    # searches (lower, upper) that every earlier method runs without
+    early = [n for n, t in LOWER_TESTS.items() if not getattr(t, "late", False)]
+    early += [n for n, c in CONSTRUCTIONS.items() if not getattr(c, "late", False)]
+    late = [n for n, t in LOWER_TESTS.items() if getattr(t, "late", False)]
+    late += [n for n, c in CONSTRUCTIONS.items() if getattr(c, "late", False)]
+    assert late == ["subspace-rows", "trust-region"]
+    assert names == early + list(REFERENCE) + late
     assert {r.status for r in br.diagnostics.methods} <= {"ok", "declined", "skipped",
                                                            "failed", "rejected"}
     # no factors: the reference constructions decline
@@ -342,3 +349,26 @@ def test_the_reported_ends_are_credited_to_their_methods():
         assert br.diagnostics.record(rep["lower"]).status == "ok"
         if "upper" not in br.diagnostics.carried:
             assert br.diagnostics.record(rep["upper"]).rank == br.upper
+
+
+def test_late_searches_run_after_both_sides(monkeypatch):
+    """A late search that takes the rest of the time limit costs no earlier method: the
+    constructions ran before it (under the old order the upper side was skipped and fell
+    back to the identity)."""
+    import time as _time
+
+    from softrank.certifiers import registry
+
+    A, _, _ = _planted(seed=3)
+    slow = registry.LOWER_TESTS["subspace-rows"]
+    real = type(slow).certify
+
+    def sleepy(self, operator, eps, context=None):
+        _time.sleep(1.0)
+        return real(self, operator, eps, context)
+
+    monkeypatch.setattr(type(slow), "certify", sleepy)
+    br = bracket(A, 0.25, time_limit=0.5)
+    assert br.diagnostics.record("truncated-svd").status == "ok"
+    assert br.diagnostics.record("trust-region").status == "skipped"
+    assert br.cut_short and br.upper < min(A.shape) and br.upper_method != "identity"

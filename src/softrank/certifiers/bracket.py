@@ -310,28 +310,44 @@ def _bracket_one(op: Operator, ctx: Context, eps_req: float, interval: bool,
     interrupted)."""
     eng = _Engine(op, ctx, eps_req, interval, deadline, progress)
     owner: dict = {}
+    # the built-in searches marked ``late`` (subspace-rows, trust-region) run after every
+    # other method of both sides: the others see the ends they saw without them, and under
+    # a time limit they run first
+    late = lambda c: c.origin == "builtin" and getattr(c.obj, "late", False)  # noqa: E731
+
+    def run(methods, side):
+        """Run ``methods`` on one side; their checked-in-float64 answers, strongest first."""
+        found = []
+        for c in methods:
+            out = eng.run(c, side, eps_req + rho if side == "lower" else eps_req - rho)
+            if out is not None:
+                found.append(out)
+                owner[id(out)] = eng.diag.methods[-1]
+                if side == "lower":
+                    ctx.lower = max(ctx.lower, out.rank)
+                else:
+                    ctx.upper = min(ctx.upper, out.rank)
+        # stable: ties keep the order run
+        found.sort(key=(lambda c: -c.rank) if side == "lower" else (lambda w: w.rank))
+        return found
 
     # ---- lower side: every test, each raising the bar of the searches after it
     ctx.lower, ctx.upper = 0, ctx.p + 1
-    lowers = []
-    for t in lower_tests:
-        c = eng.run(t, "lower", eps_req + rho)
-        if c is not None:
-            lowers.append(c)
-            owner[id(c)] = eng.diag.methods[-1]
-            ctx.lower = max(ctx.lower, c.rank)
-    lowers.sort(key=lambda c: -c.rank)  # stable: ties keep the order run
-    lcert, lrep = eng.first_passing(lowers, owner, "lower")
-
+    lcert, lrep = eng.first_passing(run([t for t in lower_tests if not late(t)], "lower"),
+                                    owner, "lower")
     # ---- upper side: searches look only below the best witness so far
     ctx.lower = lcert.rank if lcert is not None else 0
-    uppers = []
-    for con in constructions:
-        w = eng.run(con, "upper", eps_req - rho)
-        if w is not None:
-            uppers.append(w)
-            owner[id(w)] = eng.diag.methods[-1]
-            ctx.upper = min(ctx.upper, w.rank)
+    uppers = run([c for c in constructions if not late(c)], "upper")
+    # ---- the late searches: lower ones above the checked lower end, then upper ones below
+    # the best witness so far (and above the lower end they may have raised)
+    better = [c for c in run([t for t in lower_tests if late(t)], "lower")
+              if lcert is None or c.rank > lcert.rank]
+    if better:
+        lcert2, lrep2 = eng.first_passing(better, owner, "lower")
+        if lcert2 is not None:
+            lcert, lrep = lcert2, lrep2
+    ctx.lower = lcert.rank if lcert is not None else 0
+    uppers += run([c for c in constructions if late(c)], "upper")
     uppers.sort(key=lambda w: w.rank)  # stable: built-ins first among equal ranks
     uwit, urep = eng.first_passing(uppers, owner, "upper")
 
@@ -427,7 +443,8 @@ def bracket(A, eps, *, interval: bool = True, validated: bool = False,
         identity witness (``O(m N)``), and the tolerance is reported with the best checked
         ends of the methods that ran, ``cut_short`` set. Never an unchecked bound.
     constructions, lower_tests : list, optional
-        Extra methods run after the built-in ones at every tolerance: objects with
+        Extra methods run after the built-in ones at every tolerance (before the late
+        searches ``subspace-rows`` and ``trust-region``, which run last): objects with
         ``witness(operator, eps)`` / ``certify(operator, eps)`` (or classes instantiable
         without arguments, or ``"MODULE:OBJECT"`` strings; see
         :mod:`softrank.certifiers.interface`). Each answer is checked like a built-in one;

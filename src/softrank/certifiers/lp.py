@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["LPResult", "EqualityLP", "L1Regression", "BasisPursuit"]
+__all__ = ["LPResult", "EqualityLP", "solve_inequality_lp", "L1Regression", "BasisPursuit"]
 
 
 _BANNER_SHOWN = False
@@ -151,6 +151,60 @@ class EqualityLP:
                 or not (np.isfinite(x).all() and np.isfinite(y).all())):
             return LPResult("nan-solution", None, None)
         return LPResult("optimal", x, float(h.getInfo().objective_function_value), y)
+
+
+def solve_inequality_lp(C, upper_rhs, cost, lower, upper, iteration_limit: int) -> LPResult:
+    """Solve ``min cost^T x  s.t.  C x <= upper_rhs,  lower <= x <= upper`` once.
+
+    Parameters
+    ----------
+    C : (r, n) sparse or array_like
+    upper_rhs : (r,) array_like
+    cost, lower, upper : (n,) array_like (``+-inf`` allowed in the bounds)
+    iteration_limit : int
+        HiGHS's ``simplex_iteration_limit``: a deterministic work budget (a solve that
+        reaches it is not optimal, so it yields no solution).
+
+    Returns
+    -------
+    LPResult
+        ``x`` only when HiGHS reports an optimal model status and ``x`` is finite.
+    """
+    import highspy
+
+    C = sp.csc_matrix(C, dtype=np.float64)
+    r, n = C.shape
+    h = _new_highs(highspy)
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("threads", 1)
+    h.setOptionValue("simplex_iteration_limit", int(iteration_limit))
+    inf = highspy.kHighsInf
+    lp = highspy.HighsLp()
+    lp.num_col_, lp.num_row_ = n, r
+    lp.col_cost_ = np.asarray(cost, dtype=np.float64)
+    lp.col_lower_ = np.where(np.isfinite(lower), lower, -inf).astype(np.float64)
+    lp.col_upper_ = np.where(np.isfinite(upper), upper, inf).astype(np.float64)
+    lp.row_lower_ = np.full(r, -inf)
+    lp.row_upper_ = np.asarray(upper_rhs, dtype=np.float64)
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_ = C.indptr.astype(np.int32)
+    lp.a_matrix_.index_ = C.indices.astype(np.int32)
+    lp.a_matrix_.value_ = C.data
+    lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = n, r
+    try:
+        status = h.passModel(lp)
+        if status not in (highspy.HighsStatus.kOk, highspy.HighsStatus.kWarning):
+            return LPResult(f"rejected:{status}", None, None)
+        h.run()
+        ms = h.getModelStatus()
+    except Exception as exc:  # a crash of the solver is a failed solve, never a bound
+        return LPResult(f"exception:{type(exc).__name__}", None, None)
+    if ms != highspy.HighsModelStatus.kOptimal:
+        return LPResult(h.modelStatusToString(ms), None, None)
+    x = np.asarray(h.getSolution().col_value, dtype=np.float64)
+    if x.shape != (n,) or not np.isfinite(x).all():
+        return LPResult("nan-solution", None, None)
+    return LPResult("optimal", x, float(h.getInfo().objective_function_value))
 
 
 class L1Regression:

@@ -141,6 +141,7 @@ class TrustRegionConstruction:
     name = "trust-region"
     gauge_invariant = True  # reads only A
     searches = True
+    late = True  # runs after every other method (bracket.py): earlier answers stay as they were
 
     def witness(self, operator, eps, context=None):
         ctx = _ctx(operator, context)
@@ -244,6 +245,7 @@ class RowSubspaceTest:
 
     name = "subspace-rows"
     gauge_invariant = True  # reads only A
+    late = True  # runs after every other method (bracket.py): earlier answers stay as they were
 
     def certify(self, operator, eps, context=None):
         ctx = _ctx(operator, context)
@@ -251,7 +253,11 @@ class RowSubspaceTest:
         def make():
             order = ctx.shared("row-order", lambda: lo_.row_order(ctx.A))
             Q, _ = np.linalg.qr(ctx.A[order].T)  # (N, min(m, N)): nested spans of the rows
-            return lo_.SubspaceSearch(ctx.A, Q, "rows")
+            # past the numerical rank of A the spans take in directions outside its row
+            # space, where no subspace can certify (A x = 0 there): leave them out
+            s = ctx.svd[1]
+            r = int(np.count_nonzero(s > s[0] * max(ctx.A.shape) * np.finfo(float).eps))
+            return lo_.SubspaceSearch(ctx.A, Q[:, :max(r, 1)], "rows")
 
         sub = ctx.shared("subspace-rows", make)
         base = max(ctx.lower, 1)

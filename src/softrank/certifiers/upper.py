@@ -32,7 +32,7 @@ import numpy as np
 
 from ..checker import UpperWitness
 from .linalg import BLOCK_ENTRIES, weighted_solves
-from .lp import L1Regression
+from .lp import L1Regression, solve_inequality_lp
 
 __all__ = [
     "least_feasible", "l1_candidates",
@@ -584,8 +584,9 @@ class TrustRegionPolish:
     * a **U step**: every row of ``U`` refit exactly on the new ``W`` (each row's error can
       only fall, so the max row error never rises).
 
-    A step that lowers the max row error is kept; one that does not shrinks ``delta``
-    fourfold (``delta`` starts at ``5e-4 max |W|``: larger boxes let more residuals change
+    A step that lowers the max row error is kept (and the polish stops when the remaining
+    steps could not reach the target even at that step's gain); one that does not shrinks
+    ``delta`` fourfold (``delta`` starts at ``5e-4 max |W|``: larger boxes let more residuals change
     sign, and the LP's cost grew fast with them). The polish stops at the target, after
     ``steps`` W steps, when ``delta`` falls below ``1e-7 max |W|``, or at an LP with more
     than ``max_nonzeros`` constraint entries or that needs more than ``max_iterations``
@@ -624,10 +625,7 @@ class TrustRegionPolish:
         """``W + D`` for the box LP at ``delta``, or None when the LP is over budget (more
         than ``max_nonzeros`` entries) or not optimal (including the simplex iteration
         limit)."""
-        import highspy
         import scipy.sparse as sp
-
-        from .lp import _new_highs
 
         A = self.A
         m, N = A.shape
@@ -644,7 +642,8 @@ class TrustRegionPolish:
         fi, fj = np.nonzero(flip)
         nf = fi.size
         s = np.where(flip, 0.0, np.sign(Rr))
-        nnz = int(np.count_nonzero(s)) * k + 2 * nf * (k + 1) + rows.size * (nf > 0) + rows.size
+        # entries: D in the row constraints, e and t there, D and e in the 2 nf flip rows
+        nnz = int(np.count_nonzero(s)) * k + nf + rows.size + 2 * nf * (k + 1)
         if nnz > self.max_nonzeros:
             return None
         r = rows.size
@@ -663,36 +662,14 @@ class TrustRegionPolish:
         C = sp.vstack([C1, sp.hstack([-UD, -Ie, z]), sp.hstack([UD, -Ie, z])]).tocsc()
         ub = np.concatenate([b1, -Rr[flip], Rr[flip]])
         nc = n + nf + 1
-        h = _new_highs(highspy)
-        h.setOptionValue("output_flag", False)
-        h.setOptionValue("threads", 1)
-        h.setOptionValue("simplex_iteration_limit", int(self.max_iterations))
-        inf = highspy.kHighsInf
-        lp = highspy.HighsLp()
-        lp.num_col_, lp.num_row_ = nc, C.shape[0]
         cost = np.zeros(nc)
         cost[-1] = 1.0
-        lp.col_cost_ = cost
-        lp.col_lower_ = np.concatenate([np.full(n, -delta), np.zeros(nf), [-inf]])
-        lp.col_upper_ = np.concatenate([np.full(n, delta), np.full(nf, inf), [inf]])
-        lp.row_lower_ = np.full(C.shape[0], -inf)
-        lp.row_upper_ = ub
-        lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-        lp.a_matrix_.start_ = C.indptr.astype(np.int32)
-        lp.a_matrix_.index_ = C.indices.astype(np.int32)
-        lp.a_matrix_.value_ = C.data
-        lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = nc, C.shape[0]
-        if h.passModel(lp) not in (highspy.HighsStatus.kOk, highspy.HighsStatus.kWarning):
+        lower = np.concatenate([np.full(n, -delta), np.zeros(nf), [-np.inf]])
+        upper = np.concatenate([np.full(n, delta), np.full(nf, np.inf), [np.inf]])
+        res = solve_inequality_lp(C, ub, cost, lower, upper, self.max_iterations)
+        if not res.success:
             return None
-        try:
-            h.run()
-        except Exception:  # noqa: BLE001 - a solver crash ends the polish, never a bound
-            return None
-        if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
-            return None
-        x = np.asarray(h.getSolution().col_value, dtype=np.float64)
-        if x.shape != (nc,) or not np.isfinite(x).all():
-            return None
+        x = res.x
         return W + np.clip(x[:n].reshape(k, N), -delta, delta)
 
     def polish(self, k: int, target: float):
@@ -709,7 +686,7 @@ class TrustRegionPolish:
         delta = self.delta * float(np.abs(W).max())
         floor = 1e-7 * float(np.abs(W).max())
         spent = False
-        for _ in range(self.steps):
+        for step in range(self.steps):
             if err <= target or delta < floor:
                 break
             out = self.w_step(U, W, delta, target)
@@ -723,7 +700,13 @@ class TrustRegionPolish:
                 break
             e2 = float(np.abs(self.A - U2 @ W2).sum(axis=1).max())
             if np.isfinite(e2) and e2 < err:
+                gain = err - e2
                 W, U, err = W2, U2, e2
+                if err - target > gain * (self.steps - step - 1):
+                    # out of reach even at this step's rate (the rate falls as the
+                    # box shrinks or the fit settles): stop, as the budget would
+                    spent = err > target
+                    break
             else:
                 delta /= 4.0
         else:
