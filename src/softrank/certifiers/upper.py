@@ -593,9 +593,23 @@ class TrustRegionPolish:
     simplex iterations: a work budget, deterministic, so a bracket does not depend on the
     machine's speed. The witness is checked like every other.
 
-    This is the trust-region finish of docs/theory/exact.md (what searches close): on small
-    MiniLM heads it lowered upper ends that the alternating IRLS alone left one or two ranks
-    high.
+    This is a lighter form of the trust-region finish of docs/theory/exact.md (what searches
+    close): on the default panel it lowered 144 of 537 upper ends (190 ranks in all) below
+    the other constructions'.
+
+    Parameters
+    ----------
+    A : (m, N) float64 ndarray
+        The attention matrix (rows sum to 1).
+    start : AlternatingL1
+        Its IRLS bases (``start._fit(k).Vt``) are the starting ``W``; shared with the
+        alternating-l1 construction of the same bracket.
+    steps : int
+        W steps per rank and call.
+    max_nonzeros, max_iterations : int
+        The budget of one W-step LP (constraint entries; HiGHS simplex iterations).
+    delta : float
+        The first box half-width, relative to ``max |W|``.
     """
 
     method = "trust-region"
@@ -609,9 +623,11 @@ class TrustRegionPolish:
         self.max_nonzeros = max_nonzeros
         self.max_iterations = max_iterations
         self.delta = delta
-        self._done: dict[int, tuple[float, np.ndarray, np.ndarray]] = {}
+        self._done: dict[int, tuple] = {}  # k -> (max error, U, W, budget spent)
 
     def _u_step(self, W: np.ndarray) -> np.ndarray | None:
+        """Every row of ``U`` by its exact l1 regression on ``W``; None if an LP is not
+        optimal."""
         reg = L1Regression(W)
         U = np.empty((self.A.shape[0], W.shape[0]))
         for i, a in enumerate(self.A):
@@ -673,8 +689,9 @@ class TrustRegionPolish:
         return W + np.clip(x[:n].reshape(k, N), -delta, delta)
 
     def polish(self, k: int, target: float):
-        """``(max row error, U, W)`` after the polish at rank ``k`` toward ``target`` (cached
-        per ``k``: a later, larger target reuses a pair that already meets it)."""
+        """``(max row error, U, W)`` after the polish at rank ``k`` toward ``target``, or None
+        when an l1 regression is not optimal. Cached per ``k``: a later target reuses a pair
+        that already meets it, or resumes the polish when its budget was not spent."""
         got = self._done.get(k)
         if got is not None and (got[0] <= target or got[3]):
             return got[:3]
