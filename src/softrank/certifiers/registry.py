@@ -225,9 +225,12 @@ class SubspaceTest:
     name = "subspace"
     gauge_invariant = True  # reads only A
 
+    def _search(self, ctx: Context) -> lo_.SubspaceSearch:
+        return ctx.shared("subspace", lambda: lo_.SubspaceSearch(ctx.A, ctx.svd[2].T, "svd"))
+
     def certify(self, operator, eps, context=None):
         ctx = _ctx(operator, context)
-        sub = ctx.shared("subspace", lambda: lo_.SubspaceSearch(ctx.A, ctx.svd[2].T, "svd"))
+        sub = self._search(ctx)
         base = max(ctx.lower, 1)
         c = sub.best(eps, base + 1, ctx.p)
         if c is None:
@@ -238,7 +241,7 @@ class SubspaceTest:
         return g if g is not None and g.rank > c.rank else c
 
 
-class RowSubspaceTest:
+class RowSubspaceTest(SubspaceTest):
     """Subspace certificate on the span of rows of ``A`` in pivoted-QR order (the first
     ``k`` rows a column-pivoted QR of ``A^T`` picks), searched above ``context.lower``,
     then grown by the local search: the row starts of docs/theory/exact.md."""
@@ -247,9 +250,7 @@ class RowSubspaceTest:
     gauge_invariant = True  # reads only A
     late = True  # runs after every other method (bracket.py): earlier answers stay as they were
 
-    def certify(self, operator, eps, context=None):
-        ctx = _ctx(operator, context)
-
+    def _search(self, ctx: Context) -> lo_.SubspaceSearch:
         def make():
             order = ctx.shared("row-order", lambda: lo_.row_order(ctx.A))
             Q, _ = np.linalg.qr(ctx.A[order].T)  # (N, min(m, N)): nested spans of the rows
@@ -259,15 +260,7 @@ class RowSubspaceTest:
             r = int(np.count_nonzero(s > s[0] * max(ctx.A.shape) * np.finfo(float).eps))
             return lo_.SubspaceSearch(ctx.A, Q[:, :max(r, 1)], "rows")
 
-        sub = ctx.shared("subspace-rows", make)
-        base = max(ctx.lower, 1)
-        c = sub.best(eps, base + 1, ctx.p)
-        if c is None:
-            c = sub.certificate(base, eps)
-        if c is None:
-            return None
-        g = sub.extend(eps, c)
-        return g if g is not None and g.rank > c.rank else c
+        return ctx.shared("subspace-rows", make)
 
 
 def _decoders(ctx: Context) -> dict:
