@@ -91,47 +91,78 @@ def _standardise(Xtr, Xte):
 
 def _fit_predict(Xtr, ytr, Xte, alphas):
     """Held-out predictions ``(n_te, len(alphas))`` of ridge models with an intercept, one per
-    penalty: scikit-learn's ``ridge_regression`` (one SVD for all penalties) on the
-    training part centred and scaled, with one target column per penalty (the same fit as
-    ``Ridge(alpha)`` on standardised features; checked in the tests)."""
-    from sklearn.linear_model import ridge_regression
+    penalty, on the training part centred and scaled: one SVD ``X = U S V^T`` of the
+    training features serves every penalty, ``coef = V diag(s / (s^2 + alpha)) U^T y``
+    (singular values below 1e-15 dropped, as scikit-learn's ``svd`` solver does; the same
+    fit as ``Ridge(alpha)`` on standardised features, checked in the tests). The ridge
+    itself is a few lines here because scikit-learn's per-call overhead was most of the
+    cost of the tens of thousands of small fits of the bootstrap."""
+    from scipy.linalg import svd
 
     alphas = np.atleast_1d(np.asarray(alphas, dtype=np.float64))
     Xtr, Xte = _standardise(Xtr, Xte)
     ym = ytr.mean()
-    Y = np.repeat((ytr - ym)[:, None], alphas.size, axis=1)
-    coef = ridge_regression(np.ascontiguousarray(Xtr), Y, alphas, solver="svd",
-                            check_input=False)
-    return Xte @ np.atleast_2d(coef).T + ym
+    U, s, Vt = svd(Xtr, full_matrices=False, check_finite=False)
+    keep = s > 1e-15
+    s, U, Vt = s[keep], U[:, keep], Vt[keep]
+    d = s[:, None] / (s[:, None] ** 2 + alphas[None, :])  # (rank, penalties)
+    coef = Vt.T @ (d * (U.T @ (ytr - ym))[:, None])  # (p, penalties)
+    return Xte @ coef + ym
 
 
-def _tune(X, y, groups, alphas, inner):
-    """Penalty with the least inner grouped-CV mean absolute error (ties: the larger)."""
+def _group_folds(groups, n_splits):
+    """``GroupKFold(n_splits)`` train/test index pairs of ``groups`` (a list)."""
     from sklearn.model_selection import GroupKFold
 
+    return list(GroupKFold(n_splits=n_splits).split(np.zeros((groups.size, 1)), None, groups))
+
+
+def _inner_folds(groups, inner):
+    """The inner tuning folds of one training part, or None when it has fewer than two
+    sources (then the largest penalty is used)."""
     k = min(inner, np.unique(groups).size)
-    if k < 2:
+    return None if k < 2 else _group_folds(groups, k)
+
+
+def _tune_on(X, y, folds, alphas):
+    """Penalty with the least grouped-CV mean absolute error over ``folds`` (ties: the
+    larger); the largest penalty when ``folds`` is None."""
+    if folds is None:
         return float(alphas[-1])
     err = np.zeros(len(alphas))
-    for tr, te in GroupKFold(n_splits=k).split(X, y, groups):
+    for tr, te in folds:
         err += np.abs(_fit_predict(X[tr], y[tr], X[te], alphas) - y[te, None]).sum(axis=0)
     best = np.flatnonzero(err <= err.min() * (1 + 1e-12))
     return float(alphas[best[-1]])
 
 
-def _heldout(X, y, groups, alphas, outer, inner):
-    """Source-disjoint held-out predictions with grouped inner tuning."""
-    from sklearn.model_selection import GroupKFold
+def _tune(X, y, groups, alphas, inner):
+    """Penalty with the least inner grouped-CV mean absolute error (ties: the larger)."""
+    return _tune_on(X, y, _inner_folds(groups, inner), alphas)
 
+
+def _nested_folds(groups, outer, inner):
+    """The outer source-disjoint folds, each with its inner tuning folds: computed once per
+    draw and shared by every model fitted on it (they depend on the sources only)."""
+    out = []
+    for tr, te in _group_folds(groups, min(outer, np.unique(groups).size)):
+        out.append((tr, te, _inner_folds(groups[tr], inner)))
+    return out
+
+
+def _heldout(X, y, groups, alphas, outer, inner, folds=None):
+    """Source-disjoint held-out predictions with grouped inner tuning (``folds``: those of
+    :func:`_nested_folds` for ``groups``, computed here when not given)."""
     pred = np.empty_like(y)
-    for tr, te in GroupKFold(n_splits=min(outer, np.unique(groups).size)).split(X, y, groups):
-        a = _tune(X[tr], y[tr], groups[tr], alphas, inner)
+    for tr, te, inner_folds in folds or _nested_folds(groups, outer, inner):
+        a = _tune_on(X[tr], y[tr], inner_folds, alphas)
         pred[te] = _fit_predict(X[tr], y[tr], X[te], [a])[:, 0]
     return pred
 
 
 def _maes(models, y, groups, alphas, outer, inner):
-    return {name: float(np.abs(_heldout(X, y, groups, alphas, outer, inner) - y).mean())
+    folds = _nested_folds(groups, outer, inner)
+    return {name: float(np.abs(_heldout(X, y, groups, alphas, outer, inner, folds) - y).mean())
             for name, X in models.items()}
 
 
