@@ -76,6 +76,8 @@ SPECS = {
                      ["--softrank-min-coverage", "1.5"]),
     "same-names": (["examples.my_construction:MyConstruction",
                     "examples.my_construction:MyConstruction"], []),
+    "bad-cache": (["examples.my_construction:MyConstruction"],
+                  ["--softrank-reference-cache", str(REPO / "pyproject.toml")]),
 }
 
 
@@ -102,6 +104,8 @@ class Run:
                "-p", "softrank_test_probe"]
         for spec in specs:
             cmd += ["--softrank-certifier", spec]
+        # every run shares one reference cache (the heavy runs compare with the same cases)
+        cmd += ["--softrank-reference-cache", str(root / "reference-cache")]
         env = _env()
         (root / "mods").mkdir(exist_ok=True)
         (root / "mods" / "nevermod.py").write_text(NEVER)
@@ -449,8 +453,24 @@ def test_the_suites_load_without_the_optional_extras(runs, key):
     assert json.loads(r.probe.read_text()) == [], r
 
 
+def test_the_runs_share_their_reference_brackets(runs):
+    """The four runs that bracket cases share one reference cache: every bracket one of them
+    stored and another needed was read back (and re-checked) instead of computed again, and
+    no stored entry was refused."""
+    counts = []
+    for key in ("good", "sized", "broken-construction", "broken-lower"):
+        r = runs[key].wait()
+        got = re.search(r"reference cache \S+: (\d+) brackets read back and re-checked, "
+                        r"(\d+) computed and stored, (\d+) stored entries refused", r.stdout)
+        assert got, r
+        counts.append(tuple(map(int, got.groups())))
+    assert sum(c[0] for c in counts) > 0 and all(c[1] > 0 or c[0] > 0 for c in counts), counts
+    assert all(c[2] == 0 for c in counts), counts
+
+
 @pytest.mark.parametrize("key, option", [("bad-sizes", "--softrank-sizes"),
                                          ("bad-coverage", "--softrank-min-coverage"),
+                                         ("bad-cache", "--softrank-reference-cache"),
                                          ("same-names", "names must differ")])
 def test_bad_suite_options_are_usage_errors(runs, key, option):
     r = runs[key]

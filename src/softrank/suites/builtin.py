@@ -20,13 +20,18 @@ _CACHE: dict = {}
 
 
 def reference_bracket(operator, eps: float):
-    """softrank's full bracket of ``operator`` at ``eps`` (cached; both ends checked)."""
+    """softrank's full bracket of ``operator`` at ``eps`` (cached in memory for the session,
+    and on disk with ``--softrank-reference-cache``, :mod:`softrank.suites.refcache`, where
+    it is re-checked when read back; both ends checked)."""
     from ..certifiers.bracket import bracket
+    from .config import CONFIG
 
     key = (operator.hash, float(eps))
     br = _CACHE.get(key)
     if br is None:
         if len(_CACHE) > 512:
             _CACHE.clear()
-        br = _CACHE[key] = bracket(operator, float(eps))
+        disk = CONFIG.reference_cache
+        br = _CACHE[key] = (bracket(operator, float(eps)) if disk is None else
+                            disk.get(operator, float(eps), lambda op, e: bracket(op, e)))
     return br
