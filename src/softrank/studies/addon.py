@@ -5,8 +5,9 @@ Response: the upper end of the bracket at ``eps = 0.25`` over ``min(m, N)``. Fea
 (:mod:`softrank.studies.features`): **B0** size and tolerance, **B1** a calibrated,
 gauge-invariant baseline from ``A`` alone, **G** native geometry. Per family:
 
-* ridge models (scikit-learn ``Ridge`` on features standardised with the training part's
-  mean and standard deviation) for ``base`` and ``base + added``;
+* ridge models (the fit of scikit-learn's ``Ridge`` on features standardised with the
+  training part's mean and standard deviation, by one SVD for every penalty) for ``base``
+  and ``base + added``;
 * **source-disjoint outer folds** (``GroupKFold`` by source, 5 folds) give every operator a
   held-out prediction; the ridge penalty is tuned inside each outer training part by an
   **inner** ``GroupKFold`` grouped by source (4 folds, mean absolute error, penalties

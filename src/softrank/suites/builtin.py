@@ -19,19 +19,18 @@ __all__ = ["CONSTRUCTIONS", "LOWER_TESTS", "REFERENCE", "builtin", "builtin_cert
 _CACHE: dict = {}
 
 
-def reference_bracket(operator, eps: float):
+def reference_bracket(operator, eps: float, disk=None):
     """softrank's full bracket of ``operator`` at ``eps`` (cached in memory for the session,
-    and on disk with ``--softrank-reference-cache``, :mod:`softrank.suites.refcache`, where
-    it is re-checked when read back; both ends checked)."""
+    and in ``disk``, a :class:`softrank.suites.refcache.ReferenceCache`
+    (``--softrank-reference-cache``) when given, where it is re-checked when read back; both
+    ends checked)."""
     from ..certifiers.bracket import bracket
-    from .config import CONFIG
 
     key = (operator.hash, float(eps))
     br = _CACHE.get(key)
     if br is None:
         if len(_CACHE) > 512:
             _CACHE.clear()
-        disk = CONFIG.reference_cache
         br = _CACHE[key] = (bracket(operator, float(eps)) if disk is None else
                             disk.get(operator, float(eps), lambda op, e: bracket(op, e)))
     return br

@@ -87,6 +87,7 @@ class ReferenceCache:
         self.refused = 0  # entries present but not accepted (recomputed)
 
     def key(self, operator, eps: float) -> str:
+        """24 hex digits: :func:`engine_key`, the operator's hash and ``eps``."""
         return hashlib.sha256(f"{engine_key()}/{operator.hash}/{float(eps)!r}".encode()
                               ).hexdigest()[:24]
 
