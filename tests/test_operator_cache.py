@@ -152,3 +152,30 @@ def test_audit_reports_the_cache_and_its_second_run_loads_no_model(tmp_path, cap
         (r["operator_id"], r["lower"], r["upper"]) for r in rows[1]]
     assert main(args[:-2] + ["--no-operator-cache", "--out", str(tmp_path / "c")]) == 0
     assert "no operator cache" in capsys.readouterr().err
+
+
+@pytest.mark.models
+def test_the_suites_minilm_cases_go_through_the_default_cache(tmp_path, monkeypatch):
+    """The suites' real-size MiniLM cases use the audits' default cache: a second session
+    (the in-process operators cleared) reads them back without loading the model, equal to
+    the captured ones."""
+    from softrank.suites import sizes
+
+    monkeypatch.setenv("SOFTRANK_OPERATOR_CACHE", str(tmp_path / "c"))
+    monkeypatch.setattr(sizes, "_OPERATORS", {})
+    cases = [c for c in sizes.sized_cases([("minilm", 16)])]
+    first = [sizes.sized_operator(c, cases) for c in cases]
+    assert len(list((tmp_path / "c").glob("*.npz"))) == len(cases) == 2
+    monkeypatch.setattr(sizes, "_OPERATORS", {})
+    _no_model(monkeypatch)
+    for c, op in zip(cases, first):
+        _same(sizes.sized_operator(c, cases), op)
+
+
+def test_the_suites_capture_without_a_cache_when_its_path_is_a_file(tmp_path, monkeypatch):
+    from softrank.suites import sizes
+
+    f = tmp_path / "file"
+    f.write_text("mine")
+    monkeypatch.setenv("SOFTRANK_OPERATOR_CACHE", str(f))
+    assert sizes._operator_cache() is None and f.read_text() == "mine"

@@ -122,6 +122,66 @@ def test_engine_key_names_the_installed_sources():
     assert len(k) == 16 and int(k, 16) >= 0 and k == refcache.engine_key()
 
 
+def _garbage_entry(entry, how):
+    import os
+    import shutil
+
+    if how == "entry is a file":
+        shutil.rmtree(entry)
+        entry.write_text("x")
+    elif how == "entry is a dangling link":
+        shutil.rmtree(entry)
+        entry.symlink_to(entry.parent / "nowhere")
+    elif how == "ends.json is a directory":
+        (entry / "ends.json").unlink()
+        (entry / "ends.json").mkdir()
+    elif how == "upper.npz is a directory":
+        (entry / "upper.npz").unlink()
+        (entry / "upper.npz").mkdir()
+    elif how == "ends.json is a FIFO":
+        (entry / "ends.json").unlink()
+        os.mkfifo(entry / "ends.json")
+    elif how == "ends.json nested 100000 deep":
+        (entry / "ends.json").write_text("[" * 100000 + "]" * 100000)
+    elif how == "ends.json deleted":
+        (entry / "ends.json").unlink()
+
+
+@pytest.mark.parametrize("how", ["entry is a file", "entry is a dangling link",
+                                 "ends.json is a directory", "upper.npz is a directory",
+                                 "ends.json is a FIFO", "ends.json nested 100000 deep",
+                                 "ends.json deleted"])
+def test_a_garbage_entry_is_refused_recomputed_and_replaced(op, tmp_path, how):
+    """Never a crash or a hang (a FIFO is not opened), counted as refused, and the entry is
+    written again whole."""
+    f = Counting()
+    ReferenceCache(tmp_path).get(op, 0.25, f)
+    _garbage_entry(_entry(tmp_path), how)
+    c = ReferenceCache(tmp_path)
+    br = c.get(op, 0.25, f)
+    assert (c.loaded, c.stored, c.refused, c.notes) == (0, 1, 1, []) and f.calls == 2
+    assert (br.lower, br.upper) == (4, 4)
+    c2 = ReferenceCache(tmp_path)
+    c2.get(op, 0.25, f)
+    assert (c2.loaded, f.calls) == (1, 2)
+
+
+def test_the_methods_are_the_certificates_own(op, tmp_path):
+    f = Counting()
+    first = ReferenceCache(tmp_path).get(op, 0.25, f)
+    again = ReferenceCache(tmp_path).get(op, 0.25, f)
+    assert again.lower_method == again.lower_certificate.method == first.lower_method
+    assert again.upper_method == again.upper_witness.method == first.upper_method
+
+
+def test_an_empty_path_is_refused(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InvalidArgumentError, match="--softrank-reference-cache: expected a "
+                                                   "directory path"):
+        ReferenceCache("")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_file_is_refused_and_left_alone(tmp_path):
     f = tmp_path / "file"
     f.write_text("mine")

@@ -22,7 +22,8 @@ head, source, width); an entry that fails either is reported and captured again.
 is trusted as the checkpoint directory is: whoever can write to it could also replace the
 weights.
 
-The cache lives in ``$SOFTRANK_OPERATOR_CACHE`` when set, else
+The suites' real-size MiniLM cases (:mod:`softrank.suites.sizes`) read and fill the same
+default cache. The cache lives in ``$SOFTRANK_OPERATOR_CACHE`` when set, else
 ``$XDG_CACHE_HOME/softrank/operators`` (``~/.cache/softrank/operators``); ``softrank audit
 --operator-cache DIR`` chooses another directory and ``--no-operator-cache`` turns it off.
 """

@@ -31,6 +31,7 @@ __all__ = [
     "capture_heads",
     "eager_attentions",
     "minilm_operators",
+    "cached_minilm_operators",
 ]
 
 
@@ -207,3 +208,53 @@ def minilm_operators(
                       batch_size=1)
         by_source[name] = {(op.layer, op.head): op for op in ops}
     return [by_source[name][(int(l), int(h))] for l, h, name in items]
+
+
+def cached_minilm_operators(width: int, assignments: Sequence[tuple[int, int, tuple[str, str]]],
+                            cache=None) -> list[Operator]:
+    """:func:`minilm_operators` of the packaged checkpoint, through an operator cache.
+
+    Each operator is read from ``cache`` when it holds it (keyed as
+    :mod:`softrank.generators.cache` describes: the checkpoint's files, the source's name and
+    text, the width, layer and head, the versions of torch and transformers; its provenance
+    must match the request), and the missing ones are captured with one model load and
+    stored. Without a cache, or when every operator is missing, this is
+    :func:`minilm_operators`.
+
+    Parameters
+    ----------
+    width, assignments :
+        As :func:`minilm_operators`.
+    cache : softrank.generators.cache.OperatorCache, optional
+
+    Raises
+    ------
+    CheckpointError, InvalidArgumentError
+        As :func:`minilm_operators` (the checkpoint is hashed before the cache is read).
+    """
+    assignments = list(assignments)
+    if cache is None or not assignments:
+        return minilm_operators(width, assignments)
+    from .cache import checkpoint_digest, package_versions, text_digest
+
+    ck = checkpoint_digest(minilm_checkpoint_dir())  # CheckpointError without the package
+    versions = package_versions()
+    out: list[Operator | None] = []
+    keys = []
+    for item in assignments:
+        try:
+            layer, head, (name, text) = item
+        except (TypeError, ValueError):  # minilm_operators names the malformed item
+            return minilm_operators(width, assignments)
+        key = cache.key({"kind": "minilm", "checkpoint": ck, "source": name,
+                         "text": text_digest(text), "width": width, "layer": layer,
+                         "head": head, "versions": versions})
+        keys.append(key)
+        out.append(cache.get(key, {"family": "minilm", "layer": layer, "head": head,
+                                   "source": name, "m": width, "n": width}))
+    todo = [i for i, op in enumerate(out) if op is None]
+    if todo:
+        for i, op in zip(todo, minilm_operators(width, [assignments[i] for i in todo])):
+            out[i] = op
+            cache.put(keys[i], op)
+    return out

