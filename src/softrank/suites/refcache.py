@@ -65,6 +65,14 @@ class ReferenceCache:
         The directory; created when missing. Only ``<root>/<key>/`` entries and their lock
         files are written there.
 
+    Attributes
+    ----------
+    loaded, stored, refused : int
+        Brackets read back and re-checked; computed and written; entries present but not
+        accepted (then computed and written again).
+    notes : list of str
+        One line per entry that could not be written.
+
     Raises
     ------
     InvalidArgumentError
@@ -103,7 +111,7 @@ class ReferenceCache:
         """The bracket of ``operator`` at ``eps``: read back and re-checked, or
         ``compute(operator, eps)`` stored (when its verdict is ``open`` or ``resolved``).
         An entry that cannot be read back is counted as refused; one that cannot be written
-        is noted in :attr:`notes` and the bracket is returned unstored."""
+        is noted in ``notes`` and the bracket is returned unstored."""
         import fcntl
 
         key = self.key(operator, eps)
