@@ -25,7 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["LPResult", "EqualityLP", "solve_inequality_lp", "L1Regression", "BasisPursuit"]
+__all__ = ["LPResult", "EqualityLP", "RangeLP", "solve_inequality_lp", "L1Regression",
+           "BasisPursuit"]
 
 
 _BANNER_SHOWN = False
@@ -143,6 +144,96 @@ class EqualityLP:
         except Exception as exc:  # a crash of the solver is a failed solve, never a bound
             return LPResult(f"exception:{type(exc).__name__}", None, None)
         if ms != self._hs.HighsModelStatus.kOptimal:
+            return LPResult(h.modelStatusToString(ms), None, None)
+        sol = h.getSolution()
+        x = np.asarray(sol.col_value, dtype=np.float64)
+        y = np.asarray(sol.row_dual, dtype=np.float64)
+        if (x.shape != (self.shape[1],) or y.shape != (self.shape[0],)
+                or not (np.isfinite(x).all() and np.isfinite(y).all())):
+            return LPResult("nan-solution", None, None)
+        return LPResult("optimal", x, float(h.getInfo().objective_function_value), y)
+
+
+class RangeLP:
+    """``min c^T z  s.t.  row_lower <= G z <= row_upper,  lower <= z <= upper`` for a fixed
+    ``G`` and many changes of a few rows' bounds: each :meth:`solve` sets the bounds of the
+    rows it is given, solves (the simplex restarts from the previous basis), and puts those
+    rows' bounds back. A solve that ends in a status other than optimal is retried once from
+    scratch, except *infeasible*: that status is final, and like every other it yields no
+    solution.
+
+    Parameters
+    ----------
+    G : (r, n) array_like or sparse
+    c, lower, upper : (n,) array_like (``+-inf`` allowed in the bounds)
+    row_lower, row_upper : (r,) array_like (``+-inf`` allowed)
+    options : dict, optional
+        HiGHS options (name: value) set on the instance.
+    """
+
+    def __init__(self, G, c, lower, upper, row_lower, row_upper, time_limit: float = 60.0,
+                 options: dict | None = None):
+        import highspy
+
+        self._hs = highspy
+        G = sp.csc_matrix(G, dtype=np.float64)
+        r, n = G.shape
+        self.shape = (r, n)
+        h = _new_highs(highspy)
+        h.setOptionValue("output_flag", False)
+        h.setOptionValue("time_limit", float(time_limit))
+        h.setOptionValue("threads", 1)
+        for name, value in (options or {}).items():
+            h.setOptionValue(name, value)
+        inf = highspy.kHighsInf
+
+        def bound(v):
+            v = np.asarray(v, dtype=np.float64)
+            return np.where(np.isfinite(v), v, np.where(v > 0, inf, -inf)).astype(np.float64)
+
+        lp = highspy.HighsLp()
+        lp.num_col_, lp.num_row_ = n, r
+        lp.col_cost_ = np.asarray(c, dtype=np.float64)
+        lp.col_lower_, lp.col_upper_ = bound(lower), bound(upper)
+        self._row_lower, self._row_upper = bound(row_lower), bound(row_upper)
+        lp.row_lower_, lp.row_upper_ = self._row_lower, self._row_upper
+        lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+        lp.a_matrix_.start_ = G.indptr.astype(np.int32)
+        lp.a_matrix_.index_ = G.indices.astype(np.int32)
+        lp.a_matrix_.value_ = G.data
+        lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = n, r
+        status = h.passModel(lp)
+        if status not in (highspy.HighsStatus.kOk, highspy.HighsStatus.kWarning):
+            raise RuntimeError(f"HiGHS rejected the model: {status}")  # see EqualityLP
+        self._h = h
+
+    def solve(self, rows, row_lower, row_upper) -> LPResult:
+        """Solve with the bounds of ``rows`` set to ``row_lower``/``row_upper`` (arrays of
+        their length), then restore them; ``x`` and the row duals ``y`` only when optimal."""
+        h = self._h
+        rows = np.asarray(rows, dtype=np.int32)
+        lo = np.asarray(row_lower, dtype=np.float64)
+        hi = np.asarray(row_upper, dtype=np.float64)
+        if not (np.isfinite(lo).all() and np.isfinite(hi).all()):
+            return LPResult("bad-rhs", None, None)
+        h.changeRowsBounds(rows.size, rows, lo, hi)
+        try:
+            return self._run()
+        finally:
+            h.changeRowsBounds(rows.size, rows, self._row_lower[rows], self._row_upper[rows])
+
+    def _run(self) -> LPResult:
+        h, hs = self._h, self._hs
+        try:
+            h.run()
+            ms = h.getModelStatus()
+            if ms not in (hs.HighsModelStatus.kOptimal, hs.HighsModelStatus.kInfeasible):
+                h.clearSolver()  # a warm start that ends non-optimal: retry once cold
+                h.run()
+                ms = h.getModelStatus()
+        except Exception as exc:  # a crash of the solver is a failed solve, never a bound
+            return LPResult(f"exception:{type(exc).__name__}", None, None)
+        if ms != hs.HighsModelStatus.kOptimal:
             return LPResult(h.modelStatusToString(ms), None, None)
         sol = h.getSolution()
         x = np.asarray(sol.col_value, dtype=np.float64)

@@ -263,6 +263,27 @@ class RowSubspaceTest(SubspaceTest):
         return ctx.shared("subspace-rows", make)
 
 
+class SubspaceClimbTest:
+    """Subspace certificate one dimension above ``context.lower`` by ascent on ``beta(S)``
+    from the top right singular vectors (:class:`~softrank.certifiers.lower.SubspaceClimb`),
+    then the next dimensions while it certifies; searched up to ``context.upper``."""
+
+    name = "subspace-climb"
+    gauge_invariant = True  # reads only A
+    late = True  # runs after every other method (bracket.py): earlier answers stay as they were
+
+    def certify(self, operator, eps, context=None):
+        ctx = _ctx(operator, context)
+        sub = ctx.shared("subspace", lambda: lo_.SubspaceSearch(ctx.A, ctx.svd[2].T, "svd"))
+        climb = ctx.shared("subspace-climb", lambda: lo_.SubspaceClimb(
+            ctx.A, ctx.svd[2].T, "svd", sub.key_order))
+        base = max(ctx.lower, 1)
+        if context is None:  # on its own (the suites): above the singular subspaces' end,
+            c = sub.best(eps, base + 1, ctx.p)  # as inside a bracket, not from rank 2 up
+            base = max(base, c.rank if c is not None else 0)
+        return climb.best(eps, base + 1, min(ctx.upper, ctx.p))
+
+
 def _decoders(ctx: Context) -> dict:
     """LP decoders of one operator: single keys in pivoted-QR order, contiguous blocks of
     widths 2 and 4 in the pivoted order of their column sums."""
@@ -316,7 +337,7 @@ CONSTRUCTIONS = {c.name: c for c in (
 LOWER_TESTS = {t.name: t for t in (
     TrivialTest(), FrobeniusTest(), KeyGroupsTest(), TruncatedPseudoinverseTest(),
     SubspaceTest(), LPDecoderTest(1), LPDecoderTest(2), LPDecoderTest(4),
-    RowSubspaceTest())}
+    RowSubspaceTest(), SubspaceClimbTest())}
 
 #: Reference constructions (Nystrom landmarks, positive random features, sinks plus random
 #: features): they need ``Q``, ``K``, ``beta``, decline without them, and search their own
