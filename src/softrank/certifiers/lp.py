@@ -156,9 +156,9 @@ class EqualityLP:
 
 class RangeLP:
     """``min c^T z  s.t.  row_lower <= G z <= row_upper,  lower <= z <= upper`` for a fixed
-    ``G`` and many changes of a few rows' bounds: each :meth:`solve` sets the bounds of the
-    rows it is given, solves (the simplex restarts from the previous basis), and puts those
-    rows' bounds back. A solve that ends in a status other than optimal is retried once from
+    ``G`` and many changes of a few rows' bounds: each :meth:`RangeLP.solve` sets the bounds
+    of the rows it is given, solves (the simplex restarts from the previous basis), and puts
+    those rows' bounds back. A solve that ends in a status other than optimal is retried once from
     scratch, except *infeasible*: that status is final, and like every other it yields no
     solution.
 
