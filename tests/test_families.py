@@ -439,3 +439,44 @@ def test_climb_certifies_past_the_singular_subspaces(seed, n, scale, eps):
     assert br.lower >= cert.rank and cert.rank <= br.upper
     assert br.diagnostics.record("subspace-climb").status in ("ok", "declined")
     assert LOWER_TESTS["subspace-climb"].late
+
+
+def test_climb_at_one_eps_does_not_depend_on_the_others():
+    """The climbs at one tolerance keep their own duals: bracketing at eps alone and at eps
+    among others gives the same lower end (a case where shared duals changed it)."""
+    from softrank import Operator, bracket
+
+    L = 3 * np.random.default_rng(104).standard_normal((24, 24))
+    A = np.exp(L - L.max(axis=1, keepdims=True))
+    A /= A.sum(axis=1, keepdims=True)
+    alone = bracket(Operator(A=A), 0.1)
+    among = bracket(Operator(A=A), [0.1, 0.25, 0.5])[0]
+    assert among.lower == alone.lower and among.upper == alone.upper
+    assert alone.lower_certificate is not None and check(A, alone.lower_certificate).ok
+
+
+def test_climb_goal_below_one_near_eps_one():
+    """On I_10 every subspace is eps-injective for eps < 1 (||x||_inf = ||I x||_inf), so the
+    climb certifies the whole space even at eps = 0.99995, where eps (1 + 1e-4) > 1."""
+    eye = np.eye(10)
+    cert = lo.SubspaceClimb(eye, eye).best(0.99995, 2, 10)
+    assert cert is not None and cert.rank == 10 and check(eye, cert).ok
+
+
+@pytest.mark.parametrize("kwargs, needle", [
+    ({"V": np.full((6, 6), np.nan)}, "V must be"),
+    ({"V": np.eye(5)}, "V must be"),
+    ({"key_order": []}, "key_order"),
+    ({"active": 0}, "active"),
+    ({"full_every": 0}, "full_every"),
+    ({"margin": -1.0}, "margin"),
+])
+def test_climb_bad_arguments_are_named(kwargs, needle):
+    from softrank.errors import InvalidArgumentError
+
+    A = np.full((6, 6), 1 / 6)
+    args = {"V": np.eye(6)} | kwargs
+    with pytest.raises(InvalidArgumentError, match=needle):
+        lo.SubspaceClimb(A, args.pop("V"), **args)
+    with pytest.raises(InvalidArgumentError, match="lo must be"):
+        lo.SubspaceClimb(A, np.eye(6)).best(0.1, 2.5, 6)

@@ -37,6 +37,7 @@ from ..checker import (
     SubspaceCertificate,
     TrivialCertificate,
 )
+from ..errors import InvalidArgumentError
 from .linalg import weighted_solves
 from .lp import BasisPursuit, RangeLP
 
@@ -522,11 +523,13 @@ class SubspaceClimb:
     :meth:`climb` starts from ``B`` and repeats: the sum of these directions over the keys
     at the least value of a small active set moves ``B`` (then re-orthonormalised), with
     the step halved until the active set's least value rises; every ``full_every`` steps,
-    and whenever the active set's least value passes ``eps``, every key is solved and the
-    worst keys join the active set. It stops when ``beta(S)`` exceeds ``eps`` by the
-    relative ``margin`` (then :class:`SubspaceSearch` builds the certificate from ``S`` and
-    the checker decides), when no step raises it, or when its deterministic budget of LP
-    solves is spent. :meth:`best` climbs from the top ``lo`` right singular vectors and,
+    and whenever the active set's least value passes the goal, the watched keys are solved
+    again (:meth:`climb`) and the worst join the active set. It stops when ``beta(S)``
+    exceeds the goal ``eps + margin min(eps, 1 - eps)`` (then :class:`SubspaceSearch` builds
+    the certificate from ``S`` and the checker decides), when no step raises it, when the
+    goal is out of reach at the mean rate of ascent so far, or when its deterministic budget
+    of LP solves is spent (each solve also stops at HiGHS's 60 s time limit, as every LP of
+    softrank's does). :meth:`best` climbs from the top ``lo`` right singular vectors and,
     after each certificate, from the certified ``S`` plus the next singular direction.
     The climb is a heuristic: nothing it computes is a bound until the certificate built
     from ``S`` passes the checker.
@@ -546,23 +549,52 @@ class SubspaceClimb:
     max_entries : int
         No climb at a dimension ``k`` whose LPs have more than ``max_entries`` constraint
         entries, ``(k + 1) (2 m + N)``.
+    full_every, active : int
+        Steps between evaluations of the watched keys; keys added to the active set each time.
+    margin : float
+        Relative margin of the goal over ``eps``.
+
+    Raises
+    ------
+    InvalidArgumentError
+        If ``V`` is not a finite ``(N, p)`` array, ``key_order`` not a permutation of the
+        keys, an integer setting below 1 or ``margin`` negative or not finite.
     """
 
     def __init__(self, A: np.ndarray, V: np.ndarray, name: str = "svd",
                  key_order: list | None = None, lps_per_key: int = 12,
                  max_entries: int = 20_000, full_every: int = 10, active: int = 4,
                  margin: float = 1e-4):
+        m, N = A.shape
+        V = np.asarray(V, dtype=np.float64)
+        if V.ndim != 2 or V.shape[0] != N or not np.isfinite(V).all():
+            raise InvalidArgumentError(f"V must be a finite ({N}, p) array, got shape "
+                                       f"{V.shape}" + ("" if V.ndim != 2 or V.shape[0] != N
+                                                       else " with a non-finite entry"))
+        for arg, val in (("lps_per_key", lps_per_key), ("max_entries", max_entries),
+                         ("full_every", full_every), ("active", active)):
+            if not (isinstance(val, (int, np.integer)) and val >= 1):
+                raise InvalidArgumentError(f"{arg} must be an integer >= 1, got {val!r}")
+        if not (np.isfinite(margin) and margin >= 0):
+            raise InvalidArgumentError(f"margin must be finite and >= 0, got {margin!r}")
+        order = list(range(N)) if key_order is None else key_order
+        if sorted(order) != list(range(N)):
+            raise InvalidArgumentError(f"key_order must be a permutation of range({N}), got "
+                                       f"{len(order)} keys")
         self.A = A
         self.V = V
         self.name = name
-        self.key_order = key_order if key_order is not None else list(range(A.shape[1]))
-        self.budget = lps_per_key * A.shape[1]
+        self.key_order = order
+        self.budget = lps_per_key * N
         self.max_entries = max_entries
         self.full_every = full_every
         self.n_active = active
         self.margin = margin
         self.lps = 0  # LP solves spent (all climbs)
-        self._duals: dict = {}  # key -> row duals of its last exact LP
+        # key -> row duals of its last exact LP, kept per eps: the climbs at one eps never
+        # depend on which other tolerances the same operator is bracketed at
+        self._duals_by_eps: dict = {}
+        self._duals: dict = {}
 
     def _model(self, B: np.ndarray) -> RangeLP:
         m, N = self.A.shape
@@ -633,19 +665,22 @@ class SubspaceClimb:
         return out
 
     def climb(self, B: np.ndarray, eps: float, extra=()) -> np.ndarray | None:
-        """``B`` turned until ``beta(span B) > eps (1 + margin)`` on the keys it watches, or
+        """``B`` turned until ``beta(span B)`` exceeds the goal on the keys it watches, or
         None (no step raised ``beta``, the goal is out of reach at the rate so far, or the
         budget is spent first). The keys watched: every key at the start; then those whose
         value was below ``3 eps`` there or whose LP had no optimum (no ``x`` in ``S`` peaks at
         the key yet; a turn of ``S`` can change that), and ``extra`` (the certificate built
         from the result covers every key). A full evaluation skips the keys whose
-        :meth:`lower_bounds` exceed the goal."""
+        :meth:`lower_bounds` exceed the goal; the duals behind those bounds come from the
+        climbs at the same ``eps`` only."""
         N = self.A.shape[1]
         B = np.linalg.qr(B)[0]
         spent0 = self.lps
         # the budget in LP solves, fewer above dimension 16 (a solve's cost grows with k)
         budget = int(self.budget * min(1.0, 16.0 / (B.shape[1] + 1)))
-        goal = eps * (1.0 + self.margin)
+        # beta <= ||A||_inf = 1 on row-stochastic A: near eps = 1 the margin shrinks with 1 - eps
+        goal = eps + self.margin * min(eps, 1.0 - eps)
+        self._duals = self._duals_by_eps.setdefault(eps, {})
         vals = self.values(B, range(N), skip_above=goal)
         vals.update(self.values(B, extra))
         watch = sorted({j for j, (v, _) in vals.items() if not 3 * goal <= v < np.inf}
@@ -695,6 +730,9 @@ class SubspaceClimb:
     def best(self, eps: float, lo: int, hi: int) -> SubspaceCertificate | None:
         """The largest ``k`` in ``[lo, hi]`` reached by climbing ``k = lo, lo + 1, ...``, each
         from the last certified subspace plus the next right singular direction."""
+        for arg, val in (("lo", lo), ("hi", hi)):
+            if not isinstance(val, (int, np.integer)):
+                raise InvalidArgumentError(f"{arg} must be an integer, got {val!r}")
         A = self.A
         m, N = A.shape
         # the LP of a key has (k + 1) (2 m + N) entries; past max_entries its solves cost
