@@ -515,9 +515,9 @@ class SubspaceClimb:
     ``beta(S) = min_j LP_j(S) > eps``, where
     ``LP_j(S) = min ||A x||_inf  s.t.  x in S, x_j = 1, ||x||_inf <= 1``
     (a ``k + 1``-column LP: ``x = B c``, variables ``c`` and ``t >= |A B c|``; an infeasible
-    ``LP_j`` -- no ``x`` in ``S`` with ``x_j != 0`` -- counts as ``+inf``). The derivative of ``LP_j`` in ``B`` is read off its duals: with
-    ``(c, t)`` optimal and ``y`` the row duals, ``d LP_j / d B = -(A^T y_A + y_X) c^T``
-    (``y_A`` the duals of the rows ``|A B c| <= t``, ``y_X`` of the rows of ``B c``); by
+    ``LP_j`` -- no ``x`` in ``S`` peaks at key ``j`` -- counts as ``+inf``). The derivative
+    of ``LP_j`` in ``B`` is read off its duals: with ``(c, t)`` optimal and ``y`` the row
+    duals, ``d LP_j / d B = -(A^T y_A + y_X) c^T`` (``y_A`` the duals of the rows ``|A B c| <= t``, ``y_X`` of the rows of ``B c``); by
     stationarity in ``c`` that direction is orthogonal to ``S``, a rotation of ``S``.
 
     :meth:`climb` starts from ``B`` and repeats: the sum of these directions over the keys
