@@ -517,8 +517,9 @@ class SubspaceClimb:
     (a ``k + 1``-column LP: ``x = B c``, variables ``c`` and ``t >= |A B c|``; an infeasible
     ``LP_j`` -- no ``x`` in ``S`` peaks at key ``j`` -- counts as ``+inf``). The derivative
     of ``LP_j`` in ``B`` is read off its duals: with ``(c, t)`` optimal and ``y`` the row
-    duals, ``d LP_j / d B = -(A^T y_A + y_X) c^T`` (``y_A`` the duals of the rows ``|A B c| <= t``, ``y_X`` of the rows of ``B c``); by
-    stationarity in ``c`` that direction is orthogonal to ``S``, a rotation of ``S``.
+    duals, ``d LP_j / d B = -(A^T y_A + y_X) c^T`` (``y_A`` the duals of the rows
+    ``|A B c| <= t``, ``y_X`` of the rows of ``B c``); by stationarity in ``c`` that
+    direction is orthogonal to ``S``, a rotation of ``S``.
 
     :meth:`climb` starts from ``B`` and repeats: the sum of these directions over the keys
     at the least value of a small active set moves ``B`` (then re-orthonormalised), with
