@@ -68,111 +68,14 @@ class LPResult:
                 and (self.y is None or bool(np.isfinite(self.y).all())))
 
 
-class EqualityLP:
-    """``min c^T z  s.t.  G z = b,  lower <= z <= upper`` for a fixed ``G`` and many ``b`` or
-    many ``c``.
-
-    Parameters
-    ----------
-    G : (r, n) array_like or sparse
-    c, lower, upper : (n,) array_like (``+-inf`` allowed in the bounds)
-    maximize : bool
-        ``max`` instead of ``min``.
-    """
-
-    def __init__(self, G, c, lower, upper, time_limit: float = 60.0, maximize: bool = False):
-        import highspy
-
-        self._hs = highspy
-        G = sp.csc_matrix(G, dtype=np.float64)
-        r, n = G.shape
-        self.shape = (r, n)
-        h = _new_highs(highspy)
-        h.setOptionValue("output_flag", False)
-        h.setOptionValue("time_limit", float(time_limit))
-        h.setOptionValue("threads", 1)
-        inf = highspy.kHighsInf
-        lp = highspy.HighsLp()
-        lp.num_col_ = n
-        lp.num_row_ = r
-        lp.col_cost_ = np.asarray(c, dtype=np.float64)
-        lp.col_lower_ = np.where(np.isfinite(lower), lower, -inf).astype(np.float64)
-        lp.col_upper_ = np.where(np.isfinite(upper), upper, inf).astype(np.float64)
-        lp.row_lower_ = np.zeros(r)
-        lp.row_upper_ = np.zeros(r)
-        lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-        lp.a_matrix_.start_ = G.indptr.astype(np.int32)
-        lp.a_matrix_.index_ = G.indices.astype(np.int32)
-        lp.a_matrix_.value_ = G.data
-        lp.a_matrix_.num_col_ = n
-        lp.a_matrix_.num_row_ = r
-        if maximize:
-            lp.sense_ = highspy.ObjSense.kMaximize
-        status = h.passModel(lp)
-        # kWarning: HiGHS dropped matrix entries below its small_matrix_value. The LP it
-        # solves then differs slightly from ours; harmless, because nothing an LP returns is
-        # trusted: every certificate built from it is re-checked against the exact data.
-        if status not in (highspy.HighsStatus.kOk, highspy.HighsStatus.kWarning):
-            raise RuntimeError(f"HiGHS rejected the model: {status}")
-        self._h = h
-        self._idx = np.arange(r, dtype=np.int32)
-        self._cols = np.arange(n, dtype=np.int32)
-
-    def solve(self, b=None, *, cost=None) -> LPResult:
-        """Solve with right-hand side ``b (r,)`` and/or costs ``cost (n,)`` (each kept from
-        the previous solve when None; ``b`` starts at 0)."""
-        h = self._h
-        if b is not None:
-            b = np.asarray(b, dtype=np.float64)
-            if b.shape != (self.shape[0],) or not np.isfinite(b).all():
-                return LPResult("bad-rhs", None, None)
-            h.changeRowsBounds(self.shape[0], self._idx, b, b)
-        if cost is not None:
-            cost = np.asarray(cost, dtype=np.float64)
-            if cost.shape != (self.shape[1],) or not np.isfinite(cost).all():
-                return LPResult("bad-cost", None, None)
-            h.changeColsCost(self.shape[1], self._cols, cost)
-        try:
-            h.run()
-            ms = h.getModelStatus()
-            if ms != self._hs.HighsModelStatus.kOptimal:
-                # a warm start from the previous basis occasionally ends in a non-optimal
-                # status (e.g. "Unknown") on an LP that solves from scratch: retry once cold
-                h.clearSolver()
-                h.run()
-                ms = h.getModelStatus()
-        except Exception as exc:  # a crash of the solver is a failed solve, never a bound
-            return LPResult(f"exception:{type(exc).__name__}", None, None)
-        if ms != self._hs.HighsModelStatus.kOptimal:
-            return LPResult(h.modelStatusToString(ms), None, None)
-        sol = h.getSolution()
-        x = np.asarray(sol.col_value, dtype=np.float64)
-        y = np.asarray(sol.row_dual, dtype=np.float64)
-        if (x.shape != (self.shape[1],) or y.shape != (self.shape[0],)
-                or not (np.isfinite(x).all() and np.isfinite(y).all())):
-            return LPResult("nan-solution", None, None)
-        return LPResult("optimal", x, float(h.getInfo().objective_function_value), y)
-
-
-class RangeLP:
-    """``min c^T z  s.t.  row_lower <= G z <= row_upper,  lower <= z <= upper`` for a fixed
-    ``G`` and many changes of a few rows' bounds: each :meth:`RangeLP.solve` sets the bounds
-    of the rows it is given, solves (the simplex restarts from the previous basis), and puts
-    those rows' bounds back. A solve that ends in a status other than optimal is retried once from
-    scratch, except *infeasible*: that status is final, and like every other it yields no
-    solution.
-
-    Parameters
-    ----------
-    G : (r, n) array_like or sparse
-    c, lower, upper : (n,) array_like (``+-inf`` allowed in the bounds)
-    row_lower, row_upper : (r,) array_like (``+-inf`` allowed)
-    options : dict, optional
-        HiGHS options (name: value) set on the instance.
-    """
+class _WarmLP:
+    """One HiGHS instance for ``min/max c^T z  s.t.  row_lower <= G z <= row_upper,
+    lower <= z <= upper`` solved many times with a few bounds or costs changed in between
+    (the simplex restarts from the previous basis); the shared set-up and solve of
+    :class:`EqualityLP` and :class:`RangeLP`."""
 
     def __init__(self, G, c, lower, upper, row_lower, row_upper, time_limit: float = 60.0,
-                 options: dict | None = None):
+                 options: dict | None = None, maximize: bool = False):
         import highspy
 
         self._hs = highspy
@@ -202,33 +105,26 @@ class RangeLP:
         lp.a_matrix_.index_ = G.indices.astype(np.int32)
         lp.a_matrix_.value_ = G.data
         lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = n, r
+        if maximize:
+            lp.sense_ = highspy.ObjSense.kMaximize
         status = h.passModel(lp)
+        # kWarning: HiGHS dropped matrix entries below its small_matrix_value. The LP it
+        # solves then differs slightly from ours; harmless, because nothing an LP returns is
+        # trusted: every certificate built from it is re-checked against the exact data.
         if status not in (highspy.HighsStatus.kOk, highspy.HighsStatus.kWarning):
-            raise RuntimeError(f"HiGHS rejected the model: {status}")  # see EqualityLP
+            raise RuntimeError(f"HiGHS rejected the model: {status}")
         self._h = h
 
-    def solve(self, rows, row_lower, row_upper) -> LPResult:
-        """Solve with the bounds of ``rows`` set to ``row_lower``/``row_upper`` (arrays of
-        their length), then restore them; ``x`` and the row duals ``y`` only when optimal."""
-        h = self._h
-        rows = np.asarray(rows, dtype=np.int32)
-        lo = np.asarray(row_lower, dtype=np.float64)
-        hi = np.asarray(row_upper, dtype=np.float64)
-        if not (np.isfinite(lo).all() and np.isfinite(hi).all()):
-            return LPResult("bad-rhs", None, None)
-        h.changeRowsBounds(rows.size, rows, lo, hi)
-        try:
-            return self._run()
-        finally:
-            h.changeRowsBounds(rows.size, rows, self._row_lower[rows], self._row_upper[rows])
-
-    def _run(self) -> LPResult:
+    def _run(self, final=()) -> LPResult:
+        """Solve; a status other than optimal (and not in ``final``) is retried once cold:
+        a warm start from the previous basis occasionally ends in a non-optimal status
+        (e.g. "Unknown") on an LP that solves from scratch."""
         h, hs = self._h, self._hs
         try:
             h.run()
             ms = h.getModelStatus()
-            if ms not in (hs.HighsModelStatus.kOptimal, hs.HighsModelStatus.kInfeasible):
-                h.clearSolver()  # a warm start that ends non-optimal: retry once cold
+            if ms != hs.HighsModelStatus.kOptimal and ms not in final:
+                h.clearSolver()
                 h.run()
                 ms = h.getModelStatus()
         except Exception as exc:  # a crash of the solver is a failed solve, never a bound
@@ -242,6 +138,79 @@ class RangeLP:
                 or not (np.isfinite(x).all() and np.isfinite(y).all())):
             return LPResult("nan-solution", None, None)
         return LPResult("optimal", x, float(h.getInfo().objective_function_value), y)
+
+
+class EqualityLP(_WarmLP):
+    """``min c^T z  s.t.  G z = b,  lower <= z <= upper`` for a fixed ``G`` and many ``b`` or
+    many ``c``.
+
+    Parameters
+    ----------
+    G : (r, n) array_like or sparse
+    c, lower, upper : (n,) array_like (``+-inf`` allowed in the bounds)
+    maximize : bool
+        ``max`` instead of ``min``.
+    """
+
+    def __init__(self, G, c, lower, upper, time_limit: float = 60.0, maximize: bool = False):
+        r = sp.csc_matrix(G).shape[0]
+        super().__init__(G, c, lower, upper, np.zeros(r), np.zeros(r), time_limit,
+                         maximize=maximize)
+        self._idx = np.arange(self.shape[0], dtype=np.int32)
+        self._cols = np.arange(self.shape[1], dtype=np.int32)
+
+    def solve(self, b=None, *, cost=None) -> LPResult:
+        """Solve with right-hand side ``b (r,)`` and/or costs ``cost (n,)`` (each kept from
+        the previous solve when None; ``b`` starts at 0)."""
+        h = self._h
+        if b is not None:
+            b = np.asarray(b, dtype=np.float64)
+            if b.shape != (self.shape[0],) or not np.isfinite(b).all():
+                return LPResult("bad-rhs", None, None)
+            h.changeRowsBounds(self.shape[0], self._idx, b, b)
+        if cost is not None:
+            cost = np.asarray(cost, dtype=np.float64)
+            if cost.shape != (self.shape[1],) or not np.isfinite(cost).all():
+                return LPResult("bad-cost", None, None)
+            h.changeColsCost(self.shape[1], self._cols, cost)
+        return self._run()
+
+
+class RangeLP(_WarmLP):
+    """``min c^T z  s.t.  row_lower <= G z <= row_upper,  lower <= z <= upper`` for a fixed
+    ``G`` and many changes of a few rows' bounds: each :meth:`RangeLP.solve` sets the bounds
+    of the rows it is given, solves (the simplex restarts from the previous basis), and puts
+    those rows' bounds back. A solve that ends in a status other than optimal is retried once
+    from scratch, except *infeasible*: that status is final, and like every other it yields
+    no solution.
+
+    Parameters
+    ----------
+    G : (r, n) array_like or sparse
+    c, lower, upper : (n,) array_like (``+-inf`` allowed in the bounds)
+    row_lower, row_upper : (r,) array_like (``+-inf`` allowed)
+    options : dict, optional
+        HiGHS options (name: value) set on the instance.
+    """
+
+    def __init__(self, G, c, lower, upper, row_lower, row_upper, time_limit: float = 60.0,
+                 options: dict | None = None):
+        super().__init__(G, c, lower, upper, row_lower, row_upper, time_limit, options)
+
+    def solve(self, rows, row_lower, row_upper) -> LPResult:
+        """Solve with the bounds of ``rows`` set to ``row_lower``/``row_upper`` (arrays of
+        their length), then restore them; ``x`` and the row duals ``y`` only when optimal."""
+        h = self._h
+        rows = np.asarray(rows, dtype=np.int32)
+        lo = np.asarray(row_lower, dtype=np.float64)
+        hi = np.asarray(row_upper, dtype=np.float64)
+        if not (np.isfinite(lo).all() and np.isfinite(hi).all()):
+            return LPResult("bad-rhs", None, None)
+        h.changeRowsBounds(rows.size, rows, lo, hi)
+        try:
+            return self._run(final=(self._hs.HighsModelStatus.kInfeasible,))
+        finally:
+            h.changeRowsBounds(rows.size, rows, self._row_lower[rows], self._row_upper[rows])
 
 
 def solve_inequality_lp(C, upper_rhs, cost, lower, upper, iteration_limit: int) -> LPResult:
