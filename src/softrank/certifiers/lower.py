@@ -669,7 +669,7 @@ class SubspaceClimb:
         """``B`` turned until ``beta(span B)`` exceeds the goal on the keys it watches, or
         None (no step raised ``beta``, the goal is out of reach at the rate so far, or the
         budget is spent first). The keys watched: every key at the start; then those whose
-        value was below ``3 eps`` there or whose LP had no optimum (no ``x`` in ``S`` peaks at
+        value was below three times the goal there or whose LP had no optimum (no ``x`` in ``S`` peaks at
         the key yet; a turn of ``S`` can change that), and ``extra`` (the certificate built
         from the result covers every key). A full evaluation skips the keys whose
         :meth:`lower_bounds` exceed the goal; the duals behind those bounds come from the
