@@ -226,6 +226,8 @@ nitpick_ignore_regex = [
                r"|concurrent|threading|multiprocessing|enum|abc|types|json|csv)(\..*)?"),
     (r"py:class", r"(Path|PathLike|ndarray|NDArray|ArrayLike|Callable|Iterable|Iterator"
                   r"|Sequence|Mapping|Generator|Any|Self)"),
+    # softrank's private base classes (named in "Bases:"), not part of the documented API
+    (r"py:class", r"softrank(\.\w+)*\._\w+"),
 ]
 
 # -- HTML ------------------------------------------------------------------------------------
