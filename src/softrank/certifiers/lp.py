@@ -213,7 +213,8 @@ class RangeLP(_WarmLP):
             h.changeRowsBounds(rows.size, rows, self._row_lower[rows], self._row_upper[rows])
 
 
-def solve_inequality_lp(C, upper_rhs, cost, lower, upper, iteration_limit: int) -> LPResult:
+def solve_inequality_lp(C, upper_rhs, cost, lower, upper, iteration_limit: int,
+                        options: dict | None = None) -> LPResult:
     """Solve ``min cost^T x  s.t.  C x <= upper_rhs,  lower <= x <= upper`` once.
 
     Parameters
@@ -224,6 +225,8 @@ def solve_inequality_lp(C, upper_rhs, cost, lower, upper, iteration_limit: int) 
     iteration_limit : int
         HiGHS's ``simplex_iteration_limit``: a deterministic work budget (a solve that
         reaches it is not optimal, so it yields no solution).
+    options : dict, optional
+        Other HiGHS options (name: value) set before the solve.
 
     Returns
     -------
@@ -238,6 +241,8 @@ def solve_inequality_lp(C, upper_rhs, cost, lower, upper, iteration_limit: int) 
     h.setOptionValue("output_flag", False)
     h.setOptionValue("threads", 1)
     h.setOptionValue("simplex_iteration_limit", int(iteration_limit))
+    for name, value in (options or {}).items():
+        h.setOptionValue(name, value)
     inf = highspy.kHighsInf
     lp = highspy.HighsLp()
     lp.num_col_, lp.num_row_ = n, r
