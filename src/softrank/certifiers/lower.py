@@ -596,6 +596,11 @@ class SubspaceClimb:
         # depend on which other tolerances the same operator is bracketed at
         self._duals_by_eps: dict = {}
         self._duals: dict = {}
+        # key -> its last Farkas vector, or None, while its LP_j is infeasible (the key is
+        # then tried by farkas() before a solve); kept per eps like the duals
+        self._farkas_by_eps: dict = {}
+        self._farkas: dict = {}
+        self.proofs = 0  # LP_j found infeasible by a Farkas vector, without a solve
 
     def _model(self, B: np.ndarray) -> RangeLP:
         m, N = self.A.shape
@@ -636,10 +641,73 @@ class SubspaceClimb:
         out[have] = own - (np.abs(y3).sum(axis=1) - np.abs(own))
         return out
 
+    def farkas(self, B: np.ndarray, keys, start: dict | None = None,
+               iters: int = 8) -> dict:
+        """``{j: y}`` for the keys ``j`` whose ``LP_j(span B)`` is proved infeasible: ``y``
+        orthogonal to ``S = span B`` with ``y_j > (1 + 1e-6) sum_{i != j} |y_i|``. Then every
+        ``x`` in ``S`` has ``y^T x = 0``, so ``y_j |x_j| <= sum_{i != j} |y_i| |x_i|`` and
+        ``|x_j| < max_i |x_i|``: no ``x`` in ``S`` peaks at ``j``, and the LP (``x_j = 1``,
+        ``||x||_inf <= 1``) is infeasible beyond its solver's tolerances. The margin keeps the
+        answer the one a solve would give.
+
+        ``y`` is sought as ``min sum_{i != j} |y_i|`` subject to ``B^T y = 0``, ``y_j = 1``
+        by at most ``iters`` steps of reweighted least squares, batched over the keys, from
+        ``start[j]`` projected onto ``S``'s complement (a key's vector on an earlier ``B``)
+        or from ``e_j`` projected likewise. A key not proved is left out; nothing here is a
+        certificate (the climb's result is certified and checked on its own)."""
+        keys = list(keys)
+        if not keys:
+            return {}
+        start = start or {}
+        N, k = B.shape
+        J = np.asarray(keys)
+        Y = np.zeros((J.size, N))
+        Y[np.arange(J.size), J] = 1.0
+        for i, j in enumerate(keys):
+            if start.get(j) is not None:
+                Y[i] = start[j]
+        Y -= (Y @ B) @ B.T  # onto the orthogonal complement of S
+        out = {}
+        BB = (B[:, :, None] * B[:, None, :]).reshape(N, k * k)
+        todo = np.arange(J.size)
+        for it in range(iters + 1):
+            Yt, Jt = Y[todo], J[todo]
+            own = Yt[np.arange(todo.size), Jt]
+            ok = own > (1 + 1e-6) * (np.abs(Yt).sum(axis=1) - np.abs(own))
+            for i in todo[ok]:
+                out[keys[i]] = Y[i].copy()
+            todo = todo[~ok]
+            if it == iters or todo.size == 0:
+                break
+            # one IRLS step for min sum w_i y_i^2 s.t. [B, e_j]^T y = (0, 1), w = 1 / |y|
+            Jt = J[todo]
+            winv = np.maximum(np.abs(Y[todo]), 1e-9)
+            winv[np.arange(todo.size), Jt] = 1e6  # y_j is fixed by its constraint
+            M = np.empty((todo.size, k + 1, k + 1))
+            M[:, :k, :k] = (winv @ BB).reshape(todo.size, k, k)
+            wj = winv[np.arange(todo.size), Jt]
+            M[:, :k, k] = M[:, k, :k] = wj[:, None] * B[Jt]
+            M[:, k, k] = wj
+            rhs = np.zeros((todo.size, k + 1, 1))
+            rhs[:, k, 0] = 1.0
+            try:
+                lam = np.linalg.solve(M, rhs)[..., 0]
+            except np.linalg.LinAlgError:
+                break
+            Yn = winv * (lam[:, :k] @ B.T)
+            Yn[np.arange(todo.size), Jt] += wj * lam[:, k]
+            if not np.isfinite(Yn).all():
+                break
+            Y[todo] = Yn - (Yn @ B) @ B.T
+        return out
+
     def values(self, B: np.ndarray, keys, skip_above: float | None = None) -> dict:
         """``{j: (LP_j(S), d LP_j / d B)}`` for ``S = span(B)``, ``B (N, k)`` orthonormal;
         ``(inf, None)`` for a key whose LP has no optimal solution. With ``skip_above``, a
-        key whose :meth:`lower_bounds` exceeds it is not solved: ``(bound, None)``."""
+        key whose :meth:`lower_bounds` exceeds it is not solved: ``(bound, None)``. A key
+        whose LP was infeasible at its last evaluation, or that has not been solved yet, is
+        first tried by :meth:`farkas`: a proof of infeasibility answers ``(inf, None)``
+        without a solve (and counts in the budget as one)."""
         m, N = self.A.shape
         k = B.shape[1]
         keys = list(keys)
@@ -650,6 +718,14 @@ class SubspaceClimb:
                 if v > skip_above:
                     out[j] = (float(v), None)
             keys = [j for j in keys if j not in out]
+        proved = self.farkas(B, [j for j in keys
+                                 if j in self._farkas or j not in self._duals], self._farkas)
+        for j, y in proved.items():
+            self.lps += 1
+            self.proofs += 1
+            self._farkas[j] = y
+            out[j] = (np.inf, None)
+        keys = [j for j in keys if j not in proved]
         if not keys:
             return out
         lp = self._model(B)
@@ -658,9 +734,11 @@ class SubspaceClimb:
             res = lp.solve([2 * m + j], [1.0], [1.0])
             if not res.success:
                 out[j] = (np.inf, None)
+                self._farkas.setdefault(j, None)  # tried by farkas() next time
                 continue
             c, y = res.x[:k], res.y
             self._duals[j] = y
+            self._farkas.pop(j, None)
             g = self.A.T @ (y[:m] + y[m:2 * m]) + y[2 * m:]
             out[j] = (float(res.x[k]), -np.outer(g, c))
         return out
@@ -682,6 +760,7 @@ class SubspaceClimb:
         # beta <= ||A||_inf = 1 on row-stochastic A: near eps = 1 the margin shrinks with 1 - eps
         goal = eps + self.margin * min(eps, 1.0 - eps)
         self._duals = self._duals_by_eps.setdefault(eps, {})
+        self._farkas = self._farkas_by_eps.setdefault(eps, {})
         vals = self.values(B, range(N), skip_above=goal)
         vals.update(self.values(B, extra))
         watch = sorted({j for j, (v, _) in vals.items() if not 3 * goal <= v < np.inf}
