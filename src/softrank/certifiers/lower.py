@@ -529,7 +529,8 @@ class SubspaceClimb:
     exceeds the goal ``eps + margin min(eps, 1 - eps)`` (then :class:`SubspaceSearch` builds
     the certificate from ``S`` and the checker decides), when no step raises it, when the
     goal is out of reach at the mean rate of ascent so far, or when its deterministic budget
-    of LP solves is spent (each solve also stops at HiGHS's 60 s time limit, as every LP of
+    of ``LP_j`` evaluations is spent (a solve, or a proof of infeasibility by
+    :meth:`farkas`; each solve also stops at HiGHS's 60 s time limit, as every LP of
     softrank's does). :meth:`best` climbs from the top ``lo`` right singular vectors and,
     after each certificate, from the certified ``S`` plus the next singular direction.
     The climb is a heuristic: nothing it computes is a bound until the certificate built
@@ -546,7 +547,7 @@ class SubspaceClimb:
         Shared hardest-first key order of :class:`SubspaceSearch`.
     lps_per_key : int
         The budget of one climb at dimension ``k``: ``lps_per_key * N * min(1, 16 / (k + 1))``
-        LP solves (a solve's cost grows with ``k``).
+        ``LP_j`` evaluations (a solve's cost grows with ``k``).
     max_entries : int
         No climb at a dimension ``k`` whose LPs have more than ``max_entries`` constraint
         entries, ``(k + 1) (2 m + N)``.
@@ -591,7 +592,7 @@ class SubspaceClimb:
         self.full_every = full_every
         self.n_active = active
         self.margin = margin
-        self.lps = 0  # LP solves spent (all climbs)
+        self.lps = 0  # LP_j evaluations spent (all climbs): solves and Farkas proofs
         # key -> row duals of its last exact LP, kept per eps: the climbs at one eps never
         # depend on which other tolerances the same operator is bracketed at
         self._duals_by_eps: dict = {}
@@ -755,7 +756,7 @@ class SubspaceClimb:
         N = self.A.shape[1]
         B = np.linalg.qr(B)[0]
         spent0 = self.lps
-        # the budget in LP solves, fewer above dimension 16 (a solve's cost grows with k)
+        # the budget in LP_j evaluations, fewer above dimension 16 (a solve's cost grows with k)
         budget = int(self.budget * min(1.0, 16.0 / (B.shape[1] + 1)))
         # beta <= ||A||_inf = 1 on row-stochastic A: near eps = 1 the margin shrinks with 1 - eps
         goal = eps + self.margin * min(eps, 1.0 - eps)
@@ -798,8 +799,8 @@ class SubspaceClimb:
                 beta = min(vals[j][0] for j in watch)
                 worst = sorted(watch, key=lambda j: vals[j][0])[:self.n_active]
                 active = list(dict.fromkeys(active + worst))[-3 * self.n_active:]
-                # out of reach at the mean rate so far (the best beta seen over the LP
-                # solves spent): stop, as the budget would (deterministic)
+                # out of reach at the mean rate so far (the best beta seen over the
+                # evaluations spent): stop, as the budget would (deterministic)
                 top = max(top, beta)
                 rate = (top - beta0) / max(self.lps - spent0, 1)
                 left = budget - (self.lps - spent0)
