@@ -655,7 +655,25 @@ class SubspaceClimb:
         by at most ``iters`` steps of reweighted least squares, batched over the keys, from
         ``start[j]`` projected onto ``S``'s complement (a key's vector on an earlier ``B``)
         or from ``e_j`` projected likewise. A key not proved is left out; nothing here is a
-        certificate (the climb's result is certified and checked on its own)."""
+        certificate (the climb's result is certified and checked on its own).
+
+        Parameters
+        ----------
+        B : (N, k) float64 ndarray
+            Orthonormal basis of ``S``.
+        keys : iterable of int
+            The keys to try.
+        start : dict, optional
+            ``{j: y (N,)}``, a starting vector per key (``None`` values are ignored).
+        iters : int
+            Reweighted least-squares steps at most.
+
+        Returns
+        -------
+        dict
+            ``{j: y (N,)}`` for the keys proved infeasible (docs/theory/lower.md, "Subspace
+            climb").
+        """
         keys = list(keys)
         if not keys:
             return {}
