@@ -410,6 +410,20 @@ def test_l1_regression_is_the_median():
     np.testing.assert_allclose(reg.solve(np.array([5.0, -1.0, 0.0])), [0.0], atol=1e-9)
 
 
+def test_inequality_lp_options():
+    # min -z s.t. z <= 2, 0 <= z <= 5: z = 2 with and without presolve; a misspelt option
+    # or a bad value is an error naming it, never silently ignored
+    from softrank.certifiers.lp import solve_inequality_lp
+    from softrank.errors import InvalidArgumentError
+
+    for opts in (None, {"presolve": "off"}):
+        r = solve_inequality_lp(np.array([[1.0]]), [2.0], [-1.0], [0.0], [5.0], 100, opts)
+        assert r.success and r.x[0] == pytest.approx(2.0, abs=1e-12)
+    for bad in ({"presolv": "off"}, {"presolve": "of"}):
+        with pytest.raises(InvalidArgumentError, match="options: HiGHS rejected"):
+            solve_inequality_lp(np.array([[1.0]]), [2.0], [-1.0], [0.0], [5.0], 100, bad)
+
+
 def test_equality_lp_statuses():
     # infeasible: z = 1 with 0 <= z <= 0.5
     lp = EqualityLP(np.array([[1.0]]), [1.0], [0.0], [0.5])

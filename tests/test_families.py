@@ -443,10 +443,47 @@ def test_farkas_proves_only_infeasible_keys():
     assert counts[0] == (14, 8, 12)
 
 
+def test_farkas_never_proves_a_key_of_s():
+    """A key j with e_j in S is feasible (x = e_j): the projected e_j is rounding noise,
+    which the test against sqrt(N) ||B^T y|| rejects. Cases: S = R^4 in a rotated basis
+    (every key feasible) and S = span(e_2, v) in R^3 (key 1 feasible, by linprog too)."""
+    rng = np.random.default_rng(0)
+    climb = lo.SubspaceClimb(np.full((2, 4), 0.25), np.eye(4))
+    assert climb.farkas(np.linalg.qr(rng.standard_normal((4, 4)))[0], range(4)) == {}
+    A = np.full((2, 3), 1 / 3)
+    for seed in range(40):
+        v = np.random.default_rng(seed).standard_normal(3)
+        R = np.linalg.qr(np.random.default_rng(seed + 100).standard_normal((2, 2)))[0]
+        B = np.linalg.qr(np.column_stack([[0.0, 1.0, 0.0], v]))[0] @ R  # a rotated basis
+        assert 1 not in lo.SubspaceClimb(A, np.eye(3)).farkas(B, [1])
+        assert np.isfinite(_lp_j_linprog(A, B, 1))
+
+
+@pytest.mark.parametrize("B, keys, iters, needle", [
+    (0.5 * np.eye(4)[:, :2], [0], 8, "orthonormal"),
+    (np.full((4, 2), np.nan), [0], 8, "finite"),
+    (np.eye(3), [0], 8, "finite (4, k)"),
+    (np.eye(4)[:, :2], [4], 8, "keys must be"),
+    (np.eye(4)[:, :2], [-1], 8, "keys must be"),
+    (np.eye(4)[:, :2], [1.0], 8, "keys must be"),
+    (np.eye(4)[:, :2], [True], 8, "keys must be"),
+    (np.eye(4)[:, :2], [0], -1, "iters"),
+])
+def test_farkas_bad_arguments(B, keys, iters, needle):
+    import re
+
+    from softrank.errors import InvalidArgumentError
+
+    climb = lo.SubspaceClimb(np.full((2, 4), 0.25), np.eye(4))
+    with pytest.raises(InvalidArgumentError, match=re.escape(needle)):
+        climb.farkas(B, keys, iters=iters)
+
+
 def test_climb_with_farkas_proofs_equals_the_solves():
     """A key proved infeasible gets the value a solve gives (inf) and counts in the budget
-    like one: the climb with the proofs and with every key solved reach the same subspace
-    dimension after the same number of evaluations."""
+    like one. Skipping its solve changes the basis the next solve starts from, so values
+    can move by rounding (1e-13 to 1e-10) and a climb can take another path; on this case
+    both reach the same subspace dimension after the same number of evaluations."""
     rng = np.random.default_rng(34)
     n = int(rng.integers(8, 14))
     L = float(rng.uniform(1.5, 4)) * rng.standard_normal((n, n))

@@ -648,8 +648,12 @@ class SubspaceClimb:
         orthogonal to ``S = span B`` with ``y_j > (1 + 1e-6) sum_{i != j} |y_i|``. Then every
         ``x`` in ``S`` has ``y^T x = 0``, so ``y_j |x_j| <= sum_{i != j} |y_i| |x_i|`` and
         ``|x_j| < max_i |x_i|``: no ``x`` in ``S`` peaks at ``j``, and the LP (``x_j = 1``,
-        ``||x||_inf <= 1``) is infeasible beyond its solver's tolerances. The margin keeps the
-        answer the one a solve would give.
+        ``||x||_inf <= 1``) is infeasible beyond its solver's tolerances, so a solve would
+        give the same value (``inf``). As computed, ``y`` is orthogonal to ``S`` only up to
+        rounding: for ``x = B c`` with ``||x||_inf = 1``, ``|y^T x| <= sqrt(N) ||B^T y||_2``,
+        so the test asks ``y_j - (1 + 1e-6) sum_{i != j} |y_i|`` to exceed
+        ``sqrt(N) ||B^T y||_2 + 1e-9 ||y||_1`` (a key in ``S`` itself, whose projected
+        ``e_j`` is rounding noise, is never proved).
 
         ``y`` is sought as ``min sum_{i != j} |y_i|`` subject to ``B^T y = 0``, ``y_j = 1``
         by at most ``iters`` steps of reweighted least squares, batched over the keys, from
@@ -673,12 +677,34 @@ class SubspaceClimb:
         dict
             ``{j: y (N,)}`` for the keys proved infeasible (docs/theory/lower.md, "Subspace
             climb").
+
+        Raises
+        ------
+        InvalidArgumentError
+            If ``B`` is not a finite ``(N, k)`` array with orthonormal columns (within
+            ``1e-8``), a key is not an integer in ``[0, N)``, or ``iters`` is not an integer
+            ``>= 0``.
         """
+        N = self.A.shape[1]
+        B = np.asarray(B, dtype=np.float64)
+        if B.ndim != 2 or B.shape[0] != N or not np.isfinite(B).all():
+            raise InvalidArgumentError(f"B must be a finite ({N}, k) array, got shape "
+                                       f"{B.shape}" + ("" if B.ndim != 2 or B.shape[0] != N
+                                                       else " with a non-finite entry"))
+        k = B.shape[1]
+        if not np.allclose(B.T @ B, np.eye(k), rtol=0.0, atol=1e-8):
+            raise InvalidArgumentError("B must have orthonormal columns (B^T B = I within "
+                                       "1e-8)")
         keys = list(keys)
+        bad = [j for j in keys if not (isinstance(j, (int, np.integer))
+                                       and not isinstance(j, (bool, np.bool_)) and 0 <= j < N)]
+        if bad:
+            raise InvalidArgumentError(f"keys must be integers in [0, {N}), got {bad[0]!r}")
+        if not (isinstance(iters, (int, np.integer)) and iters >= 0):
+            raise InvalidArgumentError(f"iters must be an integer >= 0, got {iters!r}")
         if not keys:
             return {}
         start = start or {}
-        N, k = B.shape
         J = np.asarray(keys)
         Y = np.zeros((J.size, N))
         Y[np.arange(J.size), J] = 1.0
@@ -692,7 +718,9 @@ class SubspaceClimb:
         for it in range(iters + 1):
             Yt, Jt = Y[todo], J[todo]
             own = Yt[np.arange(todo.size), Jt]
-            ok = own > (1 + 1e-6) * (np.abs(Yt).sum(axis=1) - np.abs(own))
+            l1 = np.abs(Yt).sum(axis=1)
+            slack = np.sqrt(N) * np.linalg.norm(Yt @ B, axis=1) + 1e-9 * l1
+            ok = own - (1 + 1e-6) * (l1 - np.abs(own)) > slack
             for i in todo[ok]:
                 out[keys[i]] = Y[i].copy()
             todo = todo[~ok]
@@ -726,7 +754,8 @@ class SubspaceClimb:
         key whose :meth:`lower_bounds` exceeds it is not solved: ``(bound, None)``. A key
         whose LP was infeasible at its last evaluation, or that has not been solved yet, is
         first tried by :meth:`farkas`: a proof of infeasibility answers ``(inf, None)``
-        without a solve (and counts in the budget as one)."""
+        without a solve (and counts in the budget as one). The keys' LPs share one warm-started
+        instance, so a skipped solve can move later values by rounding."""
         m, N = self.A.shape
         k = B.shape[1]
         keys = list(keys)

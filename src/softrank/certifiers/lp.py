@@ -25,6 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from ..errors import InvalidArgumentError
+
 __all__ = ["LPResult", "EqualityLP", "RangeLP", "solve_inequality_lp", "L1Regression",
            "BasisPursuit"]
 
@@ -232,6 +234,11 @@ def solve_inequality_lp(C, upper_rhs, cost, lower, upper, iteration_limit: int,
     -------
     LPResult
         ``x`` only when HiGHS reports an optimal model status and ``x`` is finite.
+
+    Raises
+    ------
+    InvalidArgumentError
+        If HiGHS rejects an entry of ``options`` (unknown name or bad value).
     """
     import highspy
 
@@ -242,7 +249,8 @@ def solve_inequality_lp(C, upper_rhs, cost, lower, upper, iteration_limit: int,
     h.setOptionValue("threads", 1)
     h.setOptionValue("simplex_iteration_limit", int(iteration_limit))
     for name, value in (options or {}).items():
-        h.setOptionValue(name, value)
+        if h.setOptionValue(name, value) != highspy.HighsStatus.kOk:
+            raise InvalidArgumentError(f"options: HiGHS rejected {name}={value!r}")
     inf = highspy.kHighsInf
     lp = highspy.HighsLp()
     lp.num_col_, lp.num_row_ = n, r
