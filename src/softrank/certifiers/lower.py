@@ -507,6 +507,17 @@ class SubspaceSearch:
                                  min(hi, self.V.shape[1], self.A.shape[0]))
 
 
+def _finite_columns(arg: str, X, N: int, cols: str) -> np.ndarray:
+    """``X`` as a float64 ``(N, cols)`` array; InvalidArgumentError naming ``arg`` if it has
+    another shape or a non-finite entry."""
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2 or X.shape[0] != N or not np.isfinite(X).all():
+        raise InvalidArgumentError(f"{arg} must be a finite ({N}, {cols}) array, got shape "
+                                   f"{X.shape}" + ("" if X.ndim != 2 or X.shape[0] != N
+                                                   else " with a non-finite entry"))
+    return X
+
+
 class SubspaceClimb:
     """Ascent on ``beta(S)`` to a subspace certificate one dimension above the best lower end
     (docs/theory/lower.md#subspace-climb).
@@ -568,11 +579,7 @@ class SubspaceClimb:
                  max_entries: int = 20_000, full_every: int = 10, active: int = 4,
                  margin: float = 1e-4):
         m, N = A.shape
-        V = np.asarray(V, dtype=np.float64)
-        if V.ndim != 2 or V.shape[0] != N or not np.isfinite(V).all():
-            raise InvalidArgumentError(f"V must be a finite ({N}, p) array, got shape "
-                                       f"{V.shape}" + ("" if V.ndim != 2 or V.shape[0] != N
-                                                       else " with a non-finite entry"))
+        V = _finite_columns("V", V, N, "p")
         for arg, val in (("lps_per_key", lps_per_key), ("max_entries", max_entries),
                          ("full_every", full_every), ("active", active)):
             if not (isinstance(val, (int, np.integer)) and val >= 1):
@@ -686,11 +693,7 @@ class SubspaceClimb:
             ``>= 0``.
         """
         N = self.A.shape[1]
-        B = np.asarray(B, dtype=np.float64)
-        if B.ndim != 2 or B.shape[0] != N or not np.isfinite(B).all():
-            raise InvalidArgumentError(f"B must be a finite ({N}, k) array, got shape "
-                                       f"{B.shape}" + ("" if B.ndim != 2 or B.shape[0] != N
-                                                       else " with a non-finite entry"))
+        B = _finite_columns("B", B, N, "k")
         k = B.shape[1]
         if not np.allclose(B.T @ B, np.eye(k), rtol=0.0, atol=1e-8):
             raise InvalidArgumentError("B must have orthonormal columns (B^T B = I within "
