@@ -413,7 +413,7 @@ def test_l1_regression_is_the_median():
 def test_inequality_lp_options():
     # min -z s.t. z <= 2, 0 <= z <= 5: z = 2 with and without presolve; a misspelt option
     # or a bad value is an error naming it, never silently ignored
-    from softrank.certifiers.lp import solve_inequality_lp
+    from softrank.certifiers.lp import RangeLP, solve_inequality_lp
     from softrank.errors import InvalidArgumentError
 
     for opts in (None, {"presolve": "off"}):
@@ -422,6 +422,8 @@ def test_inequality_lp_options():
     for bad in ({"presolv": "off"}, {"presolve": "of"}):
         with pytest.raises(InvalidArgumentError, match="options: HiGHS rejected"):
             solve_inequality_lp(np.array([[1.0]]), [2.0], [-1.0], [0.0], [5.0], 100, bad)
+        with pytest.raises(InvalidArgumentError, match="options: HiGHS rejected"):
+            RangeLP(np.array([[1.0]]), [-1.0], [0.0], [5.0], [-np.inf], [2.0], options=bad)
 
 
 def test_equality_lp_statuses():

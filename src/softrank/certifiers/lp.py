@@ -34,6 +34,14 @@ __all__ = ["LPResult", "EqualityLP", "RangeLP", "solve_inequality_lp", "L1Regres
 _BANNER_SHOWN = False
 
 
+def _set_options(highspy, h, options: dict | None) -> None:
+    """Set HiGHS options (name: value) on ``h``; InvalidArgumentError for one HiGHS rejects
+    (an unknown name or a bad value), never silently ignored."""
+    for name, value in (options or {}).items():
+        if h.setOptionValue(name, value) != highspy.HighsStatus.kOk:
+            raise InvalidArgumentError(f"options: HiGHS rejected {name}={value!r}")
+
+
 def _new_highs(highspy):
     """A ``Highs`` instance; the first one of a process prints a banner on fd 1, which would
     corrupt machine-readable output (``softrank bracket --json``), so it goes to /dev/null."""
@@ -88,8 +96,7 @@ class _WarmLP:
         h.setOptionValue("output_flag", False)
         h.setOptionValue("time_limit", float(time_limit))
         h.setOptionValue("threads", 1)
-        for name, value in (options or {}).items():
-            h.setOptionValue(name, value)
+        _set_options(highspy, h, options)
         inf = highspy.kHighsInf
 
         def bound(v):
@@ -193,6 +200,11 @@ class RangeLP(_WarmLP):
     row_lower, row_upper : (r,) array_like (``+-inf`` allowed)
     options : dict, optional
         HiGHS options (name: value) set on the instance.
+
+    Raises
+    ------
+    InvalidArgumentError
+        If HiGHS rejects an entry of ``options`` (unknown name or bad value).
     """
 
     def __init__(self, G, c, lower, upper, row_lower, row_upper, time_limit: float = 60.0,
@@ -248,9 +260,7 @@ def solve_inequality_lp(C, upper_rhs, cost, lower, upper, iteration_limit: int,
     h.setOptionValue("output_flag", False)
     h.setOptionValue("threads", 1)
     h.setOptionValue("simplex_iteration_limit", int(iteration_limit))
-    for name, value in (options or {}).items():
-        if h.setOptionValue(name, value) != highspy.HighsStatus.kOk:
-            raise InvalidArgumentError(f"options: HiGHS rejected {name}={value!r}")
+    _set_options(highspy, h, options)
     inf = highspy.kHighsInf
     lp = highspy.HighsLp()
     lp.num_col_, lp.num_row_ = n, r
