@@ -573,3 +573,69 @@ def test_climb_bad_arguments_are_named(kwargs, needle):
         lo.SubspaceClimb(A, args.pop("V"), **args)
     with pytest.raises(InvalidArgumentError, match="lo must be"):
         lo.SubspaceClimb(A, np.eye(6)).best(0.1, 2.5, 6)
+
+
+def test_climb_starts_hand_worked():
+    """``rows`` is the first k rows of A in the given order; each ``random-rows`` start is k
+    distinct rows of A; each ``svd-mix`` start lies in the span of the top 2k right singular
+    vectors; the draws depend on k and the seed only."""
+    rng = np.random.default_rng(5)
+    L = 2 * rng.standard_normal((9, 12))
+    A = np.exp(L - L.max(axis=1, keepdims=True))
+    A /= A.sum(axis=1, keepdims=True)
+    V = np.linalg.svd(A)[2].T
+    order = lo.row_order(A)
+    starts = lo.climb_starts(A, V, order, 3, random_rows=2, svd_mix=1)
+    assert [s[0] for s in starts] == ["rows", "random-rows", "svd-mix", "random-rows"]
+    assert np.array_equal(starts[0][1], A[order[:3]].T)
+    for label, B in starts:
+        assert B.shape == (12, 3)
+        if label == "random-rows":
+            hits = [int(np.flatnonzero((A == col).all(axis=1))[0]) for col in B.T]
+            assert len(set(hits)) == 3
+        if label == "svd-mix":
+            P = V[:, :6] @ V[:, :6].T
+            assert np.abs(P @ B - B).max() < 1e-12
+            assert np.abs(V[:, 6:].T @ B).max() < 1e-12
+    again = lo.climb_starts(A, V, order, 3, random_rows=2, svd_mix=1)
+    assert all(np.array_equal(a[1], b[1]) for a, b in zip(starts, again))
+    other = lo.climb_starts(A, V, order, 3, random_rows=2, svd_mix=1, seed=1)
+    assert not np.array_equal(starts[1][1], other[1][1])
+    assert len(lo.climb_starts(A, V, order, 3, random_rows=0, svd_mix=0)) == 1
+
+
+@pytest.mark.parametrize("kwargs, needle", [({"k": 0}, "k must be"), ({"k": 10}, "k must be"),
+                                            ({"random_rows": -1}, "random_rows"),
+                                            ({"svd_mix": 1.5}, "svd_mix")])
+def test_climb_starts_bad_arguments(kwargs, needle):
+    from softrank.errors import InvalidArgumentError
+
+    A = np.full((9, 12), 1 / 12)
+    args = {"k": 3} | kwargs
+    with pytest.raises(InvalidArgumentError, match=needle):
+        lo.climb_starts(A, np.eye(12), np.arange(9), args.pop("k"), **args)
+
+
+def test_climb_continues_from_a_start_where_the_singular_one_fails():
+    """A = [e_1; e_2; e_3; (e_4 + e_5 + e_6) / 3]. The climb's own first directions lie in
+    the kernel of A (beta = 0 there), and its budget (one evaluation per key) is spent on
+    the first evaluation, so it cannot move. A start spanning e_1, e_2 certifies at once
+    (||A x||_inf = ||x||_inf on it); the ascent goes on from it with the next direction e_3,
+    and its certificates carry the start's label."""
+    from softrank.errors import InvalidArgumentError
+
+    A = np.zeros((4, 6))
+    A[0, 0] = A[1, 1] = A[2, 2] = 1.0
+    A[3, 3:] = 1 / 3
+    kernel = np.array([[0, 0, 0, 1, -1, 0], [0, 0, 0, 1, 1, -2]], dtype=float).T
+    kernel /= np.linalg.norm(kernel, axis=0)
+    V = np.column_stack([kernel, np.eye(6)[:, 2], np.ones(6) / 6 ** 0.5])
+    good = np.eye(6)[:, :2]
+    assert lo.SubspaceClimb(A, V, lps_per_key=1).best(0.5, 2, 3) is None
+    cert = lo.SubspaceClimb(A, V, lps_per_key=1).best(
+        0.5, 2, 3, starts=lambda k: [("bad", kernel), ("good", good)])
+    assert cert is not None and cert.rank == 3 and cert.method == "subspace/good+climb"
+    assert check(A, cert, interval=True).ok
+    with pytest.raises(InvalidArgumentError, match="3 columns"):
+        lo.SubspaceClimb(A, V, lps_per_key=1).best(0.5, 3, 3,
+                                                   starts=lambda k: [("x", good)])

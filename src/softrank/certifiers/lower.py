@@ -44,7 +44,7 @@ from .lp import BasisPursuit, RangeLP
 __all__ = [
     "trivial", "frobenius", "row_order", "key_groups", "group_families", "coattended_groups",
     "LPDecoder", "SubspaceSearch", "SubspaceClimb", "truncated_pseudoinverse",
-    "basis_pursuit_candidates",
+    "basis_pursuit_candidates", "climb_starts",
 ]
 
 #: Relative slack demanded in the certifiers' own (unchecked) arithmetic so that the
@@ -518,6 +518,60 @@ def _finite_columns(arg: str, X, N: int, cols: str) -> np.ndarray:
     return X
 
 
+def climb_starts(A: np.ndarray, V: np.ndarray, order: np.ndarray, k: int,
+                 random_rows: int = 2, svd_mix: int = 1,
+                 seed: int = 0) -> list[tuple[str, np.ndarray]]:
+    """Starts of :class:`SubspaceClimb` at dimension ``k`` besides the singular one
+    (docs/theory/lower.md#subspace-climb).
+
+    First ``rows``, the span of the first ``k`` rows of ``A`` in ``order`` (a column-pivoted
+    QR of ``A^T``: :func:`row_order`); then, alternating, ``random_rows`` draws of
+    ``random-rows``, the span of ``k`` distinct rows of ``A`` drawn uniformly, and
+    ``svd_mix`` draws of ``svd-mix``, ``k`` Gaussian combinations of the top ``min(2k, p)``
+    right singular vectors. The draws come from ``numpy.random.default_rng((seed, k))``:
+    the same for every tolerance and run.
+
+    Parameters
+    ----------
+    A : (m, N) float64 ndarray
+    V : (N, p) float64 ndarray
+        Right singular vectors, by decreasing singular value.
+    order : (m,) int ndarray
+        Row order (:func:`row_order`).
+    k : int
+        Dimension of the starts, ``1 <= k <= min(m, N)``.
+    random_rows, svd_mix : int
+        Random starts of each kind.
+    seed : int
+        The generator's seed.
+
+    Returns
+    -------
+    list of (str, (N, k) float64 ndarray)
+        Label and basis (not orthonormalised: the climb does that).
+
+    Raises
+    ------
+    InvalidArgumentError
+        If ``k`` is outside ``[1, min(m, N)]`` or a number of draws is negative.
+    """
+    m, N = A.shape
+    if not (isinstance(k, (int, np.integer)) and 1 <= k <= min(m, N)):
+        raise InvalidArgumentError(f"k must be an integer in [1, {min(m, N)}], got {k!r}")
+    for arg, val in (("random_rows", random_rows), ("svd_mix", svd_mix)):
+        if not (isinstance(val, (int, np.integer)) and val >= 0):
+            raise InvalidArgumentError(f"{arg} must be an integer >= 0, got {val!r}")
+    rng = np.random.default_rng((seed, int(k)))
+    out = [("rows", A[np.asarray(order)[:k]].T.copy())]
+    p = min(2 * k, V.shape[1])
+    for i in range(max(random_rows, svd_mix)):
+        if i < random_rows:
+            out.append(("random-rows", A[np.sort(rng.choice(m, k, replace=False))].T.copy()))
+        if i < svd_mix:
+            out.append(("svd-mix", V[:, :p] @ rng.standard_normal((p, k))))
+    return out
+
+
 class SubspaceClimb:
     """Ascent on ``beta(S)`` to a subspace certificate one dimension above the best lower end
     (docs/theory/lower.md#subspace-climb).
@@ -858,9 +912,35 @@ class SubspaceClimb:
                     return None
         return B
 
-    def best(self, eps: float, lo: int, hi: int) -> SubspaceCertificate | None:
+    def best(self, eps: float, lo: int, hi: int, starts=None) -> SubspaceCertificate | None:
         """The largest ``k`` in ``[lo, hi]`` reached by climbing ``k = lo, lo + 1, ...``, each
-        from the last certified subspace plus the next right singular direction."""
+        from the last certified subspace plus the next right singular direction (the top
+        ``lo`` right singular vectors at ``k = lo``).
+
+        Parameters
+        ----------
+        eps : float
+            Tolerance.
+        lo, hi : int
+            The dimensions tried: ``lo`` first, then up while certificates hold; ``hi`` is
+            also capped by ``min(m, N)``, the columns of ``V`` and ``max_entries``.
+        starts : callable, optional
+            ``starts(k)`` gives further ``(label, B)`` starts at dimension ``k``, ``B`` an
+            ``(N, k)`` array: tried in order, only where the climb above fails at ``k``; the
+            first that certifies continues the ascent (its certificates are named
+            ``subspace/<label>+climb``). Each is one more climb with its own budget.
+
+        Returns
+        -------
+        SubspaceCertificate or None
+            The certificate of the largest dimension reached; None if none was.
+
+        Raises
+        ------
+        InvalidArgumentError
+            If ``lo`` or ``hi`` is not an integer, or a start is not a finite ``(N, k)``
+            array.
+        """
         for arg, val in (("lo", lo), ("hi", hi)):
             if not isinstance(val, (int, np.integer)):
                 raise InvalidArgumentError(f"{arg} must be an integer, got {val!r}")
@@ -871,20 +951,36 @@ class SubspaceClimb:
         hi = min(hi, m, N, self.V.shape[1], self.max_entries // (2 * m + N) - 1)
         if lo < 1 or lo > hi:
             return None
+
+        def certify(B, name, k):
+            S = self.climb(B, eps)
+            if S is None:
+                return None, None
+            cert = SubspaceSearch(A, S, f"{name}+climb", self.key_order).certificate(k, eps)
+            if cert is None:  # a key the climb did not watch ended it: once more with it
+                S = self.climb(S, eps, extra=(self.key_order[0],))
+                if S is not None:
+                    cert = SubspaceSearch(A, S, f"{name}+climb",
+                                          self.key_order).certificate(k, eps)
+            return (S, cert) if cert is not None else (None, None)
+
         B = self.V[:, :lo]
+        name = self.name
         best = None
         k = lo
         while True:
-            S = self.climb(B, eps)
-            cert = None
-            if S is not None:
-                cert = SubspaceSearch(A, S, f"{self.name}+climb",
-                                      self.key_order).certificate(k, eps)
-                if cert is None:  # a key the climb did not watch ended it: once more with it
-                    S = self.climb(S, eps, extra=(self.key_order[0],))
-                    if S is not None:
-                        cert = SubspaceSearch(A, S, f"{self.name}+climb",
-                                              self.key_order).certificate(k, eps)
+            S, cert = certify(B, name, k)
+            if cert is None and starts is not None:
+                for label, B1 in starts(k):
+                    B1 = _finite_columns("a start", B1, N, str(k))
+                    if B1.shape[1] != k:
+                        raise InvalidArgumentError(
+                            f"a start at dimension {k} must have {k} columns, got "
+                            f"{B1.shape[1]}")
+                    S, cert = certify(B1, label, k)
+                    if cert is not None:
+                        name = label
+                        break
             if cert is None:
                 return best
             best = cert

@@ -266,7 +266,10 @@ class RowSubspaceTest(SubspaceTest):
 class SubspaceClimbTest:
     """Subspace certificate one dimension above ``context.lower`` by ascent on ``beta(S)``
     from the top right singular vectors (:class:`~softrank.certifiers.lower.SubspaceClimb`),
-    then the next dimensions while it certifies; searched up to ``context.upper``."""
+    then the next dimensions while it certifies; searched up to ``context.upper``. Where the
+    singular start fails, the starts of :func:`~softrank.certifiers.lower.climb_starts`
+    (rows of ``A``, mixed singular vectors, random rows) are tried at that dimension, and the
+    first that certifies continues the ascent."""
 
     name = "subspace-climb"
     gauge_invariant = True  # reads only A
@@ -281,7 +284,10 @@ class SubspaceClimbTest:
         if context is None:  # on its own (the suites): above the singular subspaces' end,
             c = sub.best(eps, base + 1, ctx.p)  # as inside a bracket, not from rank 2 up
             base = max(base, c.rank if c is not None else 0)
-        return climb.best(eps, base + 1, min(ctx.upper, ctx.p))
+        order = ctx.shared("row-order", lambda: lo_.row_order(ctx.A))
+        V = ctx.svd[2].T
+        return climb.best(eps, base + 1, min(ctx.upper, ctx.p),
+                          starts=lambda k: lo_.climb_starts(ctx.A, V, order, k))
 
 
 def _decoders(ctx: Context) -> dict:
