@@ -604,16 +604,20 @@ def test_climb_starts_hand_worked():
     assert len(lo.climb_starts(A, V, order, 3, random_rows=0, svd_mix=0)) == 1
 
 
-@pytest.mark.parametrize("kwargs, needle", [({"k": 0}, "k must be"), ({"k": 10}, "k must be"),
-                                            ({"random_rows": -1}, "random_rows"),
-                                            ({"svd_mix": 1.5}, "svd_mix")])
+@pytest.mark.parametrize("kwargs, needle", [
+    ({"k": 0}, "k must be"), ({"k": 10}, "k must be"), ({"k": True}, "k must be"),
+    ({"k": 2.0}, "k must be"), ({"random_rows": -1}, "random_rows"),
+    ({"svd_mix": 1.5}, "svd_mix"), ({"seed": -1}, "seed"),
+    ({"order": np.arange(8)}, "order"), ({"order": np.zeros(9, dtype=int)}, "order"),
+    ({"order": np.arange(9.0)}, "order"), ({"V": np.eye(11)}, "V must be"),
+    ({"V": np.full((12, 12), np.inf)}, "V must be")])
 def test_climb_starts_bad_arguments(kwargs, needle):
     from softrank.errors import InvalidArgumentError
 
     A = np.full((9, 12), 1 / 12)
-    args = {"k": 3} | kwargs
+    args = {"k": 3, "V": np.eye(12), "order": np.arange(9)} | kwargs
     with pytest.raises(InvalidArgumentError, match=needle):
-        lo.climb_starts(A, np.eye(12), np.arange(9), args.pop("k"), **args)
+        lo.climb_starts(A, args.pop("V"), args.pop("order"), args.pop("k"), **args)
 
 
 def test_climb_continues_from_a_start_where_the_singular_one_fails():
@@ -639,3 +643,27 @@ def test_climb_continues_from_a_start_where_the_singular_one_fails():
     with pytest.raises(InvalidArgumentError, match="3 columns"):
         lo.SubspaceClimb(A, V, lps_per_key=1).best(0.5, 3, 3,
                                                    starts=lambda k: [("x", good)])
+
+
+def test_climb_bad_starts_are_named():
+    """What ``starts(k)`` gives must be (label, finite (N, k) array) pairs; anything else is
+    an error naming it, not a numpy traceback. A rank-deficient start is only a poor start."""
+    from softrank.errors import InvalidArgumentError
+
+    A = np.zeros((4, 6))
+    A[0, 0] = A[1, 1] = A[2, 2] = 1.0
+    A[3, 3:] = 1 / 3
+    kernel = np.array([[0, 0, 0, 1, -1, 0], [0, 0, 0, 1, 1, -2]], dtype=float).T
+    kernel /= np.linalg.norm(kernel, axis=0)
+    V = np.column_stack([kernel, np.eye(6)[:, 2], np.ones(6) / 6 ** 0.5])
+    climb = lo.SubspaceClimb(A, V, lps_per_key=1)
+    for junk, needle in ((["x"], "pairs"), ([("x", None)], "start 'x'"),
+                         ([(1, np.eye(6)[:, :2])], "pairs"),
+                         ([("nan", np.full((6, 2), np.nan))], "start 'nan'")):
+        with pytest.raises(InvalidArgumentError, match=needle):
+            climb.best(0.5, 2, 2, starts=lambda k, junk=junk: junk)
+    flat = np.column_stack([np.eye(6)[:, 0], np.eye(6)[:, 0]])
+    cert = climb.best(0.5, 2, 2, starts=lambda k: iter([("flat", flat)]))
+    # the climb orthonormalises the start (QR completes its rank): whatever it certifies is
+    # an ordinary certificate for the checker
+    assert cert is None or (cert.method == "subspace/flat+climb" and check(A, cert).ok)

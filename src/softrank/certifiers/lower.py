@@ -539,11 +539,11 @@ def climb_starts(A: np.ndarray, V: np.ndarray, order: np.ndarray, k: int,
     order : (m,) int ndarray
         Row order (:func:`row_order`).
     k : int
-        Dimension of the starts, ``1 <= k <= min(m, N)``.
+        Dimension of the starts, ``1 <= k <= min(m, N, p)``.
     random_rows, svd_mix : int
         Random starts of each kind.
     seed : int
-        The generator's seed.
+        The generator's seed, ``>= 0``.
 
     Returns
     -------
@@ -553,16 +553,25 @@ def climb_starts(A: np.ndarray, V: np.ndarray, order: np.ndarray, k: int,
     Raises
     ------
     InvalidArgumentError
-        If ``k`` is outside ``[1, min(m, N)]`` or a number of draws is negative.
+        If ``V`` is not a finite ``(N, p)`` array, ``order`` not a permutation of the rows,
+        ``k`` outside ``[1, min(m, N, p)]``, or a count or the seed negative or not an
+        integer.
     """
     m, N = A.shape
-    if not (isinstance(k, (int, np.integer)) and 1 <= k <= min(m, N)):
-        raise InvalidArgumentError(f"k must be an integer in [1, {min(m, N)}], got {k!r}")
-    for arg, val in (("random_rows", random_rows), ("svd_mix", svd_mix)):
-        if not (isinstance(val, (int, np.integer)) and val >= 0):
+    V = _finite_columns("V", V, N, "p")
+    order = np.asarray(order)
+    if order.dtype.kind not in "iu" or sorted(order.tolist()) != list(range(m)):
+        raise InvalidArgumentError(f"order must be a permutation of range({m}), got "
+                                   f"{order.size} entries of dtype {order.dtype}")
+    if isinstance(k, bool) or not (isinstance(k, (int, np.integer))
+                                   and 1 <= k <= min(m, N, V.shape[1])):
+        raise InvalidArgumentError(f"k must be an integer in [1, {min(m, N, V.shape[1])}], "
+                                   f"got {k!r}")
+    for arg, val in (("random_rows", random_rows), ("svd_mix", svd_mix), ("seed", seed)):
+        if isinstance(val, bool) or not (isinstance(val, (int, np.integer)) and val >= 0):
             raise InvalidArgumentError(f"{arg} must be an integer >= 0, got {val!r}")
-    rng = np.random.default_rng((seed, int(k)))
-    out = [("rows", A[np.asarray(order)[:k]].T.copy())]
+    rng = np.random.default_rng((int(seed), int(k)))
+    out = [("rows", A[order[:k]].T.copy())]
     p = min(2 * k, V.shape[1])
     for i in range(max(random_rows, svd_mix)):
         if i < random_rows:
@@ -597,7 +606,8 @@ class SubspaceClimb:
     of ``LP_j`` evaluations is spent (a solve, or a proof of infeasibility by
     :meth:`farkas`; each solve also stops at HiGHS's 60 s time limit, as every LP of
     softrank's does). :meth:`best` climbs from the top ``lo`` right singular vectors and,
-    after each certificate, from the certified ``S`` plus the next singular direction.
+    after each certificate, from the certified ``S`` plus the next singular direction; where
+    that fails, from the further starts it is given (:func:`climb_starts`).
     The climb is a heuristic: nothing it computes is a bound until the certificate built
     from ``S`` passes the checker.
 
@@ -938,8 +948,8 @@ class SubspaceClimb:
         Raises
         ------
         InvalidArgumentError
-            If ``lo`` or ``hi`` is not an integer, or a start is not a finite ``(N, k)``
-            array.
+            If ``lo`` or ``hi`` is not an integer, or ``starts(k)`` gives an item that is
+            not a ``(str, finite (N, k) array)`` pair.
         """
         for arg, val in (("lo", lo), ("hi", hi)):
             if not isinstance(val, (int, np.integer)):
@@ -971,11 +981,16 @@ class SubspaceClimb:
         while True:
             S, cert = certify(B, name, k)
             if cert is None and starts is not None:
-                for label, B1 in starts(k):
-                    B1 = _finite_columns("a start", B1, N, str(k))
+                for item in starts(k):
+                    if not (isinstance(item, tuple) and len(item) == 2
+                            and isinstance(item[0], str)):
+                        raise InvalidArgumentError(
+                            f"starts({k}) must give (label, B) pairs, got {item!r:.80}")
+                    label, B1 = item
+                    B1 = _finite_columns(f"start {label!r}", B1, N, str(k))
                     if B1.shape[1] != k:
                         raise InvalidArgumentError(
-                            f"a start at dimension {k} must have {k} columns, got "
+                            f"start {label!r} at dimension {k} must have {k} columns, got "
                             f"{B1.shape[1]}")
                     S, cert = certify(B1, label, k)
                     if cert is not None:

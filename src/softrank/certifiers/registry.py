@@ -268,8 +268,8 @@ class SubspaceClimbTest:
     from the top right singular vectors (:class:`~softrank.certifiers.lower.SubspaceClimb`),
     then the next dimensions while it certifies; searched up to ``context.upper``. Where the
     singular start fails, the starts of :func:`~softrank.certifiers.lower.climb_starts`
-    (rows of ``A``, mixed singular vectors, random rows) are tried at that dimension, and the
-    first that certifies continues the ascent."""
+    (pivoted-QR rows of ``A``, random rows, mixed singular vectors) are tried at that
+    dimension, and the first that certifies continues the ascent."""
 
     name = "subspace-climb"
     gauge_invariant = True  # reads only A
