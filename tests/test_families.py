@@ -610,14 +610,16 @@ def test_climb_starts_hand_worked():
     ({"svd_mix": 1.5}, "svd_mix"), ({"seed": -1}, "seed"),
     ({"order": np.arange(8)}, "order"), ({"order": np.zeros(9, dtype=int)}, "order"),
     ({"order": np.arange(9.0)}, "order"), ({"V": np.eye(11)}, "V must be"),
-    ({"V": np.full((12, 12), np.inf)}, "V must be")])
+    ({"V": np.full((12, 12), np.inf)}, "V must be"), ({"A": np.ones(12)}, "A must be"),
+    ({"A": np.full((9, 12), np.nan)}, "A must be"), ({"order": None}, "order")])
 def test_climb_starts_bad_arguments(kwargs, needle):
     from softrank.errors import InvalidArgumentError
 
-    A = np.full((9, 12), 1 / 12)
-    args = {"k": 3, "V": np.eye(12), "order": np.arange(9)} | kwargs
+    args = {"A": np.full((9, 12), 1 / 12), "k": 3, "V": np.eye(12),
+            "order": np.arange(9)} | kwargs
     with pytest.raises(InvalidArgumentError, match=needle):
-        lo.climb_starts(A, args.pop("V"), args.pop("order"), args.pop("k"), **args)
+        lo.climb_starts(args.pop("A"), args.pop("V"), args.pop("order"), args.pop("k"),
+                        **args)
 
 
 def test_climb_continues_from_a_start_where_the_singular_one_fails():
@@ -657,11 +659,19 @@ def test_climb_bad_starts_are_named():
     kernel /= np.linalg.norm(kernel, axis=0)
     V = np.column_stack([kernel, np.eye(6)[:, 2], np.ones(6) / 6 ** 0.5])
     climb = lo.SubspaceClimb(A, V, lps_per_key=1)
+    good = np.eye(6)[:, :2]
     for junk, needle in ((["x"], "pairs"), ([("x", None)], "start 'x'"),
-                         ([(1, np.eye(6)[:, :2])], "pairs"),
+                         ([(1, good)], "pairs"), ([("a", good, 1)], "pairs"),
+                         ([("svd", good)], "pairs"), ([("a/b", good)], "pairs"),
+                         ([("", good)], "pairs"), (None, "iterable"), (5, "iterable"),
+                         ([("cx", good * 1j)], "real"), ([("s", good.astype(str))], "real"),
                          ([("nan", np.full((6, 2), np.nan))], "start 'nan'")):
         with pytest.raises(InvalidArgumentError, match=needle):
             climb.best(0.5, 2, 2, starts=lambda k, junk=junk: junk)
+    with pytest.raises(InvalidArgumentError, match="starts must be"):
+        climb.best(0.5, 2, 2, starts=[("good", good)])
+    with pytest.raises(InvalidArgumentError, match="lo must be"):
+        climb.best(0.5, True, 2)
     flat = np.column_stack([np.eye(6)[:, 0], np.eye(6)[:, 0]])
     cert = climb.best(0.5, 2, 2, starts=lambda k: iter([("flat", flat)]))
     # the climb orthonormalises the start (QR completes its rank): whatever it certifies is

@@ -27,6 +27,9 @@ none of them is a bound until the checker accepts it. The searches:
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
+
 import numpy as np
 import scipy.linalg
 
@@ -507,10 +510,22 @@ class SubspaceSearch:
                                  min(hi, self.V.shape[1], self.A.shape[0]))
 
 
+#: A start's label, as it appears in the method ``subspace/<label>+climb``: ``svd`` is the
+#: singular start's own.
+_LABEL = re.compile(r"(?!svd$)[A-Za-z0-9][A-Za-z0-9._-]{0,39}")
+
+
 def _finite_columns(arg: str, X, N: int, cols: str) -> np.ndarray:
-    """``X`` as a float64 ``(N, cols)`` array; InvalidArgumentError naming ``arg`` if it has
-    another shape or a non-finite entry."""
-    X = np.asarray(X, dtype=np.float64)
+    """``X`` as a float64 ``(N, cols)`` array; InvalidArgumentError naming ``arg`` if it is
+    not a real (integer or float) array, has another shape or a non-finite entry."""
+    try:
+        X = np.asarray(X)
+    except ValueError as exc:  # ragged nested sequences
+        raise InvalidArgumentError(f"{arg} must be a finite ({N}, {cols}) array: {exc}") from None
+    if X.dtype.kind not in "iuf":
+        raise InvalidArgumentError(f"{arg} must be a real ({N}, {cols}) array, got dtype "
+                                   f"{X.dtype}")
+    X = X.astype(np.float64, copy=False)
     if X.ndim != 2 or X.shape[0] != N or not np.isfinite(X).all():
         raise InvalidArgumentError(f"{arg} must be a finite ({N}, {cols}) array, got shape "
                                    f"{X.shape}" + ("" if X.ndim != 2 or X.shape[0] != N
@@ -548,15 +563,23 @@ def climb_starts(A: np.ndarray, V: np.ndarray, order: np.ndarray, k: int,
     Returns
     -------
     list of (str, (N, k) float64 ndarray)
-        Label and basis (not orthonormalised: the climb does that).
+        Label and basis, not orthonormalised (the climb does that). A basis can be
+        rank-deficient: ``rows`` and ``random-rows`` where ``A`` has repeated or dependent
+        rows, ``svd-mix`` never when ``p >= k`` (Gaussian combinations of ``min(2k, p)``
+        orthonormal columns have rank ``k`` almost surely).
 
     Raises
     ------
     InvalidArgumentError
-        If ``V`` is not a finite ``(N, p)`` array, ``order`` not a permutation of the rows,
+        If ``A`` is not a finite 2-D float64 array, ``V`` not a finite ``(N, p)`` array,
+        ``order`` not a permutation of the rows,
         ``k`` outside ``[1, min(m, N, p)]``, or a count or the seed negative or not an
         integer.
     """
+    if not (isinstance(A, np.ndarray) and A.ndim == 2 and A.dtype == np.float64
+            and np.isfinite(A).all()):
+        raise InvalidArgumentError(f"A must be a finite 2-D float64 array, got "
+                                   f"{type(A).__name__} {getattr(A, 'shape', '')}")
     m, N = A.shape
     V = _finite_columns("V", V, N, "p")
     order = np.asarray(order)
@@ -935,10 +958,14 @@ class SubspaceClimb:
             The dimensions tried: ``lo`` first, then up while certificates hold; ``hi`` is
             also capped by ``min(m, N)``, the columns of ``V`` and ``max_entries``.
         starts : callable, optional
-            ``starts(k)`` gives further ``(label, B)`` starts at dimension ``k``, ``B`` an
-            ``(N, k)`` array: tried in order, only where the climb above fails at ``k``; the
-            first that certifies continues the ascent (its certificates are named
-            ``subspace/<label>+climb``). Each is one more climb with its own budget.
+            ``starts(k)`` gives further ``(label, B)`` starts at dimension ``k``, ``B`` a
+            real ``(N, k)`` array: tried in order, only where the climb above fails at ``k``;
+            the first that certifies continues the ascent (its certificates are named
+            ``subspace/<label>+climb``; a label is 1-40 letters, digits, ``.``, ``_`` or
+            ``-``, and not ``svd``). Each is one more climb with its own budget, and there is
+            no cap on their number. The climb orthonormalises ``B`` by a QR factorisation,
+            which completes a rank-deficient ``B`` with other directions: the certificate
+            is then for that completed subspace (and checked like any other).
 
         Returns
         -------
@@ -948,12 +975,15 @@ class SubspaceClimb:
         Raises
         ------
         InvalidArgumentError
-            If ``lo`` or ``hi`` is not an integer, or ``starts(k)`` gives an item that is
-            not a ``(str, finite (N, k) array)`` pair.
+            If ``lo`` or ``hi`` is not an integer, ``starts`` is not callable, or
+            ``starts(k)`` is not an iterable of ``(label, finite real (N, k) array)`` pairs.
         """
         for arg, val in (("lo", lo), ("hi", hi)):
-            if not isinstance(val, (int, np.integer)):
+            if isinstance(val, bool) or not isinstance(val, (int, np.integer)):
                 raise InvalidArgumentError(f"{arg} must be an integer, got {val!r}")
+        if starts is not None and not callable(starts):
+            raise InvalidArgumentError(f"starts must be a function of k or None, got "
+                                       f"{starts!r:.80}")
         A = self.A
         m, N = A.shape
         # the LP of a key has (k + 1) (2 m + N) entries; past max_entries its solves cost
@@ -981,11 +1011,16 @@ class SubspaceClimb:
         while True:
             S, cert = certify(B, name, k)
             if cert is None and starts is not None:
-                for item in starts(k):
+                items = starts(k)
+                if not isinstance(items, Iterable) or isinstance(items, (str, bytes)):
+                    raise InvalidArgumentError(f"starts({k}) must give an iterable of "
+                                               f"(label, B) pairs, got {items!r:.80}")
+                for item in items:
                     if not (isinstance(item, tuple) and len(item) == 2
-                            and isinstance(item[0], str)):
+                            and isinstance(item[0], str) and _LABEL.fullmatch(item[0])):
                         raise InvalidArgumentError(
-                            f"starts({k}) must give (label, B) pairs, got {item!r:.80}")
+                            f"starts({k}) must give (label, B) pairs, the label letters, "
+                            f"digits, '.', '_' or '-' and not 'svd', got {item!r:.80}")
                     label, B1 = item
                     B1 = _finite_columns(f"start {label!r}", B1, N, str(k))
                     if B1.shape[1] != k:
