@@ -622,6 +622,17 @@ def test_climb_starts_bad_arguments(kwargs, needle):
                         **args)
 
 
+def _kernel_start_case():
+    """A = [e_1; e_2; e_3; (e_4 + e_5 + e_6) / 3], an orthonormal basis of its kernel, and
+    climb directions V whose first two columns span that kernel and whose third is e_3."""
+    A = np.zeros((4, 6))
+    A[0, 0] = A[1, 1] = A[2, 2] = 1.0
+    A[3, 3:] = 1 / 3
+    kernel = np.array([[0, 0, 0, 1, -1, 0], [0, 0, 0, 1, 1, -2]], dtype=float).T
+    kernel /= np.linalg.norm(kernel, axis=0)
+    return A, kernel, np.column_stack([kernel, np.eye(6)[:, 2], np.ones(6) / 6 ** 0.5])
+
+
 def test_climb_continues_from_a_start_where_the_singular_one_fails():
     """A = [e_1; e_2; e_3; (e_4 + e_5 + e_6) / 3]. The climb's own first directions lie in
     the kernel of A (beta = 0 there), and its budget (one evaluation per key) is spent on
@@ -630,12 +641,7 @@ def test_climb_continues_from_a_start_where_the_singular_one_fails():
     and its certificates carry the start's label."""
     from softrank.errors import InvalidArgumentError
 
-    A = np.zeros((4, 6))
-    A[0, 0] = A[1, 1] = A[2, 2] = 1.0
-    A[3, 3:] = 1 / 3
-    kernel = np.array([[0, 0, 0, 1, -1, 0], [0, 0, 0, 1, 1, -2]], dtype=float).T
-    kernel /= np.linalg.norm(kernel, axis=0)
-    V = np.column_stack([kernel, np.eye(6)[:, 2], np.ones(6) / 6 ** 0.5])
+    A, kernel, V = _kernel_start_case()
     good = np.eye(6)[:, :2]
     assert lo.SubspaceClimb(A, V, lps_per_key=1).best(0.5, 2, 3) is None
     cert = lo.SubspaceClimb(A, V, lps_per_key=1).best(
@@ -652,12 +658,7 @@ def test_climb_bad_starts_are_named():
     an error naming it, not a numpy traceback. A rank-deficient start is only a poor start."""
     from softrank.errors import InvalidArgumentError
 
-    A = np.zeros((4, 6))
-    A[0, 0] = A[1, 1] = A[2, 2] = 1.0
-    A[3, 3:] = 1 / 3
-    kernel = np.array([[0, 0, 0, 1, -1, 0], [0, 0, 0, 1, 1, -2]], dtype=float).T
-    kernel /= np.linalg.norm(kernel, axis=0)
-    V = np.column_stack([kernel, np.eye(6)[:, 2], np.ones(6) / 6 ** 0.5])
+    A, kernel, V = _kernel_start_case()
     climb = lo.SubspaceClimb(A, V, lps_per_key=1)
     good = np.eye(6)[:, :2]
     for junk, needle in ((["x"], "pairs"), ([("x", None)], "start 'x'"),

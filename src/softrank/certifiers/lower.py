@@ -533,6 +533,22 @@ def _finite_columns(arg: str, X, N: int, cols: str) -> np.ndarray:
     return X
 
 
+def _checked_start(item, N: int, k: int) -> tuple[str, np.ndarray]:
+    """One item given by ``starts(k)`` of :meth:`SubspaceClimb.best` as ``(label, B)``, ``B``
+    a float64 ``(N, k)`` array; InvalidArgumentError naming it otherwise."""
+    if not (isinstance(item, tuple) and len(item) == 2
+            and isinstance(item[0], str) and _LABEL.fullmatch(item[0])):
+        raise InvalidArgumentError(
+            f"starts({k}) must give (label, B) pairs, the label letters, digits, '.', '_' or "
+            f"'-' and not 'svd', got {item!r:.80}")
+    label, B = item
+    B = _finite_columns(f"start {label!r}", B, N, str(k))
+    if B.shape[1] != k:
+        raise InvalidArgumentError(f"start {label!r} at dimension {k} must have {k} columns, "
+                                   f"got {B.shape[1]}")
+    return label, B
+
+
 def climb_starts(A: np.ndarray, V: np.ndarray, order: np.ndarray, k: int,
                  random_rows: int = 2, svd_mix: int = 1,
                  seed: int = 0) -> list[tuple[str, np.ndarray]]:
@@ -1016,17 +1032,7 @@ class SubspaceClimb:
                     raise InvalidArgumentError(f"starts({k}) must give an iterable of "
                                                f"(label, B) pairs, got {items!r:.80}")
                 for item in items:
-                    if not (isinstance(item, tuple) and len(item) == 2
-                            and isinstance(item[0], str) and _LABEL.fullmatch(item[0])):
-                        raise InvalidArgumentError(
-                            f"starts({k}) must give (label, B) pairs, the label letters, "
-                            f"digits, '.', '_' or '-' and not 'svd', got {item!r:.80}")
-                    label, B1 = item
-                    B1 = _finite_columns(f"start {label!r}", B1, N, str(k))
-                    if B1.shape[1] != k:
-                        raise InvalidArgumentError(
-                            f"start {label!r} at dimension {k} must have {k} columns, got "
-                            f"{B1.shape[1]}")
+                    label, B1 = _checked_start(item, N, k)
                     S, cert = certify(B1, label, k)
                     if cert is not None:
                         name = label
