@@ -653,6 +653,40 @@ def test_climb_continues_from_a_start_where_the_singular_one_fails():
                                                    starts=lambda k: [("x", good)])
 
 
+def test_climb_screens_its_further_starts():
+    """The screen scores a start by the least LP_j of its span over the hardest keys, hand
+    worked on A = [e_1; e_2; e_3; (e_4 + e_5 + e_6) / 3] with every key scored: the kernel
+    of A scores 0 (A x = 0 on it, and x peaks at keys 4-6), span(e_1, e_2) scores 1 (x = e_j
+    at keys 1, 2; no x of it peaks at keys 3-6, +inf). Listed second, the good start is
+    still the one climbed when only one is; screened starts wait for the plain ones."""
+    from softrank.errors import InvalidArgumentError
+
+    A, kernel, V = _kernel_start_case()
+    good = np.eye(6)[:, :2]
+    climb = lo.SubspaceClimb(A, V, lps_per_key=1)
+    assert climb.best(0.5, 2, 3, screened=lambda k: [("bad", kernel), ("good", good)],
+                      screened_climbs=0, screen_keys=6) is None
+    for first in ((("bad", kernel), ("good", good)), (("good", good), ("bad", kernel))):
+        cert = lo.SubspaceClimb(A, V, lps_per_key=1).best(
+            0.5, 2, 3, screened=lambda k, first=first: list(first), screened_climbs=1,
+            screen_keys=6)
+        assert cert is not None and cert.rank == 3 and cert.method == "subspace/good+climb"
+        assert check(A, cert, interval=True).ok
+    seen = []
+    cert = lo.SubspaceClimb(A, V, lps_per_key=1).best(
+        0.5, 2, 2, starts=lambda k: [("plain", good)],
+        screened=lambda k: seen.append(k) or [("other", good)])
+    assert cert.method == "subspace/plain+climb" and seen == []
+    for kwargs, needle in (({"screened": [("g", good)]}, "screened must be"),
+                           ({"screened_climbs": -1}, "screened_climbs must be"),
+                           ({"screened_climbs": True}, "screened_climbs must be"),
+                           ({"screen_keys": 0}, "screen_keys must be"),
+                           ({"screened": lambda k: [("svd", good)]}, r"screened\(2\) must"),
+                           ({"screened": lambda k: 3}, r"screened\(2\) must give an")):
+        with pytest.raises(InvalidArgumentError, match=needle):
+            lo.SubspaceClimb(A, V, lps_per_key=1).best(0.5, 2, 2, **kwargs)
+
+
 def test_climb_bad_starts_are_named():
     """What ``starts(k)`` gives must be (label, finite (N, k) array) pairs; anything else is
     an error naming it, not a numpy traceback. A rank-deficient start is only a poor start."""

@@ -533,13 +533,14 @@ def _finite_columns(arg: str, X, N: int, cols: str) -> np.ndarray:
     return X
 
 
-def _checked_start(item, N: int, k: int) -> tuple[str, np.ndarray]:
-    """One item given by ``starts(k)`` of :meth:`SubspaceClimb.best` as ``(label, B)``, ``B``
-    a float64 ``(N, k)`` array; InvalidArgumentError naming it otherwise."""
+def _checked_start(item, N: int, k: int, arg: str = "starts") -> tuple[str, np.ndarray]:
+    """One item given by ``starts(k)`` (or ``screened(k)``, named by ``arg``) of
+    :meth:`SubspaceClimb.best` as ``(label, B)``, ``B`` a float64 ``(N, k)`` array;
+    InvalidArgumentError naming it otherwise."""
     if not (isinstance(item, tuple) and len(item) == 2
             and isinstance(item[0], str) and _LABEL.fullmatch(item[0])):
         raise InvalidArgumentError(
-            f"starts({k}) must give (label, B) pairs, the label letters, digits, '.', '_' or "
+            f"{arg}({k}) must give (label, B) pairs, the label letters, digits, '.', '_' or "
             f"'-' and not 'svd', got {item!r:.80}")
     label, B = item
     B = _finite_columns(f"start {label!r}", B, N, str(k))
@@ -961,7 +962,8 @@ class SubspaceClimb:
                     return None
         return B
 
-    def best(self, eps: float, lo: int, hi: int, starts=None) -> SubspaceCertificate | None:
+    def best(self, eps: float, lo: int, hi: int, starts=None, screened=None,
+             screened_climbs: int = 2, screen_keys: int = 8) -> SubspaceCertificate | None:
         """The largest ``k`` in ``[lo, hi]`` reached by climbing ``k = lo, lo + 1, ...``, each
         from the last certified subspace plus the next right singular direction (the top
         ``lo`` right singular vectors at ``k = lo``).
@@ -982,6 +984,14 @@ class SubspaceClimb:
             no cap on their number. The climb orthonormalises ``B`` by a QR factorisation,
             which completes a rank-deficient ``B`` with other directions: the certificate
             is then for that completed subspace (and checked like any other).
+        screened : callable, optional
+            ``screened(k)`` gives more starts of the same form, tried only where every start
+            of ``starts`` fails at ``k``: each is scored by the least ``LP_j`` of its span over
+            the first ``screen_keys`` keys of the hardest-first key order (an upper bound of
+            its ``beta``, ``screen_keys`` evaluations of the budget's kind), and the
+            ``screened_climbs`` best (ties in the given order) are climbed, best first.
+        screened_climbs, screen_keys : int
+            Climbs after the screen (``>= 0``) and keys scored per screened start (``>= 1``).
 
         Returns
         -------
@@ -991,15 +1001,22 @@ class SubspaceClimb:
         Raises
         ------
         InvalidArgumentError
-            If ``lo`` or ``hi`` is not an integer, ``starts`` is not callable, or
-            ``starts(k)`` is not an iterable of ``(label, finite real (N, k) array)`` pairs.
+            If ``lo`` or ``hi`` is not an integer, ``starts`` or ``screened`` is not
+            callable, ``starts(k)`` or ``screened(k)`` is not an iterable of
+            ``(label, finite real (N, k) array)`` pairs, ``screened_climbs`` is not an integer
+            ``>= 0`` or ``screen_keys`` not one ``>= 1``.
         """
         for arg, val in (("lo", lo), ("hi", hi)):
             if isinstance(val, bool) or not isinstance(val, (int, np.integer)):
                 raise InvalidArgumentError(f"{arg} must be an integer, got {val!r}")
-        if starts is not None and not callable(starts):
-            raise InvalidArgumentError(f"starts must be a function of k or None, got "
-                                       f"{starts!r:.80}")
+        for arg, fn in (("starts", starts), ("screened", screened)):
+            if fn is not None and not callable(fn):
+                raise InvalidArgumentError(f"{arg} must be a function of k or None, got "
+                                           f"{fn!r:.80}")
+        for arg, val, least in (("screened_climbs", screened_climbs, 0),
+                                ("screen_keys", screen_keys, 1)):
+            if isinstance(val, bool) or not (isinstance(val, (int, np.integer)) and val >= least):
+                raise InvalidArgumentError(f"{arg} must be an integer >= {least}, got {val!r}")
         A = self.A
         m, N = A.shape
         # the LP of a key has (k + 1) (2 m + N) entries; past max_entries its solves cost
@@ -1024,15 +1041,34 @@ class SubspaceClimb:
         name = self.name
         best = None
         k = lo
+        def given(fn, arg, k):
+            items = fn(k)
+            if not isinstance(items, Iterable) or isinstance(items, (str, bytes)):
+                raise InvalidArgumentError(f"{arg}({k}) must give an iterable of "
+                                           f"(label, B) pairs, got {items!r:.80}")
+            return (_checked_start(item, N, k, arg) for item in items)
+
+        def screen(items):
+            """The ``screened_climbs`` items whose spans score best: the least ``LP_j``
+            over the hardest keys bounds ``beta`` from above."""
+            items = list(items)
+            if len(items) <= screened_climbs or screened_climbs == 0:
+                return items[:screened_climbs]
+            self._duals = self._duals_by_eps.setdefault(eps, {})
+            self._farkas = self._farkas_by_eps.setdefault(eps, {})
+            keys = self.key_order[:screen_keys]
+            score = [min(v for v, _ in self.values(np.linalg.qr(B1)[0], keys).values())
+                     for _, B1 in items]
+            ranked = sorted(range(len(items)), key=lambda i: -score[i])
+            return [items[i] for i in ranked[:screened_climbs]]
+
         while True:
             S, cert = certify(B, name, k)
-            if cert is None and starts is not None:
-                items = starts(k)
-                if not isinstance(items, Iterable) or isinstance(items, (str, bytes)):
-                    raise InvalidArgumentError(f"starts({k}) must give an iterable of "
-                                               f"(label, B) pairs, got {items!r:.80}")
-                for item in items:
-                    label, B1 = _checked_start(item, N, k)
+            for fn, arg in ((starts, "starts"), (screened, "screened")):
+                if cert is not None or fn is None:
+                    continue
+                items = given(fn, arg, k)
+                for label, B1 in (items if arg == "starts" else screen(items)):
                     S, cert = certify(B1, label, k)
                     if cert is not None:
                         name = label

@@ -15,6 +15,7 @@ above ``context.lower``, a construction in ``context.window()``. Called without 
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 import scipy.linalg
@@ -269,7 +270,9 @@ class SubspaceClimbTest:
     then the next dimensions while it certifies; searched up to ``context.upper``. Where the
     singular start fails, the starts of :func:`~softrank.certifiers.lower.climb_starts`
     (pivoted-QR rows of ``A``, random rows, mixed singular vectors) are tried at that
-    dimension, and the first that certifies continues the ascent."""
+    dimension: four in order, then two of four more, chosen by a screen on the hardest keys
+    (:meth:`~softrank.certifiers.lower.SubspaceClimb.best`); the first that certifies
+    continues the ascent."""
 
     name = "subspace-climb"
     gauge_invariant = True  # reads only A
@@ -286,8 +289,13 @@ class SubspaceClimbTest:
             base = max(base, c.rank if c is not None else 0)
         order = ctx.shared("row-order", lambda: lo_.row_order(ctx.A))
         V = ctx.svd[2].T
+        # the same draws as climb_starts(..., random_rows=2, svd_mix=1) first, in order (so
+        # an end never falls below theirs); then four more, screened, two of them climbed
+        draws = functools.lru_cache(maxsize=None)(
+            lambda k: lo_.climb_starts(ctx.A, V, order, k, random_rows=4, svd_mix=3))
         return climb.best(eps, base + 1, min(ctx.upper, ctx.p),
-                          starts=lambda k: lo_.climb_starts(ctx.A, V, order, k))
+                          starts=lambda k: draws(k)[:4], screened=lambda k: draws(k)[4:],
+                          screened_climbs=2)
 
 
 def _decoders(ctx: Context) -> dict:
