@@ -132,10 +132,13 @@ def test_a_running_audit_holds_its_directory(tmp_path, capsys):
     without --resume, naming that process; stopped by SIGTERM it releases the lock, and its
     unfinished ledger is then called interrupted, not running."""
     p = tmp_path / "slow.toml"
-    # a construction that takes 5 s per cell keeps the run going whatever the machine's load
+    # a construction that sleeps 60 s per cell keeps the run going whatever the machine's
+    # load (with 5 s, the 8 cells take about 55 s, and in one full-suite run the child
+    # returned 0 instead of 130, as if it had ended first); SIGTERM cuts the sleep, so the
+    # test does not wait for it
     (tmp_path / "sleepymod.py").write_text(
         "import time\nclass Sleepy:\n    name = 'sleepy'\n"
-        "    def witness(self, operator, eps):\n        time.sleep(5)\n        return None\n")
+        "    def witness(self, operator, eps):\n        time.sleep(60)\n        return None\n")
     p.write_text("eps = [0.2, 0.5]\n[[certifier]]\nspec = 'sleepymod:Sleepy'\npath = '.'\n" + "".join(
         f"[[synthetic]]\nfamily = 'gaussian_head'\nm = 8\nN = 8\nseed = {s}\n" for s in range(4)))
     out = tmp_path / "o"
@@ -160,7 +163,7 @@ def test_a_running_audit_holds_its_directory(tmp_path, capsys):
         assert "audit" in held["command"] and held["started"].endswith("Z")
         proc.send_signal(signal.SIGTERM)
         rc = proc.wait(timeout=120)
-        assert rc == 130, proc.stderr.read()
+        assert rc == 130, (rc, time.monotonic() - t, proc.stderr.read())
     finally:
         if proc.poll() is None:
             proc.kill()
