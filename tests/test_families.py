@@ -672,6 +672,13 @@ def test_climb_screens_its_further_starts():
             screen_keys=6)
         assert cert is not None and cert.rank == 3 and cert.method == "subspace/good+climb"
         assert check(A, cert, interval=True).ok
+    # with as many climbs as starts, they are still climbed best first
+    climb = lo.SubspaceClimb(A, V, lps_per_key=1)
+    order, plain = [], climb.climb
+    climb.climb = lambda B, *a, **kw: order.append(bool(abs(B[0]).max() > 0)) or plain(B, *a, **kw)
+    cert = climb.best(0.5, 2, 2, screened=lambda k: [("bad", kernel), ("good", good)],
+                      screened_climbs=2, screen_keys=6)
+    assert cert.method == "subspace/good+climb" and order == [False, True]  # V's, then good's
     seen = []
     cert = lo.SubspaceClimb(A, V, lps_per_key=1).best(
         0.5, 2, 2, starts=lambda k: [("plain", good)],
@@ -682,9 +689,14 @@ def test_climb_screens_its_further_starts():
                            ({"screened_climbs": True}, "screened_climbs must be"),
                            ({"screen_keys": 0}, "screen_keys must be"),
                            ({"screened": lambda k: [("svd", good)]}, r"screened\(2\) must"),
-                           ({"screened": lambda k: 3}, r"screened\(2\) must give an")):
-        with pytest.raises(InvalidArgumentError, match=needle):
+                           ({"screened": lambda k: 3}, r"screened\(2\) must give an"),
+                           ({"screened": lambda k: [("huge", good * 1e300)]},
+                            "screened start 'huge' must have entries of magnitude"),
+                           ({"screened": lambda k: [("wide", np.eye(6))]},
+                            "screened start 'wide' at dimension 2")):
+        with pytest.raises(InvalidArgumentError, match=needle) as err:
             lo.SubspaceClimb(A, V, lps_per_key=1).best(0.5, 2, 2, **kwargs)
+        assert "\n" not in str(err.value)  # one line, even with an array in the item
 
 
 def test_climb_bad_starts_are_named():

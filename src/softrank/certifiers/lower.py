@@ -533,20 +533,35 @@ def _finite_columns(arg: str, X, N: int, cols: str) -> np.ndarray:
     return X
 
 
+def _brief(x) -> str:
+    """``repr(x)`` on one line, at most 80 characters (for error messages)."""
+    return " ".join(repr(x).split())[:80]
+
+
+#: Largest magnitude of a start's entries: beyond it the QR that orthonormalises a start can
+#: overflow (a span does not change with scale, so a start is rescaled, not clipped).
+_START_MAX = 1e150
+
+
 def _checked_start(item, N: int, k: int, arg: str = "starts") -> tuple[str, np.ndarray]:
     """One item given by ``starts(k)`` (or ``screened(k)``, named by ``arg``) of
-    :meth:`SubspaceClimb.best` as ``(label, B)``, ``B`` a float64 ``(N, k)`` array;
-    InvalidArgumentError naming it otherwise."""
+    :meth:`SubspaceClimb.best` as ``(label, B)``, ``B`` a float64 ``(N, k)`` array with
+    entries of magnitude at most ``1e150``; InvalidArgumentError naming it otherwise."""
     if not (isinstance(item, tuple) and len(item) == 2
             and isinstance(item[0], str) and _LABEL.fullmatch(item[0])):
         raise InvalidArgumentError(
             f"{arg}({k}) must give (label, B) pairs, the label letters, digits, '.', '_' or "
-            f"'-' and not 'svd', got {item!r:.80}")
+            f"'-' and not 'svd', got {_brief(item)}")
     label, B = item
-    B = _finite_columns(f"start {label!r}", B, N, str(k))
+    name = f"start {label!r}" if arg == "starts" else f"{arg} start {label!r}"
+    B = _finite_columns(name, B, N, str(k))
     if B.shape[1] != k:
-        raise InvalidArgumentError(f"start {label!r} at dimension {k} must have {k} columns, "
+        raise InvalidArgumentError(f"{name} at dimension {k} must have {k} columns, "
                                    f"got {B.shape[1]}")
+    if B.size and np.abs(B).max() > _START_MAX:
+        raise InvalidArgumentError(f"{name} must have entries of magnitude at most 1e150 "
+                                   f"(rescale it: its span is what counts), got "
+                                   f"{np.abs(B).max():.3g}")
     return label, B
 
 
@@ -647,7 +662,8 @@ class SubspaceClimb:
     :meth:`farkas`; each solve also stops at HiGHS's 60 s time limit, as every LP of
     softrank's does). :meth:`best` climbs from the top ``lo`` right singular vectors and,
     after each certificate, from the certified ``S`` plus the next singular direction; where
-    that fails, from the further starts it is given (:func:`climb_starts`).
+    that fails, from the further starts it is given (:func:`climb_starts`), and where those
+    fail, from the best of the screened starts it is given.
     The climb is a heuristic: nothing it computes is a bound until the certificate built
     from ``S`` passes the checker.
 
@@ -713,6 +729,7 @@ class SubspaceClimb:
         self._farkas_by_eps: dict = {}
         self._farkas: dict = {}
         self.proofs = 0  # LP_j found infeasible by a Farkas vector, without a solve
+        self._last_values: dict = {}  # key -> (LP_j, derivative) of the last climb's end
 
     def _model(self, B: np.ndarray) -> RangeLP:
         m, N = self.A.shape
@@ -918,6 +935,7 @@ class SubspaceClimb:
         self._farkas = self._farkas_by_eps.setdefault(eps, {})
         vals = self.values(B, range(N), skip_above=goal)
         vals.update(self.values(B, extra))
+        self._last_values = vals  # updated in place below: the screen of best() reads it
         watch = sorted({j for j, (v, _) in vals.items() if not 3 * goal <= v < np.inf}
                        | set(extra))
         beta = min(vals[j][0] for j in watch) if watch else np.inf
@@ -987,9 +1005,11 @@ class SubspaceClimb:
         screened : callable, optional
             ``screened(k)`` gives more starts of the same form, tried only where every start
             of ``starts`` fails at ``k``: each is scored by the least ``LP_j`` of its span over
-            the first ``screen_keys`` keys of the hardest-first key order (an upper bound of
-            its ``beta``, ``screen_keys`` evaluations of the budget's kind), and the
-            ``screened_climbs`` best (ties in the given order) are climbed, best first.
+            the ``screen_keys`` keys with the least values at the end of the climb that
+            failed first at ``k`` (from the singular or the carried subspace; an upper bound
+            of the start's ``beta``, ``screen_keys`` evaluations of the budget's kind, all
+            at this ``eps`` only), and the ``screened_climbs`` best (equal scores in the
+            given order) are climbed, best first.
         screened_climbs, screen_keys : int
             Climbs after the screen (``>= 0``) and keys scored per screened start (``>= 1``).
 
@@ -1012,7 +1032,7 @@ class SubspaceClimb:
         for arg, fn in (("starts", starts), ("screened", screened)):
             if fn is not None and not callable(fn):
                 raise InvalidArgumentError(f"{arg} must be a function of k or None, got "
-                                           f"{fn!r:.80}")
+                                           f"{_brief(fn)}")
         for arg, val, least in (("screened_climbs", screened_climbs, 0),
                                 ("screen_keys", screen_keys, 1)):
             if isinstance(val, bool) or not (isinstance(val, (int, np.integer)) and val >= least):
@@ -1045,18 +1065,18 @@ class SubspaceClimb:
             items = fn(k)
             if not isinstance(items, Iterable) or isinstance(items, (str, bytes)):
                 raise InvalidArgumentError(f"{arg}({k}) must give an iterable of "
-                                           f"(label, B) pairs, got {items!r:.80}")
+                                           f"(label, B) pairs, got {_brief(items)}")
             return (_checked_start(item, N, k, arg) for item in items)
 
         def screen(items):
             """The ``screened_climbs`` items whose spans score best: the least ``LP_j``
             over the hardest keys bounds ``beta`` from above."""
             items = list(items)
-            if len(items) <= screened_climbs or screened_climbs == 0:
-                return items[:screened_climbs]
+            if screened_climbs == 0:
+                return []
             self._duals = self._duals_by_eps.setdefault(eps, {})
             self._farkas = self._farkas_by_eps.setdefault(eps, {})
-            keys = self.key_order[:screen_keys]
+            keys = hardest[:screen_keys]
             score = [min(v for v, _ in self.values(np.linalg.qr(B1)[0], keys).values())
                      for _, B1 in items]
             ranked = sorted(range(len(items)), key=lambda i: -score[i])
@@ -1064,6 +1084,11 @@ class SubspaceClimb:
 
         while True:
             S, cert = certify(B, name, k)
+            # the keys hardest for the climb that just failed (its last values, lowest first):
+            # they depend only on this eps, where the shared key_order moves with every
+            # search of the operator, at any tolerance
+            last = self._last_values
+            hardest = sorted(last, key=lambda j: (last[j][0], j))
             for fn, arg in ((starts, "starts"), (screened, "screened")):
                 if cert is not None or fn is None:
                     continue

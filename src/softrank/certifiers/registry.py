@@ -270,7 +270,8 @@ class SubspaceClimbTest:
     then the next dimensions while it certifies; searched up to ``context.upper``. Where the
     singular start fails, the starts of :func:`~softrank.certifiers.lower.climb_starts`
     (pivoted-QR rows of ``A``, random rows, mixed singular vectors) are tried at that
-    dimension: four in order, then two of four more, chosen by a screen on the hardest keys
+    dimension: four in order, then two of four more, chosen by a screen on the keys hardest
+    for the climb that failed
     (:meth:`~softrank.certifiers.lower.SubspaceClimb.best`); the first that certifies
     continues the ascent."""
 
