@@ -1061,6 +1061,7 @@ class SubspaceClimb:
         name = self.name
         best = None
         k = lo
+
         def given(fn, arg, k):
             items = fn(k)
             if not isinstance(items, Iterable) or isinstance(items, (str, bytes)):
