@@ -731,6 +731,11 @@ class SubspaceClimb:
         self.proofs = 0  # LP_j found infeasible by a Farkas vector, without a solve
         self._last_values: dict = {}  # key -> (LP_j, derivative) of the last climb's end
 
+    def _at_eps(self, eps: float) -> None:
+        """Point :meth:`values` at the duals and Farkas vectors kept for ``eps``."""
+        self._duals = self._duals_by_eps.setdefault(eps, {})
+        self._farkas = self._farkas_by_eps.setdefault(eps, {})
+
     def _model(self, B: np.ndarray) -> RangeLP:
         m, N = self.A.shape
         k = B.shape[1]
@@ -931,8 +936,7 @@ class SubspaceClimb:
         budget = int(self.budget * min(1.0, 16.0 / (B.shape[1] + 1)))
         # beta <= ||A||_inf = 1 on row-stochastic A: near eps = 1 the margin shrinks with 1 - eps
         goal = eps + self.margin * min(eps, 1.0 - eps)
-        self._duals = self._duals_by_eps.setdefault(eps, {})
-        self._farkas = self._farkas_by_eps.setdefault(eps, {})
+        self._at_eps(eps)
         vals = self.values(B, range(N), skip_above=goal)
         vals.update(self.values(B, extra))
         self._last_values = vals  # updated in place below: the screen of best() reads it
@@ -1075,8 +1079,7 @@ class SubspaceClimb:
             items = list(items)
             if screened_climbs == 0:
                 return []
-            self._duals = self._duals_by_eps.setdefault(eps, {})
-            self._farkas = self._farkas_by_eps.setdefault(eps, {})
+            self._at_eps(eps)
             keys = hardest[:screen_keys]
             score = [min(v for v, _ in self.values(np.linalg.qr(B1)[0], keys).values())
                      for _, B1 in items]
