@@ -127,6 +127,17 @@ def _has_identity(ledger):
         return False
 
 
+def _signal_status(pid: int) -> str:
+    """The signal lines of /proc/PID/status (pending, blocked, ignored, caught) and the
+    process's threads, for a failure message; empty where /proc is not there."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return ", ".join(line.strip().replace(":\t", " ") for line in f
+                             if line.startswith(("Sig", "ShdPnd", "Threads", "State")))
+    except OSError:
+        return ""
+
+
 def test_a_running_audit_holds_its_directory(tmp_path, capsys):
     """While an audit runs (another process), a second one on its --out is refused, with or
     without --resume, naming that process; stopped by SIGTERM it releases the lock, and its
@@ -142,9 +153,13 @@ def test_a_running_audit_holds_its_directory(tmp_path, capsys):
     p.write_text("eps = [0.2, 0.5]\n[[certifier]]\nspec = 'sleepymod:Sleepy'\npath = '.'\n" + "".join(
         f"[[synthetic]]\nfamily = 'gaussian_head'\nm = 8\nN = 8\nseed = {s}\n" for s in range(4)))
     out = tmp_path / "o"
-    proc = subprocess.Popen([sys.executable, "-m", "softrank.harness.cli", "audit", "--panel",
-                             str(p), "--out", str(out), "--workers", "1", "--quiet",
-                             "--attacks", "none"],
+    # the CLI as a program (argv from sys.argv, so it installs its SIGTERM handler), with
+    # faulthandler on SIGUSR1: if the run outlives the signal, the failure shows its stacks
+    child = ("import faulthandler, runpy, signal\n"
+             "faulthandler.register(signal.SIGUSR1, all_threads=True)\n"
+             "runpy.run_module('softrank.harness.cli', run_name='__main__', alter_sys=True)\n")
+    proc = subprocess.Popen([sys.executable, "-c", child, "audit", "--panel", str(p), "--out",
+                             str(out), "--workers", "1", "--quiet", "--attacks", "none"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         t = time.monotonic()
@@ -162,8 +177,18 @@ def test_a_running_audit_holds_its_directory(tmp_path, capsys):
         assert held["pid"] == proc.pid and held["host"] == socket.gethostname()
         assert "audit" in held["command"] and held["started"].endswith("Z")
         proc.send_signal(signal.SIGTERM)
-        rc = proc.wait(timeout=120)
-        assert rc == 130, (rc, time.monotonic() - t, proc.stderr.read())
+        t_sig = time.monotonic()
+        try:
+            rc = proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            status = _signal_status(proc.pid)
+            proc.send_signal(signal.SIGUSR1)  # faulthandler: every thread's stack on stderr
+            time.sleep(2)
+            proc.kill()
+            proc.wait()
+            pytest.fail(f"the audit outlived SIGTERM by 120 s ({status}); its stderr:\n"
+                        f"{proc.stderr.read()}")
+        assert rc == 130, (rc, time.monotonic() - t_sig, proc.stderr.read())
     finally:
         if proc.poll() is None:
             proc.kill()
