@@ -6,10 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from softrank import Operator, bracket
 from softrank.certifiers import lower as lo
 from softrank.certifiers import upper as up
 from softrank.checker import SubspaceCertificate, check, load_certificate, save_certificate
 from softrank.checker.certificates import MalformedCertificate
+from softrank.errors import InvalidArgumentError
 from softrank.generators.synthetic import planted_blocks
 
 
@@ -112,25 +114,53 @@ def test_row_basis_reaches_the_exact_rank(seed):
     assert check(A, con.witness(1e-6, kr)).ok
 
 
+@pytest.mark.parametrize("delta", [1e-6, 1e-3])  # alternating-l1, alternating-l1-smooth
 @pytest.mark.parametrize("seed", [0, 1])
-def test_alternating_l1_reaches_the_exact_rank(seed):
+def test_alternating_l1_reaches_the_exact_rank(seed, delta):
     k = 3
     A = _exact_rank(20, 24, k, seed)
-    con = up.AlternatingL1(A, np.linalg.svd(A, full_matrices=False))
+    con = up.AlternatingL1(A, np.linalg.svd(A, full_matrices=False), delta=delta)
     kr = con.least_rank(1e-6, 1, 20)
     assert kr is not None and kr <= k
     assert check(A, con.witness(1e-6, kr)).ok
 
 
-def test_alternating_l1_never_worse_than_its_svd_start():
+@pytest.mark.parametrize("delta", [1e-6, 1e-3])
+def test_alternating_l1_never_worse_than_its_svd_start(delta):
     """The polish makes each row optimal for the final W, and the best W seen is kept:
-    the max row error is at most the truncated SVD's at the same rank (the start)."""
+    the max row error is at most the truncated SVD's at the same rank (the start), whatever
+    the smoothing ``delta``."""
     A = planted_blocks(30, 30, 5, 0.08, seed=3).A
     svd = np.linalg.svd(A, full_matrices=False)
     ts = up.TruncatedSVD(A, svd)
-    alt = up.AlternatingL1(A, svd)
+    alt = up.AlternatingL1(A, svd, delta=delta)
     for k in (2, 4, 5):
         assert alt.feasible(k, ts.errors[k] + 1e-9)
+
+
+def test_smoothed_alternating_restart_is_named_and_searches_below_the_best_witness():
+    """alternating-l1-smooth: witnesses carry its name; in a bracket it runs after
+    trust-region and only below the best witness so far (a planted rank-3 matrix: the
+    earlier constructions reach 3 and the lower end is 3, so it has nothing to search);
+    called alone it finds the exact rank; a delta that is not finite and positive is
+    refused by name."""
+    from softrank.certifiers.registry import CONSTRUCTIONS
+
+    k = 3
+    A = _exact_rank(20, 24, k, 0)
+    con = CONSTRUCTIONS["alternating-l1-smooth"]
+    w = con.witness(Operator(A=A), 1e-6)
+    assert w is not None and w.rank == k and w.method == "alternating-l1-smooth"
+    assert check(A, w).ok
+    br = bracket(A, 1e-6)
+    assert (br.lower, br.upper) == (k, k)
+    names = [r.name for r in br.diagnostics.methods if r.side == "upper"]
+    assert names.index("alternating-l1-smooth") > names.index("trust-region")
+    assert br.diagnostics.record("alternating-l1-smooth").status == "skipped"
+    svd = np.linalg.svd(A, full_matrices=False)
+    for bad in (0.0, -1e-3, np.nan, np.inf):
+        with pytest.raises(InvalidArgumentError, match="^delta must be finite and > 0"):
+            up.AlternatingL1(A, svd, delta=bad)
 
 
 def test_identity_witness_both_shapes():

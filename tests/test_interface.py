@@ -68,24 +68,28 @@ class Raises:
 
 
 def test_a_third_party_witness_that_beats_the_built_ins_is_reported_and_credited():
-    # a 12 x 12 Gaussian head at eps 0.25: the built-ins bracket [3, 6]; the targeted attack
-    # machinery (a much heavier search) finds a rank-5 witness, which a third-party
-    # construction returns
+    # a 12 x 12 Gaussian head at eps 0.25: the built-ins bracket [3, 5] (5 by the late
+    # alternating-l1-smooth; [3, 6] without it); the targeted attack machinery (a much
+    # heavier search) finds a rank-4 witness, which a third-party construction returns
     from softrank.attacks import attack
     from softrank.generators.synthetic import gaussian_head
 
     op = gaussian_head(12, 12, 8, 1.0, seed=1)
     base = bracket(op, 0.25)
-    assert (base.lower, base.upper) == (3, 6)
+    assert (base.lower, base.upper) == (3, 5)
     found = attack(op.A, 0.25, base.upper, effort="standard")
-    assert found.succeeded and found.witness.rank == 5
+    assert found.succeeded and found.witness.rank == 4
     br = bracket(op, 0.25, constructions=[Oracle(found.witness.U, found.witness.W)])
-    assert (br.upper, br.upper_method) == (5, "oracle")
+    assert (br.upper, br.upper_method) == (4, "oracle")
     assert check(op.A, br.upper_witness).ok
     rec = br.diagnostics.record("oracle")
-    assert (rec.status, rec.rank, rec.origin) == ("ok", 5, "third-party")
+    assert (rec.status, rec.rank, rec.origin) == ("ok", 4, "third-party")
     assert br.lower == base.lower
-    # at equal rank the built-in keeps the credit
+    # at equal rank an (early) built-in keeps the credit; the late searches look only
+    # below the best witness so far, so they never tie with it
+    op = gaussian_head(12, 12, 8, 1.0, seed=0)
+    base = bracket(op, 0.25)
+    assert (base.upper, base.upper_method) == (5, "alternating-l1")
     br = bracket(op, 0.25, constructions=[Oracle(base.upper_witness.U, base.upper_witness.W)])
     assert br.upper_method == base.upper_method
 
@@ -142,7 +146,7 @@ def test_diagnostics_record_every_method_and_round_trip():
     early += [n for n, c in CONSTRUCTIONS.items() if not getattr(c, "late", False)]
     late = [n for n, t in LOWER_TESTS.items() if getattr(t, "late", False)]
     late += [n for n, c in CONSTRUCTIONS.items() if getattr(c, "late", False)]
-    assert late == ["subspace-rows", "subspace-climb", "trust-region"]
+    assert late == ["subspace-rows", "subspace-climb", "trust-region", "alternating-l1-smooth"]
     assert names == early + list(REFERENCE) + late
     assert {r.status for r in br.diagnostics.methods} <= {"ok", "declined", "skipped",
                                                            "failed", "rejected"}

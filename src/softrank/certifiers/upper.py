@@ -31,6 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..checker import UpperWitness
+from ..errors import InvalidArgumentError
 from .linalg import BLOCK_ENTRIES, weighted_solves
 from .lp import L1Regression, solve_inequality_lp
 
@@ -356,12 +357,38 @@ class AlternatingL1:
     polished rows are cached and shared by all tolerances; the method is a heuristic (not
     monotone in ``k`` in general), so the bisection in :meth:`least_rank` may miss a smaller
     rank but never reports one that does not hold: the witness is checked.
+
+    Parameters
+    ----------
+    A : (m, N) float64 ndarray
+        The attention matrix.
+    svd : tuple of ndarray
+        ``(U, s, Vt)`` of ``A`` (thin), the start of the iterations.
+    iters : int
+        Reweighted least-squares iterations per rank.
+    delta : float
+        The floor of ``|residual|`` in the weights (the smoothing of the l1 loss): ``1e-6``
+        for ``alternating-l1``, ``1e-3`` for its restart ``alternating-l1-smooth``
+        (docs/theory/witnesses.md#alternating-l1).
+    tsvd_errors : (p,) ndarray, optional
+        The truncated-SVD error curve, for the rank prediction of :meth:`least_rank`.
+    method : str, optional
+        The name its witnesses carry (default ``"alternating-l1"``).
+
+    Raises
+    ------
+    InvalidArgumentError
+        If ``delta`` is not finite and positive.
     """
 
     method = "alternating-l1"
 
     def __init__(self, A: np.ndarray, svd, iters: int = 40, delta: float = 1e-6,
-                 tsvd_errors: np.ndarray | None = None):
+                 tsvd_errors: np.ndarray | None = None, method: str | None = None):
+        if not (np.isfinite(delta) and delta > 0):
+            raise InvalidArgumentError(f"delta must be finite and > 0, got {delta!r}")
+        if method is not None:
+            self.method = method
         self.A = A
         self.U0, self.s0, self.Vt0 = svd
         self.iters = iters
