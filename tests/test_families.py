@@ -142,8 +142,8 @@ def test_smoothed_alternating_restart_is_named_and_searches_below_the_best_witne
     """alternating-l1-smooth: witnesses carry its name; in a bracket it runs after
     trust-region and only below the best witness so far (a planted rank-3 matrix: the
     earlier constructions reach 3 and the lower end is 3, so it has nothing to search);
-    called alone it finds the exact rank; a delta that is not finite and positive is
-    refused by name."""
+    called alone it finds the exact rank; a delta that is not a finite number > 0, or a
+    method name that is not a non-empty string, is refused by name."""
     from softrank.certifiers.registry import CONSTRUCTIONS
 
     k = 3
@@ -158,9 +158,12 @@ def test_smoothed_alternating_restart_is_named_and_searches_below_the_best_witne
     assert names.index("alternating-l1-smooth") > names.index("trust-region")
     assert br.diagnostics.record("alternating-l1-smooth").status == "skipped"
     svd = np.linalg.svd(A, full_matrices=False)
-    for bad in (0.0, -1e-3, np.nan, np.inf):
-        with pytest.raises(InvalidArgumentError, match="^delta must be finite and > 0"):
+    for bad in (0.0, -1e-3, np.nan, np.inf, "1e-3", None, True, [1e-3]):
+        with pytest.raises(InvalidArgumentError, match="^delta: expected a finite number > 0"):
             up.AlternatingL1(A, svd, delta=bad)
+    for bad in ("", 123):
+        with pytest.raises(InvalidArgumentError, match="^method: expected a non-empty str"):
+            up.AlternatingL1(A, svd, method=bad)
 
 
 def test_identity_witness_both_shapes():

@@ -361,7 +361,9 @@ def _reference():
 
 
 #: Built-in constructions in the order the engine runs them (cheapest first; the searches
-#: after them try only ranks below the best end found so far).
+#: after them try only ranks below the best end found so far), except that those marked
+#: ``late`` (trust-region, then alternating-l1-smooth) run after every other method of both
+#: sides (:func:`softrank.certifiers.bracket.bracket`).
 CONSTRUCTIONS = {c.name: c for c in (
     TruncatedSVDConstruction(), KeySupportConstruction(), L1RefitConstruction(),
     RowBasisConstruction(), AlternatingL1Construction(), HybridConstruction(),

@@ -32,6 +32,7 @@ import numpy as np
 
 from ..checker import UpperWitness
 from ..errors import InvalidArgumentError
+from ..validation import check_positive
 from .linalg import BLOCK_ENTRIES, weighted_solves
 from .lp import L1Regression, solve_inequality_lp
 
@@ -378,16 +379,17 @@ class AlternatingL1:
     Raises
     ------
     InvalidArgumentError
-        If ``delta`` is not finite and positive.
+        If ``delta`` is not a finite number > 0 or ``method`` not a non-empty string.
     """
 
     method = "alternating-l1"
 
     def __init__(self, A: np.ndarray, svd, iters: int = 40, delta: float = 1e-6,
                  tsvd_errors: np.ndarray | None = None, method: str | None = None):
-        if not (np.isfinite(delta) and delta > 0):
-            raise InvalidArgumentError(f"delta must be finite and > 0, got {delta!r}")
+        delta = check_positive(delta, "delta")
         if method is not None:
+            if not (isinstance(method, str) and method):
+                raise InvalidArgumentError(f"method: expected a non-empty str, got {method!r}")
             self.method = method
         self.A = A
         self.U0, self.s0, self.Vt0 = svd
