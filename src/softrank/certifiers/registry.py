@@ -107,10 +107,11 @@ class AlternatingL1Construction(_WindowSearch):
 
     name = "alternating-l1"
     gauge_invariant = True  # reads only A
+    delta = 1e-6  # the floor of |residual| in the IRLS weights
 
     def _con(self, ctx):
-        return ctx.shared("alternating-l1", lambda: up_.AlternatingL1(
-            ctx.A, ctx.svd, tsvd_errors=ctx.shared(
+        return ctx.shared(self.name, lambda: up_.AlternatingL1(
+            ctx.A, ctx.svd, delta=self.delta, method=self.name, tsvd_errors=ctx.shared(
                 "tsvd", lambda: up_.TruncatedSVD(ctx.A, ctx.svd)).errors))
 
 
@@ -161,7 +162,7 @@ class TrustRegionConstruction:
         return w
 
 
-class SmoothedAlternatingConstruction(_WindowSearch):
+class SmoothedAlternatingConstruction(AlternatingL1Construction):
     """The alternating l1 restarted with a smoother l1 majoriser: IRLS weights
     ``1 / max(|residual|, 1e-3)`` instead of ``1e-6`` (fewer rows and entries dominate the
     weights as residuals vanish, so the iterations settle on other factors), then the same
@@ -173,11 +174,7 @@ class SmoothedAlternatingConstruction(_WindowSearch):
     name = "alternating-l1-smooth"
     gauge_invariant = True  # reads only A
     late = True
-
-    def _con(self, ctx):
-        return ctx.shared("alternating-l1-smooth", lambda: up_.AlternatingL1(
-            ctx.A, ctx.svd, delta=1e-3, method=self.name, tsvd_errors=ctx.shared(
-                "tsvd", lambda: up_.TruncatedSVD(ctx.A, ctx.svd)).errors))
+    delta = 1e-3
 
 
 class IdentityConstruction:
