@@ -114,26 +114,30 @@ def test_row_basis_reaches_the_exact_rank(seed):
     assert check(A, con.witness(1e-6, kr)).ok
 
 
-@pytest.mark.parametrize("delta", [1e-6, 1e-3])  # alternating-l1, alternating-l1-smooth
+#: the IRLS weight floors of alternating-l1, alternating-l1-smooth and alternating-l1-anneal
+FLOORS = [dict(delta=1e-6), dict(delta=1e-3), dict(delta=1e-4, delta_start=1e-2, delta_decay=0.8)]
+
+
+@pytest.mark.parametrize("floor", FLOORS)
 @pytest.mark.parametrize("seed", [0, 1])
-def test_alternating_l1_reaches_the_exact_rank(seed, delta):
+def test_alternating_l1_reaches_the_exact_rank(seed, floor):
     k = 3
     A = _exact_rank(20, 24, k, seed)
-    con = up.AlternatingL1(A, np.linalg.svd(A, full_matrices=False), delta=delta)
+    con = up.AlternatingL1(A, np.linalg.svd(A, full_matrices=False), **floor)
     kr = con.least_rank(1e-6, 1, 20)
     assert kr is not None and kr <= k
     assert check(A, con.witness(1e-6, kr)).ok
 
 
-@pytest.mark.parametrize("delta", [1e-6, 1e-3])
-def test_alternating_l1_never_worse_than_its_svd_start(delta):
+@pytest.mark.parametrize("floor", FLOORS)
+def test_alternating_l1_never_worse_than_its_svd_start(floor):
     """The polish makes each row optimal for the final W, and the best W seen is kept:
     the max row error is at most the truncated SVD's at the same rank (the start), whatever
-    the smoothing ``delta``."""
+    the smoothing ``delta`` and its schedule."""
     A = planted_blocks(30, 30, 5, 0.08, seed=3).A
     svd = np.linalg.svd(A, full_matrices=False)
     ts = up.TruncatedSVD(A, svd)
-    alt = up.AlternatingL1(A, svd, delta=delta)
+    alt = up.AlternatingL1(A, svd, **floor)
     for k in (2, 4, 5):
         assert alt.feasible(k, ts.errors[k] + 1e-9)
 
@@ -164,6 +168,54 @@ def test_smoothed_alternating_restart_is_named_and_searches_below_the_best_witne
     for bad in ("", 123):
         with pytest.raises(InvalidArgumentError, match="^method: expected a non-empty str"):
             up.AlternatingL1(A, svd, method=bad)
+
+
+def test_annealed_floor_follows_its_schedule():
+    """Iteration t weighs by ``1 / max(|r|, max(delta, delta_start * delta_decay**t))``:
+    one iteration is the constant floor ``delta_start`` bit for bit, a start below the floor
+    or a decay of 1 is the constant floor, and 40 annealed iterations are neither constant
+    floor (the schedule is used); bad schedule arguments are refused by name."""
+    A = planted_blocks(30, 30, 5, 0.08, seed=3).A
+    svd = np.linalg.svd(A, full_matrices=False)
+
+    def W(**kw):
+        return up.AlternatingL1(A, svd, **kw).irls_basis(4)
+
+    np.testing.assert_array_equal(W(iters=1, delta=1e-4, delta_start=1e-2, delta_decay=0.8),
+                                  W(iters=1, delta=1e-2))
+    np.testing.assert_array_equal(W(delta=1e-3, delta_start=1e-5, delta_decay=0.8),
+                                  W(delta=1e-3))
+    np.testing.assert_array_equal(W(delta=1e-4, delta_start=1e-2, delta_decay=1.0),
+                                  W(delta=1e-2))
+    annealed = W(delta=1e-4, delta_start=1e-2, delta_decay=0.8)
+    assert not np.array_equal(annealed, W(delta=1e-2))
+    assert not np.array_equal(annealed, W(delta=1e-4))
+    start_msg = "^delta_start: expected a finite number > 0"
+    decay_msg = r"^delta_decay: expected a finite number in \(0, 1\]"
+    for bad in (0.0, -1e-2, np.nan, np.inf, "1e-2", True):
+        with pytest.raises(InvalidArgumentError, match=start_msg):
+            up.AlternatingL1(A, svd, delta_start=bad)
+    for bad in (0.0, -0.5, 1.5, np.nan, "0.8", None, True):
+        with pytest.raises(InvalidArgumentError, match=decay_msg):
+            up.AlternatingL1(A, svd, delta_start=1e-2, delta_decay=bad)
+
+
+def test_annealed_alternating_restart_runs_last_and_searches_below_the_best_witness():
+    """alternating-l1-anneal: witnesses carry its name; in a bracket it runs after
+    alternating-l1-smooth and is skipped when the bracket is closed; called alone it finds
+    the exact rank of a planted rank-3 matrix."""
+    from softrank.certifiers.registry import CONSTRUCTIONS
+
+    k = 3
+    A = _exact_rank(20, 24, k, 1)
+    w = CONSTRUCTIONS["alternating-l1-anneal"].witness(Operator(A=A), 1e-6)
+    assert w is not None and w.rank == k and w.method == "alternating-l1-anneal"
+    assert check(A, w).ok
+    br = bracket(A, 1e-6)
+    assert (br.lower, br.upper) == (k, k)
+    names = [r.name for r in br.diagnostics.methods if r.side == "upper"]
+    assert names.index("alternating-l1-anneal") == names.index("alternating-l1-smooth") + 1
+    assert br.diagnostics.record("alternating-l1-anneal").status == "skipped"
 
 
 def test_identity_witness_both_shapes():

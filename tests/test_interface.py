@@ -146,7 +146,8 @@ def test_diagnostics_record_every_method_and_round_trip():
     early += [n for n, c in CONSTRUCTIONS.items() if not getattr(c, "late", False)]
     late = [n for n, t in LOWER_TESTS.items() if getattr(t, "late", False)]
     late += [n for n, c in CONSTRUCTIONS.items() if getattr(c, "late", False)]
-    assert late == ["subspace-rows", "subspace-climb", "trust-region", "alternating-l1-smooth"]
+    assert late == ["subspace-rows", "subspace-climb", "trust-region", "alternating-l1-smooth",
+                    "alternating-l1-anneal"]
     assert names == early + list(REFERENCE) + late
     assert {r.status for r in br.diagnostics.methods} <= {"ok", "declined", "skipped",
                                                            "failed", "rejected"}

@@ -311,8 +311,9 @@ def _bracket_one(op: Operator, ctx: Context, eps_req: float, interval: bool,
     eng = _Engine(op, ctx, eps_req, interval, deadline, progress)
     owner: dict = {}
     # the built-in searches marked ``late`` (subspace-rows, subspace-climb, trust-region,
-    # alternating-l1-smooth) run after every other method of both sides: the others see the
-    # ends they saw without them, and under a time limit they run first
+    # alternating-l1-smooth, alternating-l1-anneal) run after every other method of both
+    # sides: the others see the ends they saw without them, and under a time limit they run
+    # first
     late = lambda c: c.origin == "builtin" and getattr(c.obj, "late", False)  # noqa: E731
 
     def run(methods, side):
@@ -444,8 +445,8 @@ def bracket(A, eps, *, interval: bool = True, validated: bool = False,
         ends of the methods that ran, ``cut_short`` set. Never an unchecked bound.
     constructions, lower_tests : list, optional
         Extra methods run after the built-in ones at every tolerance (before the late
-        searches ``subspace-rows``, ``subspace-climb``, ``trust-region`` and
-        ``alternating-l1-smooth``, which run last): objects with
+        searches ``subspace-rows``, ``subspace-climb``, ``trust-region``,
+        ``alternating-l1-smooth`` and ``alternating-l1-anneal``, which run last): objects with
         ``witness(operator, eps)`` / ``certify(operator, eps)`` (or classes instantiable
         without arguments, or ``"MODULE:OBJECT"`` strings; see
         :mod:`softrank.certifiers.interface`). Each answer is checked like a built-in one;

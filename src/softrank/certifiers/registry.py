@@ -108,11 +108,14 @@ class AlternatingL1Construction(_WindowSearch):
     name = "alternating-l1"
     gauge_invariant = True  # reads only A
     delta = 1e-6  # the floor of |residual| in the IRLS weights
+    delta_start = None  # with it, the floor is annealed from delta_start down to delta
+    delta_decay = 1.0
 
     def _con(self, ctx):
         return ctx.shared(self.name, lambda: up_.AlternatingL1(
-            ctx.A, ctx.svd, delta=self.delta, method=self.name, tsvd_errors=ctx.shared(
-                "tsvd", lambda: up_.TruncatedSVD(ctx.A, ctx.svd)).errors))
+            ctx.A, ctx.svd, delta=self.delta, method=self.name,
+            delta_start=self.delta_start, delta_decay=self.delta_decay,
+            tsvd_errors=ctx.shared("tsvd", lambda: up_.TruncatedSVD(ctx.A, ctx.svd)).errors))
 
 
 class HybridConstruction:
@@ -175,6 +178,23 @@ class SmoothedAlternatingConstruction(AlternatingL1Construction):
     gauge_invariant = True  # reads only A
     late = True
     delta = 1e-3
+
+
+class AnnealedAlternatingConstruction(AlternatingL1Construction):
+    """The alternating l1 restarted with an annealed l1 majoriser: the floor of the IRLS
+    weights ``1 / max(|residual|, delta_t)`` starts at ``1e-2`` and shrinks by ``0.8`` per
+    iteration down to ``1e-4`` (smooth while the factors move, sharper as they settle),
+    then the same exact row polish (:class:`~softrank.certifiers.upper.AlternatingL1` with
+    ``delta_start=1e-2, delta_decay=0.8, delta=1e-4``). Late: it runs last, after
+    alternating-l1-smooth, and searches only below the best witness so far
+    (docs/theory/witnesses.md#alternating-l1)."""
+
+    name = "alternating-l1-anneal"
+    gauge_invariant = True  # reads only A
+    late = True
+    delta = 1e-4
+    delta_start = 1e-2
+    delta_decay = 0.8
 
 
 class IdentityConstruction:
@@ -359,12 +379,13 @@ def _reference():
 
 #: Built-in constructions in the order the engine runs them (cheapest first; the searches
 #: after them try only ranks below the best end found so far), except that those marked
-#: ``late`` (trust-region, then alternating-l1-smooth) run after every other method of both
-#: sides (:func:`softrank.certifiers.bracket.bracket`).
+#: ``late`` (trust-region, alternating-l1-smooth, then alternating-l1-anneal) run after
+#: every other method of both sides (:func:`softrank.certifiers.bracket.bracket`).
 CONSTRUCTIONS = {c.name: c for c in (
     TruncatedSVDConstruction(), KeySupportConstruction(), L1RefitConstruction(),
     RowBasisConstruction(), AlternatingL1Construction(), HybridConstruction(),
-    TrustRegionConstruction(), SmoothedAlternatingConstruction(), IdentityConstruction())}
+    TrustRegionConstruction(), SmoothedAlternatingConstruction(),
+    AnnealedAlternatingConstruction(), IdentityConstruction())}
 
 #: Built-in lower tests in the order the engine runs them.
 LOWER_TESTS = {t.name: t for t in (

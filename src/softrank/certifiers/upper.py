@@ -32,7 +32,7 @@ import numpy as np
 
 from ..checker import UpperWitness
 from ..errors import InvalidArgumentError
-from ..validation import check_positive
+from ..validation import check_positive, check_real
 from .linalg import BLOCK_ENTRIES, weighted_solves
 from .lp import L1Regression, solve_inequality_lp
 
@@ -371,6 +371,14 @@ class AlternatingL1:
         The floor of ``|residual|`` in the weights (the smoothing of the l1 loss): ``1e-6``
         for ``alternating-l1``, ``1e-3`` for its restart ``alternating-l1-smooth``
         (docs/theory/witnesses.md#alternating-l1).
+    delta_start : float, optional
+        With it, the floor is annealed: iteration ``t`` (from 0) uses
+        ``max(delta, delta_start * delta_decay**t)``, a smooth majoriser first and a sharper
+        one as the factors settle (``alternating-l1-anneal``: ``1e-2``, ``0.8``, floor
+        ``1e-4``). Without it (the default) every iteration uses ``delta``.
+    delta_decay : float
+        The factor of the annealed floor per iteration, in ``(0, 1]``; read only with
+        ``delta_start``.
     tsvd_errors : (p,) ndarray, optional
         The truncated-SVD error curve, for the rank prediction of :meth:`least_rank`.
     method : str, optional
@@ -379,14 +387,19 @@ class AlternatingL1:
     Raises
     ------
     InvalidArgumentError
-        If ``delta`` is not a finite number > 0 or ``method`` not a non-empty string.
+        If ``delta`` or ``delta_start`` is not a finite number > 0, ``delta_decay`` not one
+        in ``(0, 1]``, or ``method`` not a non-empty string.
     """
 
     method = "alternating-l1"
 
     def __init__(self, A: np.ndarray, svd, iters: int = 40, delta: float = 1e-6,
-                 tsvd_errors: np.ndarray | None = None, method: str | None = None):
+                 tsvd_errors: np.ndarray | None = None, method: str | None = None,
+                 delta_start: float | None = None, delta_decay: float = 1.0):
         delta = check_positive(delta, "delta")
+        if delta_start is not None:
+            delta_start = check_positive(delta_start, "delta_start")
+        delta_decay = check_real(delta_decay, "delta_decay", 0, 1, lo_open=True)
         if method is not None:
             if not (isinstance(method, str) and method):
                 raise InvalidArgumentError(f"method: expected a non-empty str, got {method!r}")
@@ -395,6 +408,7 @@ class AlternatingL1:
         self.U0, self.s0, self.Vt0 = svd
         self.iters = iters
         self.delta = delta
+        self.delta_start, self.delta_decay = delta_start, delta_decay
         self._fits: dict[int, L1Refit] = {}
         self._svd = svd
         self._tsvd_errors = None if tsvd_errors is None else np.asarray(tsvd_errors)
@@ -405,7 +419,7 @@ class AlternatingL1:
         Iteratively reweighted least squares on both factors, started from the SVD given at
         construction, with minimax row weights; the attacks use it as a start.
         """
-        A, d = self.A, self.delta
+        A = self.A
         U = self.U0[:, :k] * self.s0[:k]
         W = self.Vt0[:k].copy()
         rho = np.ones(A.shape[0])
@@ -428,7 +442,9 @@ class AlternatingL1:
                 out[a:a + step] = solve(G, B[a:a + step, :, None])
             return out
 
-        for _ in range(self.iters):
+        for it in range(self.iters):
+            d = self.delta if self.delta_start is None else max(
+                self.delta, self.delta_start * self.delta_decay ** it)
             R = A - U @ W
             err = np.abs(R).sum(axis=1)
             if err.max() < best_err:
