@@ -110,10 +110,11 @@ class AlternatingL1Construction(_WindowSearch):
     delta = 1e-6  # the floor of |residual| in the IRLS weights
     delta_start = None  # with it, the floor is annealed from delta_start down to delta
     delta_decay = 1.0
+    iters = 40  # reweighted least-squares iterations per rank
 
     def _con(self, ctx):
         return ctx.shared(self.name, lambda: up_.AlternatingL1(
-            ctx.A, ctx.svd, delta=self.delta, method=self.name,
+            ctx.A, ctx.svd, iters=self.iters, delta=self.delta, method=self.name,
             delta_start=self.delta_start, delta_decay=self.delta_decay,
             tsvd_errors=ctx.shared("tsvd", lambda: up_.TruncatedSVD(ctx.A, ctx.svd)).errors))
 
@@ -184,8 +185,9 @@ class AnnealedAlternatingConstruction(AlternatingL1Construction):
     """The alternating l1 restarted with an annealed l1 majoriser: the floor of the IRLS
     weights ``1 / max(|residual|, delta_t)`` starts at ``1e-2`` and shrinks by ``0.8`` per
     iteration down to ``1e-4`` (smooth while the factors move, sharper as they settle),
-    then the same exact row polish (:class:`~softrank.certifiers.upper.AlternatingL1` with
-    ``delta_start=1e-2, delta_decay=0.8, delta=1e-4``). Late: it runs last, after
+    for 160 iterations (four times the others'), then the same exact row polish
+    (:class:`~softrank.certifiers.upper.AlternatingL1` with ``delta_start=1e-2,
+    delta_decay=0.8, delta=1e-4, iters=160``). Late: it runs last, after
     alternating-l1-smooth, and searches only below the best witness so far
     (docs/theory/witnesses.md#alternating-l1)."""
 
@@ -195,6 +197,7 @@ class AnnealedAlternatingConstruction(AlternatingL1Construction):
     delta = 1e-4
     delta_start = 1e-2
     delta_decay = 0.8
+    iters = 160
 
 
 class IdentityConstruction:
@@ -318,8 +321,11 @@ class SubspaceClimbTest:
     def certify(self, operator, eps, context=None):
         ctx = _ctx(operator, context)
         sub = ctx.shared("subspace", lambda: lo_.SubspaceSearch(ctx.A, ctx.svd[2].T, "svd"))
+        # 36 evaluations per key (the class's default is 12): on 24 MiniLM heads of width
+        # 128 at eps 0.25, budgets 12, 24, 36, 72 raised lower ends by 1, 12, 18, 18 ranks
+        # (docs/theory/lower.md#subspace-climb)
         climb = ctx.shared("subspace-climb", lambda: lo_.SubspaceClimb(
-            ctx.A, ctx.svd[2].T, "svd", sub.key_order))
+            ctx.A, ctx.svd[2].T, "svd", sub.key_order, lps_per_key=36))
         base = max(ctx.lower, 1)
         if context is None:  # on its own (the suites): above the singular subspaces' end,
             c = sub.best(eps, base + 1, ctx.p)  # as inside a bracket, not from rank 2 up
