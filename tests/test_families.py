@@ -198,6 +198,9 @@ def test_annealed_floor_follows_its_schedule():
     for bad in (0.0, -0.5, 1.5, np.nan, "0.8", None, True):
         with pytest.raises(InvalidArgumentError, match=decay_msg):
             up.AlternatingL1(A, svd, delta_start=1e-2, delta_decay=bad)
+    for bad in (-3, 2.5, "x", None, True):
+        with pytest.raises(InvalidArgumentError, match="^iters: expected an integer >= 0"):
+            up.AlternatingL1(A, svd, iters=bad)
 
 
 def test_annealed_alternating_restart_runs_last_and_searches_below_the_best_witness():

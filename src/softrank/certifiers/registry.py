@@ -172,8 +172,8 @@ class SmoothedAlternatingConstruction(AlternatingL1Construction):
     weights as residuals vanish, so the iterations settle on other factors), then the same
     exact row polish (:class:`~softrank.certifiers.upper.AlternatingL1` with
     ``delta=1e-3``). Late: it runs after every other method of both sides, trust-region
-    included, so it only searches below the best witness they found and changes none of
-    their answers (docs/theory/witnesses.md#alternating-l1)."""
+    included (only alternating-l1-anneal runs after it), so it only searches below the best
+    witness they found and changes none of their answers (docs/theory/witnesses.md#alternating-l1)."""
 
     name = "alternating-l1-smooth"
     gauge_invariant = True  # reads only A

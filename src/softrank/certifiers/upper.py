@@ -32,7 +32,7 @@ import numpy as np
 
 from ..checker import UpperWitness
 from ..errors import InvalidArgumentError
-from ..validation import check_positive, check_real
+from ..validation import check_int, check_positive, check_real
 from .linalg import BLOCK_ENTRIES, weighted_solves
 from .lp import L1Regression, solve_inequality_lp
 
@@ -387,8 +387,9 @@ class AlternatingL1:
     Raises
     ------
     InvalidArgumentError
-        If ``delta`` or ``delta_start`` is not a finite number > 0, ``delta_decay`` not one
-        in ``(0, 1]``, or ``method`` not a non-empty string.
+        If ``iters`` is not an integer >= 0, ``delta`` or ``delta_start`` not a finite
+        number > 0, ``delta_decay`` not one in ``(0, 1]`` (checked with or without
+        ``delta_start``), or ``method`` not a non-empty string.
     """
 
     method = "alternating-l1"
@@ -406,7 +407,7 @@ class AlternatingL1:
             self.method = method
         self.A = A
         self.U0, self.s0, self.Vt0 = svd
-        self.iters = iters
+        self.iters = check_int(iters, "iters", 0)
         self.delta = delta
         self.delta_start, self.delta_decay = delta_start, delta_decay
         self._fits: dict[int, L1Refit] = {}
