@@ -359,7 +359,15 @@ def test_sizes_catch_a_construction_wrong_above_32_keys(runs):
     assert "test_construction_sizes[small-only-gaussian-64-eps0.1]" in mine, r
     saved = [d for d in r.saved_dirs() if "small-only" in str(d)]
     assert saved and all(d.name in ("rejected", "no-margin") for d in saved), r
-    assert saved[0].parent.name == "construction_sizes"
+    assert all(d.parent.parent.name == "construction_sizes" for d in saved), r
+    # one directory per failing case (DIR/<certifier>/<test>/<case>/<tag>): the failures of
+    # several cases are all kept, each with its own operator and tolerance
+    assert len(saved) == len(mine), r
+    for d in saved:
+        info = json.loads((d / "case.json").read_text())
+        assert f"test_construction_sizes[small-only-{info['case']}]" in mine, (d, info)
+        assert info["case"].endswith(f"-eps{info['eps']:g}"), (d, info)
+        assert info["operator_id"].split("-")[0] == info["case"].split("-")[0], (d, info)
     rp = _replay(saved[0])
     assert rp.returncode == 1 and "REPRODUCED" in rp.stdout, rp.stdout + rp.stderr
     v = _verify(saved[0])

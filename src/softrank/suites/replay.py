@@ -1,7 +1,7 @@
 """Replay a saved suite failure: ``python -m softrank.suites.replay DIR``.
 
 ``DIR`` is a directory written by :class:`softrank.suites.failures.FailureStore`
-(``softrank-failures/<certifier>/<test>/<tag>/``). The certifier named by ``spec`` in
+(``softrank-failures/<certifier>/<test>/[<case>/]<tag>/``). The certifier named by ``spec`` in
 ``case.json`` is loaded again (run from the directory where its module is importable) and
 the failing suite test is run once, without hypothesis, on the saved operator, tolerance
 and gauge. Exit status: 1 if the failure reproduces (its message is printed), 0 if it does
@@ -85,7 +85,7 @@ def main(argv=None) -> int:
 
     p = argparse.ArgumentParser(prog="python -m softrank.suites.replay",
                                 description="replay a saved softrank suite failure")
-    p.add_argument("directory", help="softrank-failures/<certifier>/<test>/<tag>")
+    p.add_argument("directory", help="softrank-failures/<certifier>/<test>/[<case>/]<tag>")
     args = p.parse_args(argv)
     try:
         reproduced, msg = replay(args.directory)

@@ -95,6 +95,14 @@ def _spec(name: str) -> str:
 
 
 _CTX: dict = {}  # inputs of the running example beyond (operator, eps): the gauge "S"
+_CASE = {"id": ""}  # the running real-size case's id: its failures keep a directory of their own
+
+
+def _begin(case_id: str = "") -> None:
+    """Start one example: no inputs beyond (operator, eps) yet; ``case_id`` names a fixed
+    real-size case (its counterexamples are saved under it), empty for a drawn example."""
+    _CTX.clear()
+    _CASE["id"] = case_id
 
 
 class SuiteFailure(pytest.fail.Exception):
@@ -133,7 +141,7 @@ def _fail(cert_name, test, op, eps, reason, *, kind, **files):
                   f"so this failure is not the checker's verdict. It was: {reason}")
     tag = kind
     d = _store().save(cert_name, test, op, eps, reason, tag=tag, spec=_spec(cert_name),
-                      arrays=dict(_CTX), **files)
+                      case=_CASE["id"], arrays=dict(_CTX), **files)
     raise _failure_type(tag)(f"{reason}\n  operator {op.operator_id} {op.A.shape}, eps={eps!r}"
                              f"\n  counterexample saved in {d}\n  replay: python -m "
                              f"softrank.suites.replay {d}", pytrace=False) from None
@@ -235,7 +243,7 @@ def _sized(case):
 def test_construction_stress(softrank_certifier, case):
     """Crash, protocol violation, rejected witness, or a rank below a certified lower bound."""
     op, eps = case
-    _CTX.clear()
+    _begin()
     _construction_case(softrank_certifier, "construction_stress", op, eps, _drawn_group())
 
 
@@ -244,7 +252,7 @@ def test_construction_sizes(softrank_certifier, softrank_size_case):
     """As the stress test, on the fixed real-size cases (synthetic heads up to 256 x 256 and
     MiniLM heads; ``--softrank-sizes``)."""
     op = _sized(softrank_size_case)
-    _CTX.clear()
+    _begin(softrank_size_case.id)
     _construction_case(softrank_certifier, "construction_sizes", op, softrank_size_case.eps,
                        softrank_size_case.group)
 
@@ -287,7 +295,7 @@ def _lower_case(cert, test, op, eps, group):
 @given(case=_cases())
 def test_lower_soundness(softrank_certifier, case):
     op, eps = case
-    _CTX.clear()
+    _begin()
     _lower_case(softrank_certifier, "lower_soundness", op, eps, _drawn_group())
 
 
@@ -295,7 +303,7 @@ def test_lower_soundness(softrank_certifier, case):
 def test_lower_sizes(softrank_certifier, softrank_size_case):
     """As the soundness test, on the fixed real-size cases (``--softrank-sizes``)."""
     op = _sized(softrank_size_case)
-    _CTX.clear()
+    _begin(softrank_size_case.id)
     _lower_case(softrank_certifier, "lower_sizes", op, softrank_size_case.eps,
                 softrank_size_case.group)
 
@@ -307,7 +315,7 @@ def test_lower_attack_resistance(softrank_certifier, case):
     from ..attacks import attack
 
     op, eps = case
-    _CTX.clear()
+    _begin()
     cert, test = softrank_certifier, "lower_attack_resistance"
     try:
         c = cert.certify(op, eps)
@@ -398,7 +406,7 @@ def _gauge_side(cert, test, case, side):
     that does not claim it has its movement recorded for the summary. ``side`` is
     ``"upper"`` (a construction) or ``"lower"`` (a lower test)."""
     op, Sg, eps = case
-    _CTX.clear()
+    _begin()
     _CTX["S"] = Sg
     op2, delta = _gauge_pair(cert.name, test, op, Sg, eps)
     get = _checked_witness if side == "upper" else _checked_lower
@@ -457,7 +465,7 @@ def test_lower_le_upper_across_certifiers(softrank_certifiers, case):
     """Every checked lower bound <= every checked upper bound, over all loaded certifiers and
     softrank's own bracket."""
     op, eps = case
-    _CTX.clear()
+    _begin()
     ref = reference_bracket(op, eps, CONFIG.reference_cache)
     lowers = [("softrank", ref.lower_certificate)] if ref.lower_certificate is not None else []
     uppers = [("softrank", ref.upper_witness)] if ref.upper_witness is not None else []
@@ -493,7 +501,7 @@ def test_bracket_monotone_in_eps(op, eps_list):
     """softrank's bracket: both ends non-increasing in eps, planted bounds respected."""
     from ..certifiers.bracket import bracket
 
-    _CTX.clear()
+    _begin()
     brs = sorted(bracket(op, eps_list), key=lambda b: b.eps)
     for b in brs:
         assert b.verdict in ("resolved", "open"), (b.eps, b.verdict, b.diagnostics)
@@ -517,7 +525,7 @@ def test_bracket_gauge(case):
     from ..certifiers.bracket import bracket
 
     op, Sg, eps = case
-    _CTX.clear()
+    _begin()
     _CTX["S"] = Sg
     op2, delta = _gauge_pair("softrank", "bracket_gauge", op, Sg, eps)
     b1, b2 = bracket(op, eps), bracket(op2, eps)
