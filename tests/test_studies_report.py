@@ -35,3 +35,18 @@ def test_report_section_fits_planted_slopes_and_names_what_it_cannot_run(tmp_pat
     assert (tmp_path / "studies" / "laws.png").is_file()
     assert text.count("Not run on this panel") == 3  # block width, add-on, descriptor
     assert "learned heads at fewer than 2 widths" in text
+
+
+@pytest.mark.parametrize("families, blocks", [
+    (["minilm-w64"], "on 64-token native blocks"),
+    (["minilm-w64", "minilm-w128", "grid"], "on 64-token and 128-token native blocks"),
+])
+def test_the_seed_paper_comparison_names_only_the_widths_audited(families, blocks):
+    """The report's "Where we stand" note names the MiniLM block widths of the run (a quick
+    panel holds width 64 only), not a fixed list."""
+    from softrank.harness.report import _standing
+
+    st = {"resolved_pct": 0.0, "median_ratio": 1.5}
+    text = "\n".join(_standing({"families": {f: {"0.25": st} for f in families}}))
+    assert blocks in text
+    assert ("128-token" in text) == ("minilm-w128" in families)

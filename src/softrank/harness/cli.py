@@ -2,7 +2,8 @@
 ``laws``, ``study``, ``tiny-checkpoint``.
 
 Exit codes: 0 success; 1 a check failed (``verify``), a cell was unsound/errored
-(``audit``, ``bracket``) or more ends got worse than allowed (``diff``); 2 bad arguments or
+(``audit``, ``bracket``) or more ends got worse than allowed or more answers were rejected
+by the checker than before (``diff``); 2 bad arguments or
 input (the message names the argument).
 """
 
@@ -456,8 +457,9 @@ def _audit_locked(args, panel, eps, out: Path, t0: float) -> int:
     if args.quiet:
         _quiet_transformers()
     else:
-        print(f"softrank audit: panel {panel.name!r}, {len(panel)} operators x {len(eps)} "
-              f"tolerances -> {out}/", file=sys.stderr, flush=True)
+        print(f"softrank audit: panel {panel.name!r}, {len(panel)} "
+              f"operator{'s' if len(panel) != 1 else ''} x {len(eps)} "
+              f"tolerance{'s' if len(eps) != 1 else ''} -> {out}/", file=sys.stderr, flush=True)
     # everything that can be refused without the operators is refused before they are built
     if args.scheduler and args.executor != "dask":
         raise SoftrankError("--scheduler: needs --executor dask")

@@ -357,11 +357,16 @@ def _standing(s: dict) -> list[str]:
             f"median upper/lower {st['median_ratio']} (paper: 2.6-3.8 by family)."
         )
     if out:
+        # the block widths of this run's MiniLM families ("minilm-w64" -> 64)
+        widths = sorted({int(f.rsplit("-w", 1)[1]) for f in s["families"]
+                         if f.startswith("minilm-w") and f.rsplit("-w", 1)[1].isdigit()})
+        blocks = (" and ".join(f"{w}-token" for w in widths) if len(widths) <= 2 else
+                  ", ".join(f"{w}-" for w in widths[:-1]) + f" and {widths[-1]}-token")
         out = ["## Where we stand against the seed paper", ""] + out + [
             "",
-            "The settings differ: all-MiniLM-L6-v2 (6 layers, 12 heads of dimension 32) on 64- "
-            "and 128-token native blocks of standard-library docstrings, against the paper's "
-            "BERT-base native operators. This is a comparison of settings, not a reproduction; "
+            "The settings differ: all-MiniLM-L6-v2 (6 layers, 12 heads of dimension 32) on "
+            f"{blocks or 'token'} native blocks of standard-library docstrings, against the "
+            "paper's BERT-base native operators. This is a comparison of settings, not a reproduction; "
             "an open bracket says how far the certificates are from each other, not where "
             "r_eps lies inside it.",
         ]
