@@ -47,6 +47,7 @@ plugin's terminal summary, not failed. Native radii and ``Gamma = beta rho_Q rho
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 
 import numpy as np
@@ -98,11 +99,17 @@ _CTX: dict = {}  # inputs of the running example beyond (operator, eps): the gau
 _CASE = {"id": ""}  # the running real-size case's id: its failures keep a directory of their own
 
 
-def _begin(case_id: str = "") -> None:
-    """Start one example: no inputs beyond (operator, eps) yet; ``case_id`` names a fixed
-    real-size case (its counterexamples are saved under it), empty for a drawn example."""
-    _CTX.clear()
+@contextlib.contextmanager
+def _size_case(case_id: str):
+    """While a fixed real-size case runs, its counterexamples are saved under its id.
+
+    Only the real-size tests use it: a change to the source of a hypothesis test would change
+    the examples its derandomized profile draws."""
     _CASE["id"] = case_id
+    try:
+        yield
+    finally:
+        _CASE["id"] = ""
 
 
 class SuiteFailure(pytest.fail.Exception):
@@ -243,7 +250,7 @@ def _sized(case):
 def test_construction_stress(softrank_certifier, case):
     """Crash, protocol violation, rejected witness, or a rank below a certified lower bound."""
     op, eps = case
-    _begin()
+    _CTX.clear()
     _construction_case(softrank_certifier, "construction_stress", op, eps, _drawn_group())
 
 
@@ -252,9 +259,10 @@ def test_construction_sizes(softrank_certifier, softrank_size_case):
     """As the stress test, on the fixed real-size cases (synthetic heads up to 256 x 256 and
     MiniLM heads; ``--softrank-sizes``)."""
     op = _sized(softrank_size_case)
-    _begin(softrank_size_case.id)
-    _construction_case(softrank_certifier, "construction_sizes", op, softrank_size_case.eps,
-                       softrank_size_case.group)
+    _CTX.clear()
+    with _size_case(softrank_size_case.id):
+        _construction_case(softrank_certifier, "construction_sizes", op, softrank_size_case.eps,
+                           softrank_size_case.group)
 
 
 # ------------------------------------------------------------------ lower tests
@@ -295,7 +303,7 @@ def _lower_case(cert, test, op, eps, group):
 @given(case=_cases())
 def test_lower_soundness(softrank_certifier, case):
     op, eps = case
-    _begin()
+    _CTX.clear()
     _lower_case(softrank_certifier, "lower_soundness", op, eps, _drawn_group())
 
 
@@ -303,9 +311,10 @@ def test_lower_soundness(softrank_certifier, case):
 def test_lower_sizes(softrank_certifier, softrank_size_case):
     """As the soundness test, on the fixed real-size cases (``--softrank-sizes``)."""
     op = _sized(softrank_size_case)
-    _begin(softrank_size_case.id)
-    _lower_case(softrank_certifier, "lower_sizes", op, softrank_size_case.eps,
-                softrank_size_case.group)
+    _CTX.clear()
+    with _size_case(softrank_size_case.id):
+        _lower_case(softrank_certifier, "lower_sizes", op, softrank_size_case.eps,
+                    softrank_size_case.group)
 
 
 @_kind("lower")
@@ -315,7 +324,7 @@ def test_lower_attack_resistance(softrank_certifier, case):
     from ..attacks import attack
 
     op, eps = case
-    _begin()
+    _CTX.clear()
     cert, test = softrank_certifier, "lower_attack_resistance"
     try:
         c = cert.certify(op, eps)
@@ -406,7 +415,7 @@ def _gauge_side(cert, test, case, side):
     that does not claim it has its movement recorded for the summary. ``side`` is
     ``"upper"`` (a construction) or ``"lower"`` (a lower test)."""
     op, Sg, eps = case
-    _begin()
+    _CTX.clear()
     _CTX["S"] = Sg
     op2, delta = _gauge_pair(cert.name, test, op, Sg, eps)
     get = _checked_witness if side == "upper" else _checked_lower
@@ -465,7 +474,7 @@ def test_lower_le_upper_across_certifiers(softrank_certifiers, case):
     """Every checked lower bound <= every checked upper bound, over all loaded certifiers and
     softrank's own bracket."""
     op, eps = case
-    _begin()
+    _CTX.clear()
     ref = reference_bracket(op, eps, CONFIG.reference_cache)
     lowers = [("softrank", ref.lower_certificate)] if ref.lower_certificate is not None else []
     uppers = [("softrank", ref.upper_witness)] if ref.upper_witness is not None else []
@@ -501,7 +510,7 @@ def test_bracket_monotone_in_eps(op, eps_list):
     """softrank's bracket: both ends non-increasing in eps, planted bounds respected."""
     from ..certifiers.bracket import bracket
 
-    _begin()
+    _CTX.clear()
     brs = sorted(bracket(op, eps_list), key=lambda b: b.eps)
     for b in brs:
         assert b.verdict in ("resolved", "open"), (b.eps, b.verdict, b.diagnostics)
@@ -525,7 +534,7 @@ def test_bracket_gauge(case):
     from ..certifiers.bracket import bracket
 
     op, Sg, eps = case
-    _begin()
+    _CTX.clear()
     _CTX["S"] = Sg
     op2, delta = _gauge_pair("softrank", "bracket_gauge", op, Sg, eps)
     b1, b2 = bracket(op, eps), bracket(op2, eps)
