@@ -358,10 +358,10 @@ def _standing(s: dict) -> list[str]:
         )
     if out:
         # the block widths of this run's MiniLM families ("minilm-w64" -> 64)
-        widths = sorted({int(f.rsplit("-w", 1)[1]) for f in s["families"]
-                         if f.startswith("minilm-w") and f.rsplit("-w", 1)[1].isdigit()})
-        blocks = (" and ".join(f"{w}-token" for w in widths) if len(widths) <= 2 else
-                  ", ".join(f"{w}-" for w in widths[:-1]) + f" and {widths[-1]}-token")
+        names = [f"{w}-token" for w in sorted(
+            {int(f[len("minilm-w"):]) for f in s["families"]
+             if f.startswith("minilm-w") and f[len("minilm-w"):].isdigit()})]
+        blocks = " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 2 else names)
         out = ["## Where we stand against the seed paper", ""] + out + [
             "",
             "The settings differ: all-MiniLM-L6-v2 (6 layers, 12 heads of dimension 32) on "

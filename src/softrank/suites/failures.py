@@ -3,8 +3,7 @@
 ``DIR/<certifier>/<test>/<tag>/`` (``tag``: the kind of failure), or
 ``DIR/<certifier>/<test>/<case>/<tag>/`` for the fixed real-size cases (``case``: the case's
 id, one directory each, so the failures of several cases of one test are all kept), holds
-``case.json``
-(tolerance, reason, the certifier's ``MODULE:OBJECT``, how to replay), ``A.npy`` (and
+``case.json`` (tolerance, reason, the certifier's ``MODULE:OBJECT``, how to replay), ``A.npy`` (and
 ``Q.npy``, ``K.npy`` with ``beta`` in ``case.json`` when known), and the certificates
 involved as ``.npz`` files. ``python -m softrank.suites.replay DIR/...`` calls the certifier
 again on the saved operator and re-checks what it returns (every kind of failure);
@@ -51,9 +50,8 @@ class FailureStore:
         one test are all kept); ``case`` names a fixed case of a parametrized test (the
         real-size cases: each keeps its own directory); ``spec`` is the certifier's
         ``MODULE:OBJECT`` (for ``python -m softrank.suites.replay``); ``lower``: the lower
-        certificate involved;
-        ``witness``: an upper witness (a counterexample when ``refutes`` names the claim
-        ``r_eps >= claimed`` it beats).
+        certificate involved; ``witness``: an upper witness (a counterexample when
+        ``refutes`` names the claim ``r_eps >= claimed`` it beats).
         """
         root = self.root.resolve()
         d = root / _slug(certifier) / _slug(test)
