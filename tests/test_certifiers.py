@@ -718,3 +718,52 @@ def test_weighted_solves_match_each_system_solved_alone(k, n, monkeypatch):
         G = (X * wt[i]) @ X.T
         G += 1e-12 * np.trace(G) / k * np.eye(k)
         assert np.allclose(got[i], np.linalg.solve(G, B[i]), rtol=1e-9, atol=1e-12)
+
+
+def test_range_lp_starts_from_a_given_basis():
+    # min -z1 - z2 s.t. z1 + 2 z2 <= 4, 3 z1 + z2 <= 6, z >= 0: both rows bind at the optimum
+    # z = (8/5, 6/5) (solve the 2 x 2 system), so the all-slack start is not optimal and
+    # needs pivots, while the optimal basis of another instance needs none
+    from softrank.certifiers.lp import RangeLP
+
+    G = np.array([[1.0, 2.0], [3.0, 1.0]])
+
+    def make(g=G):
+        n = g.shape[1]
+        return RangeLP(g, -np.ones(n), np.zeros(n), np.full(n, np.inf),
+                       [-np.inf, -np.inf], [4.0, 6.0])
+
+    first = make()
+    cold = first.solve([0], [-100.0], [4.0])
+    assert cold.success and cold.iterations >= 1
+    np.testing.assert_allclose(cold.x, [1.6, 1.2], atol=1e-12)
+    start = first.basis()
+    warm = make().solve([0], [-100.0], [4.0], start=start)
+    assert warm.success and warm.iterations == 0
+    np.testing.assert_allclose(warm.x, [1.6, 1.2], atol=1e-12)
+    # a start of another shape (3 columns here) is not used: the solve is as without it
+    wide = make(np.array([[1.0, 2.0, 1.0], [3.0, 1.0, 1.0]])).solve([0], [-100.0], [4.0],
+                                                                       start=start)
+    assert wide.success and wide.iterations >= 1
+    # optimum -4: z = (0, 0, 4) attains it, and the dual point (1, 0) proves it (its value
+    # is 4, and its columns' sums 1, 2, 1 are each >= the cost 1 of maximising z1 + z2 + z3)
+    assert wide.objective == pytest.approx(-4.0, abs=1e-12)
+
+
+def test_colwise_form_is_scipys_csc():
+    # the column-wise arrays given to HiGHS: those of scipy's CSC form of the same matrix
+    # (zeros left out, rows in order in each column), for dense and sparse input alike
+    import scipy.sparse as sp
+
+    from softrank.certifiers.lp import _colwise
+
+    rng = np.random.default_rng(3)
+    G = rng.standard_normal((7, 5)) * (rng.random((7, 5)) < 0.5)
+    G[:, 2] = 0.0  # an empty column
+    ref = sp.csc_matrix(G)
+    for X in (G, sp.csr_matrix(G), np.asfortranarray(G)):
+        shape, start, index, value = _colwise(X)
+        assert shape == (7, 5) and start.dtype == index.dtype == np.int32
+        np.testing.assert_array_equal(start, ref.indptr)
+        np.testing.assert_array_equal(index, ref.indices)
+        np.testing.assert_array_equal(value, ref.data)

@@ -730,11 +730,18 @@ class SubspaceClimb:
         self._farkas: dict = {}
         self.proofs = 0  # LP_j found infeasible by a Farkas vector, without a solve
         self._last_values: dict = {}  # key -> (LP_j, derivative) of the last climb's end
+        # (eps, k) -> {key: the simplex basis of its last solve}: the next solve of the key
+        # starts there (the subspace has turned a little since), not from the previous key's
+        # basis (docs/theory/lower.md#subspace-climb: 2.4x fewer simplex iterations on
+        # MiniLM heads of width 128, and the same ends)
+        self._bases_by_eps: dict = {}
+        self._eps = None
 
     def _at_eps(self, eps: float) -> None:
         """Point :meth:`values` at the duals and Farkas vectors kept for ``eps``."""
         self._duals = self._duals_by_eps.setdefault(eps, {})
         self._farkas = self._farkas_by_eps.setdefault(eps, {})
+        self._eps = eps
 
     def _model(self, B: np.ndarray) -> RangeLP:
         m, N = self.A.shape
@@ -883,8 +890,10 @@ class SubspaceClimb:
         key whose :meth:`lower_bounds` exceeds it is not solved: ``(bound, None)``. A key
         whose LP was infeasible at its last evaluation, or that has not been solved yet, is
         first tried by :meth:`farkas`: a proof of infeasibility answers ``(inf, None)``
-        without a solve (and counts in the budget as one). The keys' LPs share one warm-started
-        instance, so a skipped solve can move later values by rounding."""
+        without a solve (and counts in the budget as one). A key's simplex starts from the
+        basis of its own last solve at this ``eps`` and dimension (on an earlier ``B``), or
+        the first time from the previous key's; the start can move a value by rounding, or
+        pick another optimum (and so another derivative) where the optimum is not unique."""
         m, N = self.A.shape
         k = B.shape[1]
         keys = list(keys)
@@ -906,9 +915,11 @@ class SubspaceClimb:
         if not keys:
             return out
         lp = self._model(B)
+        bases = self._bases_by_eps.setdefault((self._eps, k), {})
         for j in keys:
             self.lps += 1
-            res = lp.solve([2 * m + j], [1.0], [1.0])
+            res = lp.solve([2 * m + j], [1.0], [1.0], start=bases.get(j))
+            bases[j] = lp.basis()
             if not res.success:
                 out[j] = (np.inf, None)
                 self._farkas.setdefault(j, None)  # tried by farkas() next time
