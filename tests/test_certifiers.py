@@ -741,13 +741,20 @@ def test_range_lp_starts_from_a_given_basis():
     warm = make().solve([0], [-100.0], [4.0], start=start)
     assert warm.success and warm.iterations == 0
     np.testing.assert_allclose(warm.x, [1.6, 1.2], atol=1e-12)
-    # a start of another shape (3 columns here) is not used: the solve is as without it
-    wide = make(np.array([[1.0, 2.0, 1.0], [3.0, 1.0, 1.0]])).solve([0], [-100.0], [4.0],
-                                                                       start=start)
-    assert wide.success and wide.iterations >= 1
-    # optimum -4: z = (0, 0, 4) attains it, and the dual point (1, 0) proves it (its value
-    # is 4, and its columns' sums 1, 2, 1 are each >= the cost 1 of maximising z1 + z2 + z3)
-    assert wide.objective == pytest.approx(-4.0, abs=1e-12)
+    # a start of another LP's shape, or that is not a basis, is refused by name
+    from softrank.errors import InvalidArgumentError
+
+    wide = make(np.array([[1.0, 2.0, 1.0], [3.0, 1.0, 1.0]]))
+    with pytest.raises(InvalidArgumentError, match=r"start must be a basis of an LP of "
+                                                   r"shape \(2, 3\), got one of shape \(2, 2\)"):
+        wide.solve([0], [-100.0], [4.0], start=start)
+    for bad in ("basis", (start[0], "basis"), start[1], [start[0], start[1]]):
+        with pytest.raises(InvalidArgumentError, match="start must be None or a basis"):
+            wide.solve([0], [-100.0], [4.0], start=bad)
+    # the instance still solves after a refused start: optimum -4 at z = (0, 0, 4), proved
+    # by the dual point (1, 0) (value 4; column sums 1, 2, 1 each >= the cost 1)
+    res = wide.solve([0], [-100.0], [4.0])
+    assert res.success and res.objective == pytest.approx(-4.0, abs=1e-12)
 
 
 def test_colwise_form_is_scipys_csc():

@@ -80,7 +80,7 @@ class LPResult:
                 and (self.y is None or bool(np.isfinite(self.y).all())))
 
 
-def _colwise(G):
+def _colwise(G, name: str = "G"):
     """``(shape, start, index, value)``: the column-wise sparse form of ``G`` (a dense array
     or a scipy sparse matrix) that HiGHS takes, zeros left out; for a dense ``G`` that of
     ``scipy.sparse.csc_matrix(G)``, built without it (three times faster at the climb's
@@ -90,7 +90,7 @@ def _colwise(G):
         return C.shape, C.indptr.astype(np.int32), C.indices.astype(np.int32), C.data
     Gt = np.asarray(G, dtype=np.float64).T
     if Gt.ndim != 2:
-        raise InvalidArgumentError(f"G must be 2-D, got shape {Gt.T.shape}")
+        raise InvalidArgumentError(f"{name} must be 2-D, got shape {Gt.T.shape}")
     nz = Gt != 0
     start = np.zeros(Gt.shape[0] + 1, dtype=np.int32)
     np.cumsum(nz.sum(axis=1), out=start[1:])
@@ -231,16 +231,28 @@ class RangeLP(_WarmLP):
         their length), then restore them; ``x`` and the row duals ``y`` only when optimal.
 
         ``start``, a basis from :meth:`basis` (of this or another instance of the same
-        shape), is where the simplex starts instead of the previous basis; one of another
-        shape is not used (the previous basis is). A start changes where the simplex
-        begins, never what counts as an optimum."""
+        shape), is where the simplex starts instead of the previous basis. A start changes
+        where the simplex begins, never what counts as an optimum.
+
+        Raises
+        ------
+        InvalidArgumentError
+            If ``start`` is neither None nor a basis from :meth:`basis` of an LP of this
+            shape."""
         h = self._h
         rows = np.asarray(rows, dtype=np.int32)
         lo = np.asarray(row_lower, dtype=np.float64)
         hi = np.asarray(row_upper, dtype=np.float64)
         if not (np.isfinite(lo).all() and np.isfinite(hi).all()):
             return LPResult("bad-rhs", None, None)
-        if start is not None and start[0] == self.shape:
+        if start is not None:
+            if not (isinstance(start, tuple) and len(start) == 2
+                    and isinstance(start[1], self._hs.HighsBasis)):
+                raise InvalidArgumentError(f"start must be None or a basis from "
+                                           f"RangeLP.basis(), got {type(start).__name__}")
+            if start[0] != self.shape:
+                raise InvalidArgumentError(f"start must be a basis of an LP of shape "
+                                           f"{self.shape}, got one of shape {start[0]}")
             h.setBasis(start[1])
         h.changeRowsBounds(rows.size, rows, lo, hi)
         try:
@@ -282,7 +294,7 @@ def solve_inequality_lp(C, upper_rhs, cost, lower, upper, iteration_limit: int,
     """
     import highspy
 
-    (r, n), start, index, value = _colwise(C)
+    (r, n), start, index, value = _colwise(C, "C")
     h = _new_highs(highspy)
     h.setOptionValue("output_flag", False)
     h.setOptionValue("threads", 1)
