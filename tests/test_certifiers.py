@@ -774,3 +774,28 @@ def test_colwise_form_is_scipys_csc():
         np.testing.assert_array_equal(start, ref.indptr)
         np.testing.assert_array_equal(index, ref.indices)
         np.testing.assert_array_equal(value, ref.data)
+
+
+def test_lp_vectors_of_the_wrong_length_are_refused():
+    # HiGHS's arrays interface reads as many entries as the LP has columns or rows: a short
+    # vector would be read past its end, so it is refused by name before any solve
+    from softrank.certifiers.lp import RangeLP, solve_inequality_lp
+    from softrank.errors import InvalidArgumentError
+
+    big = np.array([1.0, -5.0, -7.0])
+    ok = dict(G=np.eye(3), c=big, lower=np.zeros(3), upper=np.full(3, 2.0),
+              row_lower=np.full(3, -np.inf), row_upper=np.full(3, np.inf))
+    for name in ("c", "lower", "upper", "row_lower", "row_upper"):
+        with pytest.raises(InvalidArgumentError, match=rf"{name} must have shape \(3,\), got \(1,\)"):
+            RangeLP(**{**ok, name: ok[name][:1]})
+    with pytest.raises(InvalidArgumentError, match=r"c must have shape \(3,\), got \(1,\)"):
+        EqualityLP(np.ones((1, 3)), big[:1], np.zeros(3), np.full(3, 2.0))
+    args = dict(C=np.eye(3), upper_rhs=np.ones(3), cost=-big, lower=np.zeros(3),
+                upper=np.full(3, 2.0))
+    for name in ("upper_rhs", "cost", "lower", "upper"):
+        with pytest.raises(InvalidArgumentError, match=rf"{name} must have shape \(3,\)"):
+            solve_inequality_lp(**{**args, name: args[name][:1]}, iteration_limit=100)
+    # the full vectors: min -x1 + 5 x2 + 7 x3 over [0, 2]^3 with x <= 1 is -1 at (1, 0, 0)
+    res = solve_inequality_lp(np.eye(3), np.ones(3), np.array([-1.0, 5.0, 7.0]),
+                              np.zeros(3), np.full(3, 2.0), 100)
+    assert res.success and res.objective == pytest.approx(-1.0, abs=1e-12)

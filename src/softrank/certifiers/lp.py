@@ -97,6 +97,15 @@ def _colwise(G, name: str = "G"):
     return Gt.T.shape, start, np.nonzero(nz)[1].astype(np.int32), Gt[nz]
 
 
+def _vector(name: str, v, n: int) -> np.ndarray:
+    """``v`` as a contiguous float64 array of shape ``(n,)``; InvalidArgumentError naming
+    ``name`` otherwise (HiGHS's arrays interface reads ``n`` entries whatever it is given)."""
+    a = np.ascontiguousarray(v, dtype=np.float64)
+    if a.shape != (n,):
+        raise InvalidArgumentError(f"{name} must have shape ({n},), got {a.shape}")
+    return a
+
+
 class _WarmLP:
     """One HiGHS instance for ``min/max c^T z  s.t.  row_lower <= G z <= row_upper,
     lower <= z <= upper`` solved many times with a few bounds or costs changed in between
@@ -117,17 +126,19 @@ class _WarmLP:
         _set_options(highspy, h, options)
         inf = highspy.kHighsInf
 
-        def bound(v):
-            v = np.asarray(v, dtype=np.float64)
+        def bound(name, v, size):
+            v = _vector(name, v, size)
             return np.where(np.isfinite(v), v, np.where(v > 0, inf, -inf)).astype(np.float64)
 
-        self._row_lower, self._row_upper = bound(row_lower), bound(row_upper)
+        self._row_lower = bound("row_lower", row_lower, r)
+        self._row_upper = bound("row_upper", row_upper, r)
         sense = highspy.ObjSense.kMaximize if maximize else highspy.ObjSense.kMinimize
         # the arrays form of passModel: filling a HighsLp attribute by attribute cost about
         # three times as much (1.2 against 0.36 ms for a 384 x 13 climb LP, with the instance)
         status = h.passModel(n, r, int(start[-1]), int(highspy.MatrixFormat.kColwise),
-                             int(sense), 0.0, np.asarray(c, dtype=np.float64), bound(lower),
-                             bound(upper), self._row_lower, self._row_upper, start, index,
+                             int(sense), 0.0, _vector("c", c, n), bound("lower", lower, n),
+                             bound("upper", upper, n), self._row_lower, self._row_upper,
+                             start, index,
                              value, np.zeros(n, dtype=np.int32))
         # kWarning: HiGHS dropped matrix entries below its small_matrix_value. The LP it
         # solves then differs slightly from ours; harmless, because nothing an LP returns is
@@ -247,6 +258,7 @@ class RangeLP(_WarmLP):
             return LPResult("bad-rhs", None, None)
         if start is not None:
             if not (isinstance(start, tuple) and len(start) == 2
+                    and isinstance(start[0], tuple)
                     and isinstance(start[1], self._hs.HighsBasis)):
                 raise InvalidArgumentError(f"start must be None or a basis from "
                                            f"RangeLP.basis(), got {type(start).__name__}")
@@ -301,13 +313,14 @@ def solve_inequality_lp(C, upper_rhs, cost, lower, upper, iteration_limit: int,
     h.setOptionValue("simplex_iteration_limit", int(iteration_limit))
     _set_options(highspy, h, options)
     inf = highspy.kHighsInf
+    cost, upper_rhs = _vector("cost", cost, n), _vector("upper_rhs", upper_rhs, r)
+    lower, upper = _vector("lower", lower, n), _vector("upper", upper, n)
+    lower = np.where(np.isfinite(lower), lower, -inf)
+    upper = np.where(np.isfinite(upper), upper, inf)
     try:
         status = h.passModel(n, r, int(start[-1]), int(highspy.MatrixFormat.kColwise),
                              int(highspy.ObjSense.kMinimize), 0.0,
-                             np.asarray(cost, dtype=np.float64),
-                             np.where(np.isfinite(lower), lower, -inf).astype(np.float64),
-                             np.where(np.isfinite(upper), upper, inf).astype(np.float64),
-                             np.full(r, -inf), np.asarray(upper_rhs, dtype=np.float64),
+                             cost, lower, upper, np.full(r, -inf), upper_rhs,
                              start, index, value, np.zeros(n, dtype=np.int32))
         if status not in (highspy.HighsStatus.kOk, highspy.HighsStatus.kWarning):
             return LPResult(f"rejected:{status}", None, None)
