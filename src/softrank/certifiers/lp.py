@@ -230,7 +230,8 @@ class RangeLP(_WarmLP):
     Raises
     ------
     InvalidArgumentError
-        If HiGHS rejects an entry of ``options`` (unknown name or bad value).
+        If HiGHS rejects an entry of ``options`` (unknown name or bad value), or a cost,
+        bound or right-hand side does not have one entry per column or row.
     """
 
     def __init__(self, G, c, lower, upper, row_lower, row_upper, time_limit: float = 60.0,
@@ -302,7 +303,8 @@ def solve_inequality_lp(C, upper_rhs, cost, lower, upper, iteration_limit: int,
     Raises
     ------
     InvalidArgumentError
-        If HiGHS rejects an entry of ``options`` (unknown name or bad value).
+        If HiGHS rejects an entry of ``options`` (unknown name or bad value), or a cost,
+        bound or right-hand side does not have one entry per column or row.
     """
     import highspy
 
