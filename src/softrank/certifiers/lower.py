@@ -891,8 +891,10 @@ class SubspaceClimb:
         whose LP was infeasible at its last evaluation, or that has not been solved yet, is
         first tried by :meth:`farkas`: a proof of infeasibility answers ``(inf, None)``
         without a solve (and counts in the budget as one). A key's simplex starts from the
-        basis of its own last solve at this ``eps`` and dimension (on an earlier ``B``), or
-        the first time from the previous key's; the start can move a value by rounding, or
+        basis of its own last solve at this ``eps`` and dimension (on an earlier ``B``); a
+        key without one starts from the basis the instance holds (the previous key's, or the
+        all-slack basis for the first solve on this ``B``). The start can move a value by
+        rounding, or
         pick another optimum (and so another derivative) where the optimum is not unique."""
         m, N = self.A.shape
         k = B.shape[1]
