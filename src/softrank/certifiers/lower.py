@@ -894,8 +894,8 @@ class SubspaceClimb:
         basis of its own last solve at this ``eps`` and dimension (on an earlier ``B``); a
         key without one starts from the basis the instance holds (the previous key's, or the
         all-slack basis for the first solve on this ``B``). The start can move a value by
-        rounding, or
-        pick another optimum (and so another derivative) where the optimum is not unique."""
+        rounding, or pick another optimum (and so another derivative) where the optimum is
+        not unique."""
         m, N = self.A.shape
         k = B.shape[1]
         keys = list(keys)
