@@ -799,3 +799,47 @@ def test_lp_vectors_of_the_wrong_length_are_refused():
     res = solve_inequality_lp(np.eye(3), np.ones(3), np.array([-1.0, 5.0, 7.0]),
                               np.zeros(3), np.full(3, 2.0), 100)
     assert res.success and res.objective == pytest.approx(-1.0, abs=1e-12)
+
+
+def test_lp_data_that_is_nan_or_out_of_range_is_refused_by_name():
+    # a NaN in an LP's matrix made HiGHS loop; a NaN bound was read as no bound; a row index
+    # outside the LP, or row bounds shorter than the rows, were read out of bounds
+    import scipy.sparse as sp
+
+    from softrank.certifiers.lp import BasisPursuit, L1Regression, RangeLP, solve_inequality_lp
+    from softrank.errors import InvalidArgumentError
+
+    nan = np.array([[1.0, np.nan], [0.0, 1.0]])
+    with pytest.raises(InvalidArgumentError, match="W must be finite, got 1 entries"):
+        L1Regression(nan)
+    with pytest.raises(InvalidArgumentError, match="G must be finite"):
+        BasisPursuit(np.array([[1.0, np.inf]]))
+    with pytest.raises(InvalidArgumentError, match=r"G must be 2-D, got shape \(3,\)"):
+        BasisPursuit(np.ones(3))
+    with pytest.raises(InvalidArgumentError, match=r"weights\[1\] must be a number, got nan"):
+        BasisPursuit(np.eye(2), weights=[1.0, np.nan])
+    with pytest.raises(InvalidArgumentError, match="G must be finite"):
+        EqualityLP(sp.csr_matrix(nan), np.zeros(2), np.zeros(2), np.ones(2))
+    ok = dict(G=np.eye(2), c=np.ones(2), lower=np.zeros(2), upper=np.ones(2),
+              row_lower=np.full(2, -np.inf), row_upper=np.full(2, np.inf))
+    for name in ("lower", "upper", "row_lower", "row_upper"):
+        v = ok[name].copy()
+        v[1] = np.nan
+        with pytest.raises(InvalidArgumentError, match=rf"{name}\[1\] must be a number or \+-inf"):
+            RangeLP(**{**ok, name: v})
+    with pytest.raises(InvalidArgumentError, match=r"c\[0\] must be a number, got inf"):
+        RangeLP(**{**ok, "c": np.array([np.inf, 1.0])})
+    lp = RangeLP(**ok)
+    for rows in ([-1], [2], [0.0], [[0]]):
+        with pytest.raises(InvalidArgumentError, match=r"rows must be a 1-D array of row indices in \[0, 2\)"):
+            lp.solve(rows, np.zeros(np.size(rows)), np.zeros(np.size(rows)))
+    with pytest.raises(InvalidArgumentError, match=r"row_lower and row_upper must have shape \(2,\)"):
+        lp.solve([0, 1], [0.0], [0.0, 0.0])
+    # the instance still solves: min x1 + x2 over [0, 1]^2 with x1 + 0 x2 in [1/2, 1/2]
+    res = lp.solve([0], [0.5], [0.5])
+    assert res.success and res.objective == pytest.approx(0.5, abs=1e-12)
+    with pytest.raises(InvalidArgumentError, match=r"upper_rhs\[0\] must be a number or \+-inf"):
+        solve_inequality_lp(np.eye(1), [np.nan], [1.0], [0.0], [1.0], 100)
+    # a lower bound +inf is infeasible (it was read as -inf: min x s.t. x <= 1 unbounded)
+    res = solve_inequality_lp(np.eye(1), [1.0], [1.0], [np.inf], [np.inf], 100)
+    assert not res.success and res.x is None and res.status != "Unbounded"

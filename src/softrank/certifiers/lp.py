@@ -87,23 +87,53 @@ def _colwise(G, name: str = "G"):
     sizes)."""
     if sp.issparse(G):
         C = sp.csc_matrix(G, dtype=np.float64)
-        return C.shape, C.indptr.astype(np.int32), C.indices.astype(np.int32), C.data
-    Gt = np.asarray(G, dtype=np.float64).T
-    if Gt.ndim != 2:
-        raise InvalidArgumentError(f"{name} must be 2-D, got shape {Gt.T.shape}")
-    nz = Gt != 0
-    start = np.zeros(Gt.shape[0] + 1, dtype=np.int32)
-    np.cumsum(nz.sum(axis=1), out=start[1:])
-    return Gt.T.shape, start, np.nonzero(nz)[1].astype(np.int32), Gt[nz]
+        out = C.shape, C.indptr.astype(np.int32), C.indices.astype(np.int32), C.data
+    else:
+        Gt = np.asarray(G, dtype=np.float64).T
+        if Gt.ndim != 2:
+            raise InvalidArgumentError(f"{name} must be 2-D, got shape {Gt.T.shape}")
+        nz = Gt != 0
+        start = np.zeros(Gt.shape[0] + 1, dtype=np.int32)
+        np.cumsum(nz.sum(axis=1), out=start[1:])
+        out = Gt.T.shape, start, np.nonzero(nz)[1].astype(np.int32), Gt[nz]
+    if not np.isfinite(out[3]).all():  # HiGHS may loop on a NaN; an inf is no LP
+        raise InvalidArgumentError(f"{name} must be finite, got {int((~np.isfinite(out[3])).sum())}"
+                                   f" entries that are NaN or infinite")
+    return out
 
 
-def _vector(name: str, v, n: int) -> np.ndarray:
-    """``v`` as a contiguous float64 array of shape ``(n,)``; InvalidArgumentError naming
-    ``name`` otherwise (HiGHS's arrays interface reads ``n`` entries whatever it is given)."""
+def _vector(name: str, v, n: int, infinite: bool = False) -> np.ndarray:
+    """``v`` as a contiguous float64 array of shape ``(n,)`` with no NaN, and with no
+    infinite entry unless ``infinite`` (bounds); InvalidArgumentError naming ``name``
+    otherwise (HiGHS's arrays interface reads ``n`` entries whatever it is given, and would
+    read a NaN bound as no bound)."""
     a = np.ascontiguousarray(v, dtype=np.float64)
     if a.shape != (n,):
         raise InvalidArgumentError(f"{name} must have shape ({n},), got {a.shape}")
+    bad = np.isnan(a) if infinite else ~np.isfinite(a)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise InvalidArgumentError(f"{name}[{i}] must be a number{' or +-inf' if infinite else ''}"
+                                   f", got {float(a[i])!r}")
     return a
+
+
+def _matrix(name: str, M) -> np.ndarray:
+    """``M`` as a 2-D float64 array of finite entries; InvalidArgumentError naming ``name``
+    otherwise."""
+    a = np.asarray(M, dtype=np.float64)
+    if a.ndim != 2:
+        raise InvalidArgumentError(f"{name} must be 2-D, got shape {a.shape}")
+    if not np.isfinite(a).all():
+        raise InvalidArgumentError(f"{name} must be finite, got {int((~np.isfinite(a)).sum())}"
+                                   f" entries that are NaN or infinite")
+    return a
+
+
+def _bounds(name: str, v, n: int, inf: float) -> np.ndarray:
+    """A bound vector for HiGHS (:func:`_vector` with infinite entries allowed), ``+-inf``
+    as HiGHS's infinity ``+-inf`` (the sign kept: a lower bound ``+inf`` stays infeasible)."""
+    return np.clip(_vector(name, v, n, infinite=True), -inf, inf)
 
 
 class _WarmLP:
@@ -125,19 +155,14 @@ class _WarmLP:
         h.setOptionValue("threads", 1)
         _set_options(highspy, h, options)
         inf = highspy.kHighsInf
-
-        def bound(name, v, size):
-            v = _vector(name, v, size)
-            return np.where(np.isfinite(v), v, np.where(v > 0, inf, -inf)).astype(np.float64)
-
-        self._row_lower = bound("row_lower", row_lower, r)
-        self._row_upper = bound("row_upper", row_upper, r)
+        self._row_lower = _bounds("row_lower", row_lower, r, inf)
+        self._row_upper = _bounds("row_upper", row_upper, r, inf)
         sense = highspy.ObjSense.kMaximize if maximize else highspy.ObjSense.kMinimize
         # the arrays form of passModel: filling a HighsLp attribute by attribute cost about
         # three times as much (1.2 against 0.36 ms for a 384 x 13 climb LP, with the instance)
         status = h.passModel(n, r, int(start[-1]), int(highspy.MatrixFormat.kColwise),
-                             int(sense), 0.0, _vector("c", c, n), bound("lower", lower, n),
-                             bound("upper", upper, n), self._row_lower, self._row_upper,
+                             int(sense), 0.0, _vector("c", c, n), _bounds("lower", lower, n, inf),
+                             _bounds("upper", upper, n, inf), self._row_lower, self._row_upper,
                              start, index,
                              value, np.zeros(n, dtype=np.int32))
         # kWarning: HiGHS dropped matrix entries below its small_matrix_value. The LP it
@@ -184,6 +209,12 @@ class EqualityLP(_WarmLP):
     c, lower, upper : (n,) array_like (``+-inf`` allowed in the bounds)
     maximize : bool
         ``max`` instead of ``min``.
+
+    Raises
+    ------
+    InvalidArgumentError
+        If ``G`` has an entry that is NaN or infinite, or ``c``, ``lower`` or ``upper``
+        has not one entry per column or has a NaN (or ``c`` an infinite entry).
     """
 
     def __init__(self, G, c, lower, upper, time_limit: float = 60.0, maximize: bool = False):
@@ -230,8 +261,10 @@ class RangeLP(_WarmLP):
     Raises
     ------
     InvalidArgumentError
-        If HiGHS rejects an entry of ``options`` (unknown name or bad value), or a cost,
-        bound or right-hand side does not have one entry per column or row.
+        If HiGHS rejects an entry of ``options`` (unknown name or bad value), the matrix
+        has an entry that is NaN or infinite, or a cost, bound or right-hand side does not
+        have one entry per column or row or has a NaN (an infinite cost is refused too;
+        bounds may be ``+-inf``).
     """
 
     def __init__(self, G, c, lower, upper, row_lower, row_upper, time_limit: float = 60.0,
@@ -249,12 +282,25 @@ class RangeLP(_WarmLP):
         Raises
         ------
         InvalidArgumentError
-            If ``start`` is neither None nor a basis from :meth:`basis` of an LP of this
-            shape."""
+            If ``rows`` is not a 1-D array of row indices of this LP, ``row_lower`` or
+            ``row_upper`` has not one entry per row in ``rows`` (bounds that are NaN or
+            infinite are not raised: the result has status ``"bad-rhs"`` and no
+            solution), or ``start`` is neither None nor a basis from :meth:`basis` of an
+            LP of this shape."""
         h = self._h
-        rows = np.asarray(rows, dtype=np.int32)
+        r = self.shape[0]
+        idx = np.asarray(rows)
+        if not (idx.ndim == 1 and (idx.size == 0 or (np.issubdtype(idx.dtype, np.integer)
+                                                     and 0 <= idx.min() and idx.max() < r))):
+            raise InvalidArgumentError(f"rows must be a 1-D array of row indices in "
+                                       f"[0, {r}), got {rows!r}")
+        rows = idx.astype(np.int32)
         lo = np.asarray(row_lower, dtype=np.float64)
         hi = np.asarray(row_upper, dtype=np.float64)
+        if lo.shape != rows.shape or hi.shape != rows.shape:
+            raise InvalidArgumentError(f"row_lower and row_upper must have shape {rows.shape} "
+                                       f"(one entry per row in rows), got {lo.shape} and "
+                                       f"{hi.shape}")
         if not (np.isfinite(lo).all() and np.isfinite(hi).all()):
             return LPResult("bad-rhs", None, None)
         if start is not None:
@@ -303,8 +349,10 @@ def solve_inequality_lp(C, upper_rhs, cost, lower, upper, iteration_limit: int,
     Raises
     ------
     InvalidArgumentError
-        If HiGHS rejects an entry of ``options`` (unknown name or bad value), or a cost,
-        bound or right-hand side does not have one entry per column or row.
+        If HiGHS rejects an entry of ``options`` (unknown name or bad value), the matrix
+        has an entry that is NaN or infinite, or a cost, bound or right-hand side does not
+        have one entry per column or row or has a NaN (an infinite cost is refused too;
+        bounds may be ``+-inf``).
     """
     import highspy
 
@@ -315,10 +363,8 @@ def solve_inequality_lp(C, upper_rhs, cost, lower, upper, iteration_limit: int,
     h.setOptionValue("simplex_iteration_limit", int(iteration_limit))
     _set_options(highspy, h, options)
     inf = highspy.kHighsInf
-    cost, upper_rhs = _vector("cost", cost, n), _vector("upper_rhs", upper_rhs, r)
-    lower, upper = _vector("lower", lower, n), _vector("upper", upper, n)
-    lower = np.where(np.isfinite(lower), lower, -inf)
-    upper = np.where(np.isfinite(upper), upper, inf)
+    cost, upper_rhs = _vector("cost", cost, n), _bounds("upper_rhs", upper_rhs, r, inf)
+    lower, upper = _bounds("lower", lower, n, inf), _bounds("upper", upper, n, inf)
     try:
         status = h.passModel(n, r, int(start[-1]), int(highspy.MatrixFormat.kColwise),
                              int(highspy.ObjSense.kMinimize), 0.0,
@@ -348,10 +394,15 @@ class L1Regression:
     1.3-3x faster on 128-key rows (largest gain at small ``k``; measured in
     ``benchmarks/``). :meth:`solve` returns ``u (k,)`` or ``None`` when not optimal; callers
     recompute the error ``||a - u W||_1`` from ``u`` and never use the LP's objective.
+
+    Raises
+    ------
+    InvalidArgumentError
+        If ``W`` is not 2-D or has an entry that is NaN or infinite.
     """
 
     def __init__(self, W):
-        W = np.asarray(W, dtype=np.float64)
+        W = _matrix("W", W)
         k, N = W.shape
         self.k, self.N = k, N
         self._lp = EqualityLP(W, np.zeros(N), np.full(N, -1.0), np.ones(N), maximize=True)
@@ -367,13 +418,19 @@ class BasisPursuit:
     As an LP: ``x = p - q``, ``G p - G q = b``, ``p, q >= 0``, cost ``w^T (p + q)``
     (``weights`` default 1). :meth:`solve` returns ``x`` or ``None`` when not optimal
     (including infeasible ``G x = b``).
+
+    Raises
+    ------
+    InvalidArgumentError
+        If ``G`` is not 2-D or has an entry that is NaN or infinite, or ``weights`` has not
+        one finite entry per column of ``G``.
     """
 
     def __init__(self, G, weights=None):
-        G = np.asarray(G, dtype=np.float64)
+        G = _matrix("G", G)
         r, n = G.shape
         self.n = n
-        w = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
+        w = np.ones(n) if weights is None else _vector("weights", weights, n)
         M = sp.hstack([sp.csc_matrix(G), -sp.csc_matrix(G)], format="csc")
         self._lp = EqualityLP(M, np.concatenate([w, w]), np.zeros(2 * n), np.full(2 * n, np.inf))
 
