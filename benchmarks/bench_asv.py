@@ -108,6 +108,29 @@ class LowerFamilies(_Base):
         return TruncatedSVD(self.A, self.svd).least_rank(EPS) - (0 if c is None else c.rank)
 
 
+class WeightedSolves:
+    """The reweighted least-squares step shared by the alternating l1 and the screening
+    (:func:`softrank.certifiers.linalg.weighted_solves`): ``n`` weighted ``k x k`` systems
+    on a seeded ``X (k, n)``, as one half-step of the alternating l1 on an ``n x n`` matrix
+    at rank ``k`` (docs/theory/witnesses.md#alternating-l1)."""
+
+    params = ([10, 32, 100], [128, 512])
+    param_names = ["k", "n"]
+    number = 1
+    repeat = (3, 10, 30.0)
+
+    def setup(self, k, n):
+        rng = np.random.default_rng(0)
+        self.X = rng.standard_normal((k, n))
+        self.wt = 1.0 / np.maximum(np.abs(rng.standard_normal((n, n))), 1e-6)
+        self.B = rng.standard_normal((n, k))
+
+    def time_weighted_solves(self, k, n):
+        from softrank.certifiers.linalg import weighted_solves
+
+        weighted_solves(self.X, self.wt, self.B)
+
+
 class Checker(_Base):
     """The checker on a truncated-SVD witness and a subspace certificate, float64 alone and
     with the interval cross-check (docs/theory/checker.md)."""

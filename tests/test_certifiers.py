@@ -704,8 +704,9 @@ def test_least_feasible_guess_asked_again_after_hi():
     assert calls == [0, 1] and probed == [20, 6, 5]
 
 
-@pytest.mark.parametrize("k, n", [(3, 7), (6, 40), (45, 9000)])  # the last: no (n, k^2) table
-def test_weighted_solves_match_each_system_solved_alone(k, n, monkeypatch):
+@pytest.mark.parametrize("k, n, table", [(3, 7, True), (6, 40, False), (40, 90, True),
+                                         (45, 300, False)])  # k >= 32: Cholesky one by one
+def test_weighted_solves_match_each_system_solved_alone(k, n, table, monkeypatch):
     from softrank.certifiers import linalg
 
     rng = np.random.default_rng(k)
@@ -713,11 +714,29 @@ def test_weighted_solves_match_each_system_solved_alone(k, n, monkeypatch):
     wt = rng.uniform(0.1, 2.0, size=(11, n))
     B = rng.standard_normal((11, k))
     monkeypatch.setattr(linalg, "BLOCK_ENTRIES", 3 * k * k)  # blocks of a few rows
+    if not table:  # systems formed by broadcasting
+        monkeypatch.setattr(linalg, "TABLE_ENTRIES", n * k * (k + 1) // 2 - 1)
     got = linalg.weighted_solves(X, wt, B)
     for i in range(11):
         G = (X * wt[i]) @ X.T
         G += 1e-12 * np.trace(G) / k * np.eye(k)
         assert np.allclose(got[i], np.linalg.solve(G, B[i]), rtol=1e-9, atol=1e-12)
+
+
+def test_symmetric_solves_fall_back_to_lu_and_refuse_singular_systems():
+    from softrank.certifiers import linalg
+
+    k = linalg.CHOLESKY_FROM
+    # diag(1, ..., 1, -1) is symmetric and invertible but not positive definite: Cholesky
+    # fails, LU solves it (x = (b_1, ..., b_{k-1}, -b_k)); a zero matrix is singular
+    D = np.eye(k)
+    D[-1, -1] = -1.0
+    b = np.arange(1.0, k + 1)
+    G = np.stack([np.eye(k), D])
+    x = linalg._solve_spd(G.copy(), np.stack([b, b]))
+    assert np.array_equal(x[0], b) and np.array_equal(x[1], np.r_[b[:-1], -b[-1]])
+    with pytest.raises(np.linalg.LinAlgError, match="system 1 is singular"):
+        linalg._solve_spd(np.stack([np.eye(k), np.zeros((k, k))]), np.stack([b, b]))
 
 
 def test_range_lp_starts_from_a_given_basis():

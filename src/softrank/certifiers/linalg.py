@@ -1,31 +1,91 @@
-"""Blocked linear algebra shared by the certifiers' screening steps.
+"""Blocked linear algebra shared by the certifiers' reweighted least-squares steps.
 
 Many small weighted least-squares systems, one per row of ``A`` or per key, solved in blocks
 so that no temporary grows with the number of rows (docs/theory/witnesses.md#l1-refit,
-docs/theory/lower.md#subspace-certificate).
+docs/theory/witnesses.md#alternating-l1, docs/theory/lower.md#subspace-certificate).
 """
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
+from scipy.linalg import lapack
 
 __all__ = ["BLOCK_ENTRIES", "weighted_solves"]
 
 #: Entries (float64) of the largest temporary a blocked step forms at once: 4 Mi (32 MiB).
 BLOCK_ENTRIES = 2**22
 
+#: Entries of the largest table of products of pairs of rows of ``X`` (``n x k(k+1)/2``)
+#: formed at once: 16 Mi (128 MiB); beyond it the systems are formed by broadcasting.
+TABLE_ENTRIES = 2**24
+
+#: From this ``k`` on, the systems are solved one by one by Cholesky (LAPACK ``dposv``): at
+#: these sizes that is faster than numpy's batched LU, below it slower (per-call overhead).
+CHOLESKY_FROM = 32
+
+
+@functools.lru_cache(maxsize=None)
+def _packing(k: int):
+    """Row and column of each of the ``k(k+1)/2`` entries on or above the diagonal of a
+    ``k x k`` matrix, the packed position of each entry ``(a, b)`` (row-major, both
+    triangles)."""
+    iu, ju = np.triu_indices(k)
+    packed = np.empty((k, k), dtype=np.intp)
+    packed[iu, ju] = packed[ju, iu] = np.arange(iu.size)
+    out = (iu, ju, packed.ravel())
+    for a in out:
+        a.flags.writeable = False
+    return out
+
+
+def _solve_spd(G: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """``G[i] x_i = B[i]`` for a stack ``G (r, k, k)`` of symmetric matrices (``G`` may be
+    overwritten). Cholesky where it succeeds, LU where a system is not numerically positive
+    definite; raises numpy.linalg.LinAlgError if a system is singular."""
+    r, k, _ = G.shape
+    if k < CHOLESKY_FROM:
+        return np.linalg.solve(G, B[:, :, None])[..., 0]
+    out = np.empty((r, k))
+    for i in range(r):
+        # G[i] is symmetric, so its transpose (Fortran order, no copy) is the same matrix;
+        # dposv works on a copy, so that a failed Cholesky leaves G[i] whole for the LU
+        _, x, info = lapack.dposv(G[i].T, B[i], lower=1, overwrite_a=0, overwrite_b=0)
+        if info != 0:
+            _, _, x, info = lapack.dgesv(G[i].T, B[i], overwrite_a=1, overwrite_b=0)
+            if info != 0:
+                raise np.linalg.LinAlgError(f"weighted_solves: system {i} is singular")
+        out[i] = x
+    return out
+
 
 def weighted_solves(X: np.ndarray, wt: np.ndarray, B: np.ndarray) -> np.ndarray:
     """Row ``i``: the solution ``u`` of ``(X diag(wt_i) X^T + r_i I) u = B_i`` for every row
     of ``wt (r, n)`` and ``B (r, k)``, with ``X (k, n)`` and a relative ridge
-    ``r_i = 1e-12 trace / k``: the weighted least-squares steps of the screening
-    (:func:`softrank.certifiers.upper.l1_candidates`,
+    ``r_i = 1e-12 trace / k``: the weighted least-squares steps of the alternating l1
+    (:meth:`softrank.certifiers.upper.AlternatingL1.irls_basis`, both factors) and of the
+    screening (:func:`softrank.certifiers.upper.l1_candidates`,
     :func:`softrank.certifiers.lower.basis_pursuit_candidates`).
 
-    The ``r`` systems are formed by one matrix product ``wt @ (X * X)`` with the
-    ``(n, k^2)`` table of products of ``X``'s columns when that table is at most 16 Mi
-    entries (128 MiB), else by broadcasting; both in blocks of rows, so that no temporary
-    exceeds about 32 MiB.
+    The systems are symmetric: their ``k(k+1)/2`` distinct entries are formed by one matrix
+    product ``wt @ T`` with the ``(n, k(k+1)/2)`` table ``T`` of products of pairs of ``X``'s
+    rows when that table is at most :data:`TABLE_ENTRIES` entries, else by broadcasting;
+    both in blocks of rows, so that no other temporary exceeds about 32 MiB. From
+    ``k =`` :data:`CHOLESKY_FROM` on, each system is solved by Cholesky (LU if it is not
+    numerically positive definite), below by numpy's batched LU.
+
+    Parameters
+    ----------
+    X : (k, n) float64 ndarray
+    wt : (r, n) float64 ndarray
+        The weights, one row per system (non-negative).
+    B : (r, k) float64 ndarray
+        The right-hand sides.
+
+    Returns
+    -------
+    (r, k) float64 ndarray
 
     Raises
     ------
@@ -35,16 +95,16 @@ def weighted_solves(X: np.ndarray, wt: np.ndarray, B: np.ndarray) -> np.ndarray:
     k, n = X.shape
     r = wt.shape[0]
     out = np.empty((r, k))
-    eye = np.eye(k)
-    table = (X[:, None, :] * X[None, :, :]).reshape(k * k, n).T if n * k * k <= 2**24 else None
+    iu, ju, packed = _packing(k)  # entry (a, b) of G is column packed[a k + b]
+    table = (X[iu] * X[ju]).T if n * iu.size <= TABLE_ENTRIES else None  # (n, k(k+1)/2)
     step = max(1, BLOCK_ENTRIES // max(k * (k if table is not None else n), 1))
     for a in range(0, r, step):
         w = wt[a:a + step]
         if table is not None:
-            G = (w @ table).reshape(-1, k, k)
+            G = np.take(w @ table, packed, axis=1)  # (rows, k * k)
         else:
-            G = (X[None, :, :] * w[:, None, :]) @ X.T
-        ridge = 1e-12 * np.maximum(np.trace(G, axis1=1, axis2=2) / k, 1e-300)
-        out[a:a + step] = np.linalg.solve(G + ridge[:, None, None] * eye,
-                                          B[a:a + step, :, None])[..., 0]
+            G = ((X[None, :, :] * w[:, None, :]) @ X.T).reshape(-1, k * k)
+        d = G[:, ::k + 1]  # the diagonals, a view
+        d += (1e-12 * np.maximum(d.sum(axis=1) / k, 1e-300))[:, None]
+        out[a:a + step] = _solve_spd(G.reshape(-1, k, k), B[a:a + step])
     return out

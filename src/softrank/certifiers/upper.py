@@ -33,7 +33,7 @@ import numpy as np
 from ..checker import UpperWitness
 from ..errors import InvalidArgumentError
 from ..validation import check_int, check_positive, check_real
-from .linalg import BLOCK_ENTRIES, weighted_solves
+from .linalg import weighted_solves
 from .lp import L1Regression, solve_inequality_lp
 
 __all__ = [
@@ -425,24 +425,6 @@ class AlternatingL1:
         W = self.Vt0[:k].copy()
         rho = np.ones(A.shape[0])
         best_err, best_W = np.inf, W.copy()
-        eye = np.eye(k)
-
-        def solve(G, b):  # batched SPD solves with a small relative ridge
-            ridge = 1e-12 * np.maximum(np.trace(G, axis1=1, axis2=2) / k, 1e-300)
-            return np.linalg.solve(G + ridge[:, None, None] * eye, b)[..., 0]
-
-        def rows(X, wt, B):
-            """Row i: the solution of ``(X diag(wt_i) X^T) u = B_i``, in blocks of rows so
-            that the ``(rows, k, n)`` temporary stays near 32 MiB (each row's system is
-            formed and solved on its own, so the blocks change no bit of the result)."""
-            n = X.shape[1]
-            step = max(1, BLOCK_ENTRIES // max(k * n, 1))
-            out = np.empty((wt.shape[0], k))
-            for a in range(0, wt.shape[0], step):
-                G = (X[None, :, :] * wt[a:a + step, None, :]) @ X.T
-                out[a:a + step] = solve(G, B[a:a + step, :, None])
-            return out
-
         for it in range(self.iters):
             d = self.delta if self.delta_start is None else max(
                 self.delta, self.delta_start * self.delta_decay ** it)
@@ -456,10 +438,10 @@ class AlternatingL1:
             rho /= rho.mean()
             wt = 1.0 / np.maximum(np.abs(R), d)  # (m, N)
             try:
-                U = rows(W, wt, (wt * A) @ W.T)  # (m, k)
+                U = weighted_solves(W, wt, (wt * A) @ W.T)  # (m, k)
                 R = A - U @ W
                 wt = rho[:, None] / np.maximum(np.abs(R), d)
-                W = rows(U.T, wt.T, (wt * A).T @ U).T  # (k, N)
+                W = weighted_solves(U.T, wt.T, (wt * A).T @ U).T  # (k, N)
             except np.linalg.LinAlgError:
                 break  # a degenerate step: keep the best W seen so far
             if not (np.isfinite(U).all() and np.isfinite(W).all()):
