@@ -723,6 +723,36 @@ def test_weighted_solves_match_each_system_solved_alone(k, n, table, monkeypatch
         assert np.allclose(got[i], np.linalg.solve(G, B[i]), rtol=1e-9, atol=1e-12)
 
 
+def test_weighted_solves_refuse_bad_shapes_and_keep_nan_visible(monkeypatch):
+    from softrank.certifiers import linalg
+
+    k = linalg.CHOLESKY_FROM
+    X = np.eye(k, 40)
+    # integer input is read as float64: X diag(1) X^T = I_k, so u = B (up to the ridge)
+    got = linalg.weighted_solves(np.eye(k, dtype=int), np.ones((2, k), dtype=int),
+                                 np.ones((2, k)))
+    assert np.allclose(got, 1.0, rtol=1e-10)
+    with pytest.raises(InvalidArgumentError, match=r"wt and B must have shapes \(2, 40\) and \(2, 32\)"):
+        linalg.weighted_solves(X, np.ones((2, 40)), np.ones((3, k)))
+    with pytest.raises(InvalidArgumentError, match="X, wt and B must be 2-D"):
+        linalg.weighted_solves(X, np.ones(40), np.ones((1, k)))
+    # an infinite weight: NaN in the answer at every k (LAPACK's Cholesky returned zeros)
+    for kk in (k - 1, k):
+        wt = np.ones((1, 40))
+        wt[0, 0] = np.inf
+        with np.errstate(invalid="ignore"):
+            assert np.isnan(linalg.weighted_solves(np.eye(kk, 40), wt, np.ones((1, kk)))).any()
+    # a singular system is named by its row, across blocks of rows
+    monkeypatch.setattr(linalg, "BLOCK_ENTRIES", 2 * k * k)  # two rows a block
+    wt = np.ones((5, 40))
+    # row 3: X diag(wt_3) X^T = diag(-r, 0, ..., 0) with r the ridge 1e-12 * 1e-300 (the
+    # trace is below the floor 1e-300), so the system solved is diag(0, r, ..., r): singular
+    wt[3, :] = 0.0
+    wt[3, 0] = -(1e-12 * 1e-300)
+    with pytest.raises(np.linalg.LinAlgError, match="system 3 is singular"):
+        linalg.weighted_solves(X, wt, np.ones((5, k)))
+
+
 def test_symmetric_solves_fall_back_to_lu_and_refuse_singular_systems():
     from softrank.certifiers import linalg
 
@@ -849,8 +879,8 @@ def test_lp_data_that_is_nan_or_out_of_range_is_refused_by_name():
     with pytest.raises(InvalidArgumentError, match=r"c\[0\] must be a number, got inf"):
         RangeLP(**{**ok, "c": np.array([np.inf, 1.0])})
     lp = RangeLP(**ok)
-    for rows in ([-1], [2], [0.0], [[0]]):
-        with pytest.raises(InvalidArgumentError, match=r"rows must be a 1-D array of row indices in \[0, 2\)"):
+    for rows in ([-1], [2], [0.0], [[0]], [1, 1]):
+        with pytest.raises(InvalidArgumentError, match=r"rows must be a 1-D array of distinct row indices in \[0, 2\)"):
             lp.solve(rows, np.zeros(np.size(rows)), np.zeros(np.size(rows)))
     with pytest.raises(InvalidArgumentError, match=r"row_lower and row_upper must have shape \(2,\)"):
         lp.solve([0, 1], [0.0], [0.0, 0.0])
@@ -859,6 +889,20 @@ def test_lp_data_that_is_nan_or_out_of_range_is_refused_by_name():
     assert res.success and res.objective == pytest.approx(0.5, abs=1e-12)
     with pytest.raises(InvalidArgumentError, match=r"upper_rhs\[0\] must be a number or \+-inf"):
         solve_inequality_lp(np.eye(1), [np.nan], [1.0], [0.0], [1.0], 100)
-    # a lower bound +inf is infeasible (it was read as -inf: min x s.t. x <= 1 unbounded)
-    res = solve_inequality_lp(np.eye(1), [1.0], [1.0], [np.inf], [np.inf], 100)
-    assert not res.success and res.x is None and res.status != "Unbounded"
+    # a lower bound +inf (it was read as -inf: min x s.t. x <= 1 came back unbounded), an
+    # upper bound -inf, a finite bound HiGHS reads as infinite, an entry HiGHS refuses
+    with pytest.raises(InvalidArgumentError, match=r"lower\[0\] must not be inf \(a lower bound\)"):
+        solve_inequality_lp(np.eye(1), [1.0], [1.0], [np.inf], [np.inf], 100)
+    with pytest.raises(InvalidArgumentError, match=r"upper_rhs\[0\] must not be -inf"):
+        solve_inequality_lp(np.eye(1), [-np.inf], [1.0], [0.0], [1.0], 100)
+    with pytest.raises(InvalidArgumentError, match=r"upper\[1\] must be below 1e\+20 in magnitude"):
+        solve_inequality_lp(np.ones((1, 2)), [1.0], [-1.0, 0.0], [0.0, 0.0], [1.0, 1e25], 100)
+    with pytest.raises(InvalidArgumentError, match=r"G: entries must be below 1e\+15 in magnitude"):
+        RangeLP(**{**ok, "G": np.array([[1.0, 0.0], [0.0, 1e16]])})
+    # a warm change HiGHS refuses (|b| >= 1e20) yields no solution, never the previous LP's
+    bp = BasisPursuit(np.eye(2))
+    assert np.array_equal(bp.solve(np.array([1.0, 1.0])), [1.0, 1.0])
+    assert bp.solve(np.array([1e25, 2.0])) is None
+    res = lp.solve([0], [1e25], [1e25])
+    assert not res.success and res.status.startswith("rejected:")
+    assert lp.solve([0], [0.5], [0.5]).objective == pytest.approx(0.5, abs=1e-12)

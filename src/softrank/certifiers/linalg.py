@@ -12,6 +12,8 @@ import functools
 import numpy as np
 from scipy.linalg import lapack
 
+from ..errors import InvalidArgumentError
+
 __all__ = ["BLOCK_ENTRIES", "weighted_solves"]
 
 #: Entries (float64) of the largest temporary a blocked step forms at once: 4 Mi (32 MiB).
@@ -40,12 +42,14 @@ def _packing(k: int):
     return out
 
 
-def _solve_spd(G: np.ndarray, B: np.ndarray) -> np.ndarray:
+def _solve_spd(G: np.ndarray, B: np.ndarray, first: int = 0) -> np.ndarray:
     """``G[i] x_i = B[i]`` for a stack ``G (r, k, k)`` of symmetric matrices (``G`` may be
     overwritten). Cholesky where it succeeds, LU where a system is not numerically positive
-    definite; raises numpy.linalg.LinAlgError if a system is singular."""
+    definite; raises numpy.linalg.LinAlgError if a system is singular, naming it as system
+    ``first + i``. A stack with a NaN or infinite entry goes to numpy's LU, whose answer
+    then has NaN entries (``dposv`` can return finite numbers for it)."""
     r, k, _ = G.shape
-    if k < CHOLESKY_FROM:
+    if k < CHOLESKY_FROM or not np.isfinite(G).all():
         return np.linalg.solve(G, B[:, :, None])[..., 0]
     out = np.empty((r, k))
     for i in range(r):
@@ -55,7 +59,7 @@ def _solve_spd(G: np.ndarray, B: np.ndarray) -> np.ndarray:
         if info != 0:
             _, _, x, info = lapack.dgesv(G[i].T, B[i], overwrite_a=1, overwrite_b=0)
             if info != 0:
-                raise np.linalg.LinAlgError(f"weighted_solves: system {i} is singular")
+                raise np.linalg.LinAlgError(f"weighted_solves: system {first + i} is singular")
         out[i] = x
     return out
 
@@ -71,7 +75,8 @@ def weighted_solves(X: np.ndarray, wt: np.ndarray, B: np.ndarray) -> np.ndarray:
     The systems are symmetric: their ``k(k+1)/2`` distinct entries are formed by one matrix
     product ``wt @ T`` with the ``(n, k(k+1)/2)`` table ``T`` of products of pairs of ``X``'s
     rows when that table is at most :data:`TABLE_ENTRIES` entries, else by broadcasting;
-    both in blocks of rows, so that no other temporary exceeds about 32 MiB. From
+    both in blocks of rows, so that no temporary other than the table (which takes twice
+    its size while it is built) exceeds about 32 MiB. From
     ``k =`` :data:`CHOLESKY_FROM` on, each system is solved by Cholesky (LU if it is not
     numerically positive definite), below by numpy's batched LU.
 
@@ -89,14 +94,27 @@ def weighted_solves(X: np.ndarray, wt: np.ndarray, B: np.ndarray) -> np.ndarray:
 
     Raises
     ------
+    InvalidArgumentError
+        If ``X``, ``wt`` or ``B`` is not 2-D or their shapes do not match.
     numpy.linalg.LinAlgError
         If a system is singular.
     """
+    X, wt, B = (np.asarray(v, dtype=np.float64) for v in (X, wt, B))
+    if X.ndim != 2 or wt.ndim != 2 or B.ndim != 2:
+        raise InvalidArgumentError(f"X, wt and B must be 2-D, got shapes {X.shape}, "
+                                   f"{wt.shape} and {B.shape}")
     k, n = X.shape
     r = wt.shape[0]
+    if wt.shape != (r, n) or B.shape != (r, k):
+        raise InvalidArgumentError(f"wt and B must have shapes ({r}, {n}) and ({r}, {k}) for "
+                                   f"X of shape {X.shape}, got {wt.shape} and {B.shape}")
     out = np.empty((r, k))
     iu, ju, packed = _packing(k)  # entry (a, b) of G is column packed[a k + b]
-    table = (X[iu] * X[ju]).T if n * iu.size <= TABLE_ENTRIES else None  # (n, k(k+1)/2)
+    table = None
+    if n * iu.size <= TABLE_ENTRIES:
+        table = X[iu]
+        table *= X[ju]
+        table = table.T  # (n, k(k+1)/2)
     step = max(1, BLOCK_ENTRIES // max(k * (k if table is not None else n), 1))
     for a in range(0, r, step):
         w = wt[a:a + step]
@@ -106,5 +124,5 @@ def weighted_solves(X: np.ndarray, wt: np.ndarray, B: np.ndarray) -> np.ndarray:
             G = ((X[None, :, :] * w[:, None, :]) @ X.T).reshape(-1, k * k)
         d = G[:, ::k + 1]  # the diagonals, a view
         d += (1e-12 * np.maximum(d.sum(axis=1) / k, 1e-300))[:, None]
-        out[a:a + step] = _solve_spd(G.reshape(-1, k, k), B[a:a + step])
+        out[a:a + step] = _solve_spd(G.reshape(-1, k, k), B[a:a + step], first=a)
     return out

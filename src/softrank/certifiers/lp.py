@@ -33,6 +33,11 @@ __all__ = ["LPResult", "EqualityLP", "RangeLP", "solve_inequality_lp", "L1Regres
 
 _BANNER_SHOWN = False
 
+#: HiGHS reads a bound of this magnitude or more as infinite (its ``infinite_bound``).
+INFINITE_BOUND = 1e20
+#: HiGHS refuses a matrix entry of this magnitude or more (its ``large_matrix_value``).
+LARGE_ENTRY = 1e15
+
 
 def _set_options(highspy, h, options: dict | None) -> None:
     """Set HiGHS options (name: value) on ``h``; InvalidArgumentError for one HiGHS rejects
@@ -99,6 +104,9 @@ def _colwise(G, name: str = "G"):
     if not np.isfinite(out[3]).all():  # HiGHS may loop on a NaN; an inf is no LP
         raise InvalidArgumentError(f"{name} must be finite, got {int((~np.isfinite(out[3])).sum())}"
                                    f" entries that are NaN or infinite")
+    if out[3].size and np.abs(out[3]).max() >= LARGE_ENTRY:
+        raise InvalidArgumentError(f"{name}: entries must be below {LARGE_ENTRY:g} in magnitude "
+                                   f"(HiGHS refuses larger ones), got {np.abs(out[3]).max():g}")
     return out
 
 
@@ -130,10 +138,22 @@ def _matrix(name: str, M) -> np.ndarray:
     return a
 
 
-def _bounds(name: str, v, n: int, inf: float) -> np.ndarray:
-    """A bound vector for HiGHS (:func:`_vector` with infinite entries allowed), ``+-inf``
-    as HiGHS's infinity ``+-inf`` (the sign kept: a lower bound ``+inf`` stays infeasible)."""
-    return np.clip(_vector(name, v, n, infinite=True), -inf, inf)
+def _bounds(name: str, v, n: int, inf: float, side: str) -> np.ndarray:
+    """A bound vector for HiGHS (:func:`_vector` with infinite entries allowed): on the
+    ``side`` ``"lower"`` ``-inf`` means no bound and ``+inf`` is refused, on ``"upper"`` the
+    reverse; a finite entry of magnitude :data:`INFINITE_BOUND` or more is refused (HiGHS
+    would read it as no bound); ``+-inf`` become HiGHS's infinity."""
+    a = _vector(name, v, n, infinite=True)
+    bad = a == (np.inf if side == "lower" else -np.inf)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise InvalidArgumentError(f"{name}[{i}] must not be {float(a[i])!r} (a {side} bound)")
+    big = np.isfinite(a) & (np.abs(a) >= INFINITE_BOUND)
+    if big.any():
+        i = int(np.argmax(big))
+        raise InvalidArgumentError(f"{name}[{i}] must be below {INFINITE_BOUND:g} in magnitude "
+                                   f"or infinite (HiGHS reads it as no bound), got {float(a[i])!r}")
+    return np.clip(a, -inf, inf)
 
 
 class _WarmLP:
@@ -155,14 +175,14 @@ class _WarmLP:
         h.setOptionValue("threads", 1)
         _set_options(highspy, h, options)
         inf = highspy.kHighsInf
-        self._row_lower = _bounds("row_lower", row_lower, r, inf)
-        self._row_upper = _bounds("row_upper", row_upper, r, inf)
+        self._row_lower = _bounds("row_lower", row_lower, r, inf, "lower")
+        self._row_upper = _bounds("row_upper", row_upper, r, inf, "upper")
         sense = highspy.ObjSense.kMaximize if maximize else highspy.ObjSense.kMinimize
         # the arrays form of passModel: filling a HighsLp attribute by attribute cost about
         # three times as much (1.2 against 0.36 ms for a 384 x 13 climb LP, with the instance)
         status = h.passModel(n, r, int(start[-1]), int(highspy.MatrixFormat.kColwise),
-                             int(sense), 0.0, _vector("c", c, n), _bounds("lower", lower, n, inf),
-                             _bounds("upper", upper, n, inf), self._row_lower, self._row_upper,
+                             int(sense), 0.0, _vector("c", c, n), _bounds("lower", lower, n, inf, "lower"),
+                             _bounds("upper", upper, n, inf, "upper"), self._row_lower, self._row_upper,
                              start, index,
                              value, np.zeros(n, dtype=np.int32))
         # kWarning: HiGHS dropped matrix entries below its small_matrix_value. The LP it
@@ -206,15 +226,21 @@ class EqualityLP(_WarmLP):
     Parameters
     ----------
     G : (r, n) array_like or sparse
-    c, lower, upper : (n,) array_like (``+-inf`` allowed in the bounds)
+    c, lower, upper : (n,) array_like (``-inf`` lower and ``+inf`` upper bounds allowed: no bound)
     maximize : bool
         ``max`` instead of ``min``.
 
     Raises
     ------
     InvalidArgumentError
-        If ``G`` has an entry that is NaN or infinite, or ``c``, ``lower`` or ``upper``
-        has not one entry per column or has a NaN (or ``c`` an infinite entry).
+        If ``G`` has an entry that is NaN, infinite or 1e15 or more in magnitude, or ``c``,
+        ``lower`` or ``upper`` has not one entry per column or has a NaN (or ``c`` an
+        infinite entry), a lower bound is ``+inf`` or an upper bound ``-inf``, or a finite
+        bound is 1e20 or more in magnitude.
+
+    :meth:`solve` returns a result without a solution (status ``"bad-rhs"``,
+    ``"bad-cost"`` or ``"rejected:..."``) for a right-hand side or cost of the wrong
+    length, not finite, or refused by HiGHS.
     """
 
     def __init__(self, G, c, lower, upper, time_limit: float = 60.0, maximize: bool = False):
@@ -232,12 +258,16 @@ class EqualityLP(_WarmLP):
             b = np.asarray(b, dtype=np.float64)
             if b.shape != (self.shape[0],) or not np.isfinite(b).all():
                 return LPResult("bad-rhs", None, None)
-            h.changeRowsBounds(self.shape[0], self._idx, b, b)
+            st = h.changeRowsBounds(self.shape[0], self._idx, b, b)
+            if st != self._hs.HighsStatus.kOk:  # e.g. |b| >= 1e20: the old b would stay
+                return LPResult(f"rejected:{st}", None, None)
         if cost is not None:
             cost = np.asarray(cost, dtype=np.float64)
             if cost.shape != (self.shape[1],) or not np.isfinite(cost).all():
                 return LPResult("bad-cost", None, None)
-            h.changeColsCost(self.shape[1], self._cols, cost)
+            st = h.changeColsCost(self.shape[1], self._cols, cost)
+            if st != self._hs.HighsStatus.kOk:  # the old costs would stay
+                return LPResult(f"rejected:{st}", None, None)
         return self._run()
 
 
@@ -253,8 +283,8 @@ class RangeLP(_WarmLP):
     Parameters
     ----------
     G : (r, n) array_like or sparse
-    c, lower, upper : (n,) array_like (``+-inf`` allowed in the bounds)
-    row_lower, row_upper : (r,) array_like (``+-inf`` allowed)
+    c, lower, upper : (n,) array_like (``-inf`` lower and ``+inf`` upper bounds allowed: no bound)
+    row_lower, row_upper : (r,) array_like (``-inf`` and ``+inf`` allowed likewise)
     options : dict, optional
         HiGHS options (name: value) set on the instance.
 
@@ -263,8 +293,9 @@ class RangeLP(_WarmLP):
     InvalidArgumentError
         If HiGHS rejects an entry of ``options`` (unknown name or bad value), the matrix
         has an entry that is NaN or infinite, or a cost, bound or right-hand side does not
-        have one entry per column or row or has a NaN (an infinite cost is refused too;
-        bounds may be ``+-inf``).
+        have one entry per column or row or has a NaN (an infinite cost is refused too),
+        a lower bound is ``+inf`` or an upper bound ``-inf``, a finite bound is 1e20 or more
+        in magnitude, or a matrix entry 1e15 or more.
     """
 
     def __init__(self, G, c, lower, upper, row_lower, row_upper, time_limit: float = 60.0,
@@ -282,18 +313,22 @@ class RangeLP(_WarmLP):
         Raises
         ------
         InvalidArgumentError
-            If ``rows`` is not a 1-D array of row indices of this LP, ``row_lower`` or
-            ``row_upper`` has not one entry per row in ``rows`` (bounds that are NaN or
-            infinite are not raised: the result has status ``"bad-rhs"`` and no
-            solution), or ``start`` is neither None nor a basis from :meth:`basis` of an
-            LP of this shape."""
+            If ``rows`` is not a 1-D array of distinct row indices of this LP,
+            ``row_lower`` or ``row_upper`` has not one entry per row in ``rows``, or
+            ``start`` is neither None nor a basis from :meth:`basis` of an LP of this
+            shape. Bounds that are NaN or infinite are not raised: the result has status
+            ``"bad-rhs"`` and no solution; bounds HiGHS refuses give ``"rejected:..."``."""
         h = self._h
         r = self.shape[0]
         idx = np.asarray(rows)
         if not (idx.ndim == 1 and (idx.size == 0 or (np.issubdtype(idx.dtype, np.integer)
-                                                     and 0 <= idx.min() and idx.max() < r))):
-            raise InvalidArgumentError(f"rows must be a 1-D array of row indices in "
-                                       f"[0, {r}), got {rows!r}")
+                                                     and 0 <= idx.min() and idx.max() < r
+                                                     and (idx.size == 1
+                                                          or np.unique(idx).size == idx.size)))):
+            got = (f"{rows!r}" if np.ndim(rows) <= 1 and np.size(rows) <= 8
+                   else f"an array of shape {idx.shape} and dtype {idx.dtype}")
+            raise InvalidArgumentError(f"rows must be a 1-D array of distinct row indices in "
+                                       f"[0, {r}), got {got}")
         rows = idx.astype(np.int32)
         lo = np.asarray(row_lower, dtype=np.float64)
         hi = np.asarray(row_upper, dtype=np.float64)
@@ -313,8 +348,10 @@ class RangeLP(_WarmLP):
                 raise InvalidArgumentError(f"start must be a basis of an LP of shape "
                                            f"{self.shape}, got one of shape {start[0]}")
             h.setBasis(start[1])
-        h.changeRowsBounds(rows.size, rows, lo, hi)
         try:
+            st = h.changeRowsBounds(rows.size, rows, lo, hi)
+            if st != self._hs.HighsStatus.kOk:  # e.g. |bound| >= 1e20: the old bounds would stay
+                return LPResult(f"rejected:{st}", None, None)
             return self._run(final=(self._hs.HighsModelStatus.kInfeasible,))
         finally:
             h.changeRowsBounds(rows.size, rows, self._row_lower[rows], self._row_upper[rows])
@@ -334,7 +371,7 @@ def solve_inequality_lp(C, upper_rhs, cost, lower, upper, iteration_limit: int,
     ----------
     C : (r, n) sparse or array_like
     upper_rhs : (r,) array_like
-    cost, lower, upper : (n,) array_like (``+-inf`` allowed in the bounds)
+    cost, lower, upper : (n,) array_like (``-inf`` lower and ``+inf`` upper bounds allowed: no bound)
     iteration_limit : int
         HiGHS's ``simplex_iteration_limit``: a deterministic work budget (a solve that
         reaches it is not optimal, so it yields no solution).
@@ -351,8 +388,9 @@ def solve_inequality_lp(C, upper_rhs, cost, lower, upper, iteration_limit: int,
     InvalidArgumentError
         If HiGHS rejects an entry of ``options`` (unknown name or bad value), the matrix
         has an entry that is NaN or infinite, or a cost, bound or right-hand side does not
-        have one entry per column or row or has a NaN (an infinite cost is refused too;
-        bounds may be ``+-inf``).
+        have one entry per column or row or has a NaN (an infinite cost is refused too),
+        a lower bound is ``+inf`` or an upper bound ``-inf``, a finite bound is 1e20 or more
+        in magnitude, or a matrix entry 1e15 or more.
     """
     import highspy
 
@@ -363,8 +401,8 @@ def solve_inequality_lp(C, upper_rhs, cost, lower, upper, iteration_limit: int,
     h.setOptionValue("simplex_iteration_limit", int(iteration_limit))
     _set_options(highspy, h, options)
     inf = highspy.kHighsInf
-    cost, upper_rhs = _vector("cost", cost, n), _bounds("upper_rhs", upper_rhs, r, inf)
-    lower, upper = _bounds("lower", lower, n, inf), _bounds("upper", upper, n, inf)
+    cost, upper_rhs = _vector("cost", cost, n), _bounds("upper_rhs", upper_rhs, r, inf, "upper")
+    lower, upper = _bounds("lower", lower, n, inf, "lower"), _bounds("upper", upper, n, inf, "upper")
     try:
         status = h.passModel(n, r, int(start[-1]), int(highspy.MatrixFormat.kColwise),
                              int(highspy.ObjSense.kMinimize), 0.0,
