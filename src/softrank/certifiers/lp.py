@@ -102,8 +102,9 @@ def _colwise(G, name: str = "G"):
         np.cumsum(nz.sum(axis=1), out=start[1:])
         out = Gt.T.shape, start, np.nonzero(nz)[1].astype(np.int32), Gt[nz]
     if not np.isfinite(out[3]).all():  # HiGHS may loop on a NaN; an inf is no LP
-        raise InvalidArgumentError(f"{name} must be finite, got {int((~np.isfinite(out[3])).sum())}"
-                                   f" entries that are NaN or infinite")
+        raise InvalidArgumentError(f"{name} must be finite, got "
+                                   f"{int((~np.isfinite(out[3])).sum())} entries that are NaN "
+                                   f"or infinite")
     if out[3].size and np.abs(out[3]).max() >= LARGE_ENTRY:
         raise InvalidArgumentError(f"{name}: entries must be below {LARGE_ENTRY:g} in magnitude "
                                    f"(HiGHS refuses larger ones), got {np.abs(out[3]).max():g}")
@@ -151,8 +152,9 @@ def _bounds(name: str, v, n: int, inf: float, side: str) -> np.ndarray:
     big = np.isfinite(a) & (np.abs(a) >= INFINITE_BOUND)
     if big.any():
         i = int(np.argmax(big))
-        raise InvalidArgumentError(f"{name}[{i}] must be below {INFINITE_BOUND:g} in magnitude "
-                                   f"or infinite (HiGHS reads it as no bound), got {float(a[i])!r}")
+        raise InvalidArgumentError(f"{name}[{i}] must be below {INFINITE_BOUND:g} in "
+                                   f"magnitude or infinite (HiGHS reads it as no bound), got "
+                                   f"{float(a[i])!r}")
     return np.clip(a, -inf, inf)
 
 
@@ -181,10 +183,11 @@ class _WarmLP:
         # the arrays form of passModel: filling a HighsLp attribute by attribute cost about
         # three times as much (1.2 against 0.36 ms for a 384 x 13 climb LP, with the instance)
         status = h.passModel(n, r, int(start[-1]), int(highspy.MatrixFormat.kColwise),
-                             int(sense), 0.0, _vector("c", c, n), _bounds("lower", lower, n, inf, "lower"),
-                             _bounds("upper", upper, n, inf, "upper"), self._row_lower, self._row_upper,
-                             start, index,
-                             value, np.zeros(n, dtype=np.int32))
+                             int(sense), 0.0, _vector("c", c, n),
+                             _bounds("lower", lower, n, inf, "lower"),
+                             _bounds("upper", upper, n, inf, "upper"),
+                             self._row_lower, self._row_upper, start, index, value,
+                             np.zeros(n, dtype=np.int32))
         # kWarning: HiGHS dropped matrix entries below its small_matrix_value. The LP it
         # solves then differs slightly from ours; harmless, because nothing an LP returns is
         # trusted: every certificate built from it is re-checked against the exact data.
@@ -226,7 +229,7 @@ class EqualityLP(_WarmLP):
     Parameters
     ----------
     G : (r, n) array_like or sparse
-    c, lower, upper : (n,) array_like (``-inf`` lower and ``+inf`` upper bounds allowed: no bound)
+    c, lower, upper : (n,) array_like (``-inf`` lower and ``+inf`` upper bounds: no bound)
     maximize : bool
         ``max`` instead of ``min``.
 
@@ -283,7 +286,7 @@ class RangeLP(_WarmLP):
     Parameters
     ----------
     G : (r, n) array_like or sparse
-    c, lower, upper : (n,) array_like (``-inf`` lower and ``+inf`` upper bounds allowed: no bound)
+    c, lower, upper : (n,) array_like (``-inf`` lower and ``+inf`` upper bounds: no bound)
     row_lower, row_upper : (r,) array_like (``-inf`` and ``+inf`` allowed likewise)
     options : dict, optional
         HiGHS options (name: value) set on the instance.
@@ -371,7 +374,7 @@ def solve_inequality_lp(C, upper_rhs, cost, lower, upper, iteration_limit: int,
     ----------
     C : (r, n) sparse or array_like
     upper_rhs : (r,) array_like
-    cost, lower, upper : (n,) array_like (``-inf`` lower and ``+inf`` upper bounds allowed: no bound)
+    cost, lower, upper : (n,) array_like (``-inf`` lower and ``+inf`` upper bounds: no bound)
     iteration_limit : int
         HiGHS's ``simplex_iteration_limit``: a deterministic work budget (a solve that
         reaches it is not optimal, so it yields no solution).
@@ -401,8 +404,10 @@ def solve_inequality_lp(C, upper_rhs, cost, lower, upper, iteration_limit: int,
     h.setOptionValue("simplex_iteration_limit", int(iteration_limit))
     _set_options(highspy, h, options)
     inf = highspy.kHighsInf
-    cost, upper_rhs = _vector("cost", cost, n), _bounds("upper_rhs", upper_rhs, r, inf, "upper")
-    lower, upper = _bounds("lower", lower, n, inf, "lower"), _bounds("upper", upper, n, inf, "upper")
+    cost = _vector("cost", cost, n)
+    upper_rhs = _bounds("upper_rhs", upper_rhs, r, inf, "upper")
+    lower = _bounds("lower", lower, n, inf, "lower")
+    upper = _bounds("upper", upper, n, inf, "upper")
     try:
         status = h.passModel(n, r, int(start[-1]), int(highspy.MatrixFormat.kColwise),
                              int(highspy.ObjSense.kMinimize), 0.0,
