@@ -74,10 +74,10 @@ def weighted_solves(X: np.ndarray, wt: np.ndarray, B: np.ndarray) -> np.ndarray:
 
     The systems are symmetric: their ``k(k+1)/2`` distinct entries are formed by one matrix
     product ``wt @ T`` with the ``(n, k(k+1)/2)`` table ``T`` of products of pairs of ``X``'s
-    rows when that table is at most :data:`TABLE_ENTRIES` entries, else by broadcasting;
+    rows when that table is at most ``TABLE_ENTRIES`` entries, else by broadcasting;
     both in blocks of rows, so that no temporary other than the table (which takes twice
     its size while it is built) exceeds about 32 MiB. From
-    ``k =`` :data:`CHOLESKY_FROM` on, each system is solved by Cholesky (LU if it is not
+    ``k =`` ``CHOLESKY_FROM`` on, each system is solved by Cholesky (LU if it is not
     numerically positive definite), below by numpy's batched LU.
 
     Parameters

@@ -142,7 +142,7 @@ def _matrix(name: str, M) -> np.ndarray:
 def _bounds(name: str, v, n: int, inf: float, side: str) -> np.ndarray:
     """A bound vector for HiGHS (:func:`_vector` with infinite entries allowed): on the
     ``side`` ``"lower"`` ``-inf`` means no bound and ``+inf`` is refused, on ``"upper"`` the
-    reverse; a finite entry of magnitude :data:`INFINITE_BOUND` or more is refused (HiGHS
+    reverse; a finite entry of magnitude ``INFINITE_BOUND`` or more is refused (HiGHS
     would read it as no bound); ``+-inf`` become HiGHS's infinity."""
     a = _vector(name, v, n, infinite=True)
     bad = a == (np.inf if side == "lower" else -np.inf)
