@@ -865,6 +865,8 @@ def test_lp_data_that_is_nan_or_out_of_range_is_refused_by_name():
         BasisPursuit(np.array([[1.0, np.inf]]))
     with pytest.raises(InvalidArgumentError, match=r"G must be 2-D, got shape \(3,\)"):
         BasisPursuit(np.ones(3))
+    with pytest.raises(InvalidArgumentError, match=r"W: entries must be below 1e\+15 in magnitude"):
+        L1Regression(np.array([[1.0, 2e15]]))
     with pytest.raises(InvalidArgumentError, match=r"weights\[1\] must be a number, got nan"):
         BasisPursuit(np.eye(2), weights=[1.0, np.nan])
     with pytest.raises(InvalidArgumentError, match="G must be finite"):

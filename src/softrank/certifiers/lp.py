@@ -101,14 +101,20 @@ def _colwise(G, name: str = "G"):
         start = np.zeros(Gt.shape[0] + 1, dtype=np.int32)
         np.cumsum(nz.sum(axis=1), out=start[1:])
         out = Gt.T.shape, start, np.nonzero(nz)[1].astype(np.int32), Gt[nz]
-    if not np.isfinite(out[3]).all():  # HiGHS may loop on a NaN; an inf is no LP
-        raise InvalidArgumentError(f"{name} must be finite, got "
-                                   f"{int((~np.isfinite(out[3])).sum())} entries that are NaN "
-                                   f"or infinite")
-    if out[3].size and np.abs(out[3]).max() >= LARGE_ENTRY:
-        raise InvalidArgumentError(f"{name}: entries must be below {LARGE_ENTRY:g} in magnitude "
-                                   f"(HiGHS refuses larger ones), got {np.abs(out[3]).max():g}")
+    _check_entries(name, out[3])
     return out
+
+
+def _check_entries(name: str, values: np.ndarray) -> None:
+    """InvalidArgumentError naming ``name`` if a matrix entry in ``values`` is NaN or
+    infinite (HiGHS may loop on a NaN) or of magnitude ``LARGE_ENTRY`` or more."""
+    if not np.isfinite(values).all():
+        raise InvalidArgumentError(f"{name} must be finite, got "
+                                   f"{int((~np.isfinite(values)).sum())} entries that are NaN "
+                                   f"or infinite")
+    if values.size and np.abs(values).max() >= LARGE_ENTRY:
+        raise InvalidArgumentError(f"{name}: entries must be below {LARGE_ENTRY:g} in magnitude "
+                                   f"(HiGHS refuses larger ones), got {np.abs(values).max():g}")
 
 
 def _vector(name: str, v, n: int, infinite: bool = False) -> np.ndarray:
@@ -128,14 +134,12 @@ def _vector(name: str, v, n: int, infinite: bool = False) -> np.ndarray:
 
 
 def _matrix(name: str, M) -> np.ndarray:
-    """``M`` as a 2-D float64 array of finite entries; InvalidArgumentError naming ``name``
-    otherwise."""
+    """``M`` as a 2-D float64 array whose entries HiGHS takes (``_check_entries``);
+    InvalidArgumentError naming ``name`` otherwise."""
     a = np.asarray(M, dtype=np.float64)
     if a.ndim != 2:
         raise InvalidArgumentError(f"{name} must be 2-D, got shape {a.shape}")
-    if not np.isfinite(a).all():
-        raise InvalidArgumentError(f"{name} must be finite, got {int((~np.isfinite(a)).sum())}"
-                                   f" entries that are NaN or infinite")
+    _check_entries(name, a)
     return a
 
 
@@ -441,7 +445,7 @@ class L1Regression:
     Raises
     ------
     InvalidArgumentError
-        If ``W`` is not 2-D or has an entry that is NaN or infinite.
+        If ``W`` is not 2-D or has an entry that is NaN, infinite or 1e15 or more in magnitude.
     """
 
     def __init__(self, W):
@@ -465,8 +469,8 @@ class BasisPursuit:
     Raises
     ------
     InvalidArgumentError
-        If ``G`` is not 2-D or has an entry that is NaN or infinite, or ``weights`` has not
-        one finite entry per column of ``G``.
+        If ``G`` is not 2-D or has an entry that is NaN, infinite or 1e15 or more in
+        magnitude, or ``weights`` has not one finite entry per column of ``G``.
     """
 
     def __init__(self, G, weights=None):
