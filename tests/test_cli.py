@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import signal
 import subprocess
 import sys
 
@@ -464,6 +466,68 @@ def test_a_dead_worker_stops_the_run_instead_of_hanging():
         for r in local_map(_die_on_three, [1, 2, 3, 4, 5, 6], 2):
             got.append(r)
     assert 3 not in got
+
+
+_SIGNAL_ON_ANOTHER_THREAD = """
+import signal, sys, threading, time
+from softrank.harness.executors import local_map
+
+def stop(signum, frame):
+    raise KeyboardInterrupt
+
+signal.signal(signal.SIGTERM, stop)
+
+def poke():
+    time.sleep(3)  # the worker is up and the main thread waits for its task
+    signal.pthread_kill(threading.get_ident(), signal.SIGTERM)  # this thread, not the main one
+
+threading.Thread(target=poke, daemon=True).start()
+t = time.monotonic()
+try:
+    for _ in local_map(time.sleep, [60], 1):
+        pass
+    print("finished", flush=True)
+except KeyboardInterrupt:
+    print(f"interrupted after {time.monotonic() - t:.1f} s", flush=True)
+"""
+
+
+@pytest.mark.skipif(not hasattr(signal, "pthread_kill"), reason="POSIX threads' signals")
+def test_a_signal_another_thread_takes_stops_the_pool_without_waiting_for_its_task():
+    """SIGTERM taken by a thread other than the main one (here a thread that sends it to
+    itself) runs its handler only when the main thread wakes: the pool's wait is bounded
+    (WAIT_SECONDS), so the run stops within seconds, not when the 60 s task ends."""
+    out = subprocess.run([sys.executable, "-c", _SIGNAL_ON_ANOTHER_THREAD], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    line = out.stdout.strip()
+    assert line.startswith("interrupted after "), line
+    assert float(line.split()[2]) < 30, line  # the task sleeps 60 s
+
+
+def test_the_program_blocks_stop_signals_in_native_threads_it_starts_at_import():
+    """As a program, the CLI imports numpy, scipy and HiGHS with SIGINT and SIGTERM blocked:
+    their threads (BLAS pools) block both (SigBlk bits 1 and 14 in /proc), the main thread
+    neither, so the kernel hands both signals to the main thread."""
+    if not os.path.exists("/proc/self/task"):
+        pytest.skip("needs /proc")
+    code = ("import os, sys\n"
+            "from softrank.harness.cli import _native_threads_without_stop_signals\n"
+            "assert 'numpy' not in sys.modules\n"
+            "_native_threads_without_stop_signals()\n"
+            "me = str(os.getpid())\n"
+            "for t in sorted(os.listdir('/proc/self/task')):\n"
+            "    with open(f'/proc/self/task/{t}/status') as f:\n"
+            "        blk = [l.split()[1] for l in f if l.startswith('SigBlk')][0]\n"
+            "    print('main' if t == me else 'other', blk)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, env={**os.environ, "OPENBLAS_NUM_THREADS": "2"})
+    assert out.returncode == 0, out.stderr
+    rows = [line.split() for line in out.stdout.strip().splitlines()]
+    both = (1 << (signal.SIGINT - 1)) | (1 << (signal.SIGTERM - 1))  # bit n - 1: signal n
+    assert [int(b, 16) & both for who, b in rows if who == "main"] == [0]
+    others = [int(b, 16) & both for who, b in rows if who == "other"]
+    assert others and all(b == both for b in others), rows
 
 
 # ------------------------------------------------------------- nothing of the user's is replaced

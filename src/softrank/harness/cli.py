@@ -916,11 +916,34 @@ def _sigterm(signum, frame):
     raise KeyboardInterrupt
 
 
+def _native_threads_without_stop_signals() -> None:
+    """Import the libraries that start native threads at import (numpy's and scipy's
+    OpenBLAS pools; HiGHS) with SIGINT and SIGTERM blocked, so those threads inherit the
+    block. The kernel hands a signal sent to the process to any thread that does not block
+    it; if a BLAS thread takes it, Python's handler waits until the main thread next
+    retakes the GIL (after a sleep or a wait of any length), and a sleep or wait in the
+    main thread is not cut short. With the pools blocking them, SIGINT and SIGTERM reach
+    the main thread. Threads started later (torch's pools, on first use) are not covered.
+    Does nothing for a library already imported."""
+    import signal
+
+    if not hasattr(signal, "pthread_sigmask"):  # not POSIX
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        import numpy  # noqa: F401
+        import scipy.linalg  # noqa: F401
+        import highspy  # noqa: F401
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
 def main(argv=None) -> int:
     import signal
 
     args = build_parser().parse_args(argv)
     if argv is None:  # as a program: SIGTERM stops like Ctrl-C (workers ended, cells kept)
+        _native_threads_without_stop_signals()
         signal.signal(signal.SIGTERM, _sigterm)
     try:
         return _COMMANDS[args.command](args)

@@ -15,6 +15,10 @@ __all__ = ["local_map", "dask_map"]
 
 _BLAS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
+#: Longest wait of :func:`local_map` for a task to finish before the main thread wakes
+#: (and runs the handler of any signal another thread took) and waits again, in seconds.
+WAIT_SECONDS = 1.0
+
 
 class _one_blas_thread:
     """Workers already use the cores: one BLAS thread each (set for spawned children)."""
@@ -53,7 +57,10 @@ def local_map(fn, tasks, workers: int, initializer=None):
             if len(pending) >= 2 * workers:
                 break
         while pending:
-            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            # waits of at most WAIT_SECONDS: a signal that a thread other than the main one
+            # takes (the pool's own threads, a BLAS pool) runs its Python handler (Ctrl-C,
+            # SIGTERM: stop, workers ended) only when the main thread wakes
+            done, pending = wait(pending, timeout=WAIT_SECONDS, return_when=FIRST_COMPLETED)
             for fut in done:
                 yield fut.result()
                 nxt = next(it, None)
