@@ -908,3 +908,66 @@ def test_lp_data_that_is_nan_or_out_of_range_is_refused_by_name():
     res = lp.solve([0], [1e25], [1e25])
     assert not res.success and res.status.startswith("rejected:")
     assert lp.solve([0], [0.5], [0.5]).objective == pytest.approx(0.5, abs=1e-12)
+
+
+def test_lp_data_that_is_not_real_numbers_is_refused_by_name():
+    """Complex data lost its imaginary part in the cast to float64 (a ComplexWarning at
+    most), strings and ragged lists raised numpy's errors or an IndexError; a solve's
+    right-hand side, cost or row bounds that are not real give a result without a solution,
+    as a NaN does. Sparse matrices are read by BasisPursuit and L1Regression as by the
+    LPs (they raised numpy's 'setting an array element' error)."""
+    import scipy.sparse as sp
+
+    from softrank.certifiers.lp import RangeLP, solve_inequality_lp
+
+    z = np.eye(2) * (1 + 1j)
+    for make, name in ((lambda: EqualityLP(z, np.ones(2), np.zeros(2), np.ones(2)), "G"),
+                       (lambda: EqualityLP(sp.csr_matrix(z), np.ones(2), np.zeros(2),
+                                           np.ones(2)), "G"),
+                       (lambda: EqualityLP(np.eye(2), [1 + 1j, 1.0], np.zeros(2), np.ones(2)),
+                        "c"),
+                       (lambda: BasisPursuit(z), "G"),
+                       (lambda: BasisPursuit(np.eye(2), weights=[1 + 1j, 1.0]), "weights"),
+                       (lambda: L1Regression(z), "W"),
+                       (lambda: solve_inequality_lp(np.eye(1), ["1"], [1.0], [0.0], [1.0], 100),
+                        "upper_rhs")):
+        with pytest.raises(InvalidArgumentError, match=rf"^{name} must be real numbers, got "
+                                                        r"dtype (complex128|<U1)$"):
+            make()
+    for G, why in ((np.float64(1.0), r"shape \(\)"), ("abc", "dtype <U3"),
+                   ([[1.0], [1.0, 2.0]], "a ragged or mixed list")):
+        with pytest.raises(InvalidArgumentError, match=rf"^G must be .*{why}"):
+            EqualityLP(G, np.ones(1), np.zeros(1), np.ones(1))
+    lp = EqualityLP(np.eye(2), np.ones(2), np.zeros(2), np.ones(2))
+    assert lp.solve(np.array([0.5 + 1j, 0.5])).status == "bad-rhs"
+    assert lp.solve(np.array([0.5, 0.5]), cost=np.array([1 + 2j, 1.0])).status == "bad-cost"
+    # the instance still solves: min x1 + x2 with x = (1/2, 1/4)
+    assert lp.solve(np.array([0.5, 0.25]), cost=np.ones(2)).objective == pytest.approx(0.75)
+    rl = RangeLP(np.eye(2), np.ones(2), np.zeros(2), np.ones(2), np.full(2, -np.inf),
+                 np.full(2, np.inf))
+    for lo in ([0.5 + 1j], ["0.5"], None):
+        assert rl.solve([0], lo, [0.5]).status == "bad-rhs"
+    with pytest.raises(InvalidArgumentError, match=r"^rows must be a 1-D array of distinct row "
+                                                   r"indices in \[0, 2\), got \[\[0\], \[0, 1\]\]"):
+        rl.solve([[0], [0, 1]], [0.5], [0.5])
+    assert rl.solve([0], [0.5], [0.5]).objective == pytest.approx(0.5, abs=1e-12)
+    # sparse G and W: the same answers as dense (x = b for G = I; u = a for W = I)
+    b = np.array([1.0, -2.0])
+    assert np.allclose(BasisPursuit(sp.csr_matrix(np.eye(2))).solve(b), b)
+    assert np.allclose(L1Regression(sp.csc_matrix(np.eye(2))).solve(b), b)
+
+
+def test_irls_basis_refuses_a_rank_the_svd_does_not_have():
+    """k above min(m, N) was read as min(m, N) (a W with fewer rows than asked), a negative
+    k counted factors from the end, k = 0 raised numpy's reshape error."""
+    from softrank.certifiers.upper import AlternatingL1
+
+    A = np.full((4, 6), 1 / 6)
+    alt = AlternatingL1(A, np.linalg.svd(A, full_matrices=False), iters=3)
+    assert alt.irls_basis(4).shape == (4, 6)
+    with pytest.raises(InvalidArgumentError, match=r"^k must be at most min\(m, N\) = 4 for A "
+                                                   r"of shape \(4, 6\), got 5$"):
+        alt.irls_basis(5)
+    for k in (0, -1):
+        with pytest.raises(InvalidArgumentError, match=r"^k: expected an integer >= 1, got -?[01]$"):
+            alt.irls_basis(k)

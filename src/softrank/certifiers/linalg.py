@@ -109,6 +109,8 @@ def weighted_solves(X: np.ndarray, wt: np.ndarray, B: np.ndarray) -> np.ndarray:
         raise InvalidArgumentError(f"wt and B must have shapes ({r}, {n}) and ({r}, {k}) for "
                                    f"X of shape {X.shape}, got {wt.shape} and {B.shape}")
     out = np.empty((r, k))
+    if k == 0 or r == 0:  # no unknowns, or no systems
+        return out
     iu, ju, packed = _packing(k)  # entry (a, b) of G is column packed[a k + b]
     table = None
     if n * iu.size <= TABLE_ENTRIES:

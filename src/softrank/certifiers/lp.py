@@ -18,6 +18,7 @@ feasible); the regression coefficients are the row duals.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from dataclasses import dataclass
@@ -85,16 +86,42 @@ class LPResult:
                 and (self.y is None or bool(np.isfinite(self.y).all())))
 
 
+def _real(name: str, v) -> np.ndarray:
+    """``v`` as a float64 ndarray; InvalidArgumentError naming ``name`` if it is not made of
+    real numbers: complex entries (a cast to float64 drops their imaginary part), strings,
+    objects, ragged nesting."""
+    try:
+        a = np.asarray(v)
+    except (TypeError, ValueError) as exc:
+        raise InvalidArgumentError(f"{name} must be an array of real numbers, got a ragged "
+                                   f"or mixed {type(v).__name__}") from None
+    if a.dtype.kind not in "biuf":
+        raise InvalidArgumentError(f"{name} must be real numbers, got dtype {a.dtype}")
+    return a.astype(np.float64, copy=False)
+
+
+def _real_or_none(v) -> np.ndarray | None:
+    """``v`` as a float64 ndarray, or None if it is not made of real numbers (a solve's
+    right-hand side or cost: reported as a result without a solution, not raised)."""
+    try:
+        a = np.asarray(v)
+    except (TypeError, ValueError):
+        return None
+    return a.astype(np.float64, copy=False) if a.dtype.kind in "biuf" else None
+
+
 def _colwise(G, name: str = "G"):
     """``(shape, start, index, value)``: the column-wise sparse form of ``G`` (a dense array
     or a scipy sparse matrix) that HiGHS takes, zeros left out; for a dense ``G`` that of
     ``scipy.sparse.csc_matrix(G)``, built without it (three times faster at the climb's
     sizes)."""
     if sp.issparse(G):
+        if G.dtype.kind not in "biuf":
+            raise InvalidArgumentError(f"{name} must be real numbers, got dtype {G.dtype}")
         C = sp.csc_matrix(G, dtype=np.float64)
         out = C.shape, C.indptr.astype(np.int32), C.indices.astype(np.int32), C.data
     else:
-        Gt = np.asarray(G, dtype=np.float64).T
+        Gt = _real(name, G).T
         if Gt.ndim != 2:
             raise InvalidArgumentError(f"{name} must be 2-D, got shape {Gt.T.shape}")
         nz = Gt != 0
@@ -122,7 +149,7 @@ def _vector(name: str, v, n: int, infinite: bool = False) -> np.ndarray:
     infinite entry unless ``infinite`` (bounds); InvalidArgumentError naming ``name``
     otherwise (HiGHS's arrays interface reads ``n`` entries whatever it is given, and would
     read a NaN bound as no bound)."""
-    a = np.ascontiguousarray(v, dtype=np.float64)
+    a = np.ascontiguousarray(_real(name, v))
     if a.shape != (n,):
         raise InvalidArgumentError(f"{name} must have shape ({n},), got {a.shape}")
     bad = np.isnan(a) if infinite else ~np.isfinite(a)
@@ -134,9 +161,13 @@ def _vector(name: str, v, n: int, infinite: bool = False) -> np.ndarray:
 
 
 def _matrix(name: str, M) -> np.ndarray:
-    """``M`` as a 2-D float64 array whose entries HiGHS takes (``_check_entries``);
-    InvalidArgumentError naming ``name`` otherwise."""
-    a = np.asarray(M, dtype=np.float64)
+    """``M`` (array_like or scipy sparse) as a dense 2-D float64 array whose entries HiGHS
+    takes (``_check_entries``); InvalidArgumentError naming ``name`` otherwise."""
+    if sp.issparse(M):
+        if M.dtype.kind not in "biuf":
+            raise InvalidArgumentError(f"{name} must be real numbers, got dtype {M.dtype}")
+        M = M.toarray()
+    a = _real(name, M)
     if a.ndim != 2:
         raise InvalidArgumentError(f"{name} must be 2-D, got shape {a.shape}")
     _check_entries(name, a)
@@ -213,17 +244,21 @@ class _WarmLP:
                 ms = h.getModelStatus()
         except Exception as exc:  # a crash of the solver is a failed solve, never a bound
             return LPResult(f"exception:{type(exc).__name__}", None, None)
-        info = h.getInfo()
-        its = int(info.simplex_iteration_count)
+        # two values read by name: the whole HighsInfo costs four times as much (a solve of a
+        # climb's LP takes 0.1-0.5 ms, this wrapper's own work about a tenth of that)
+        st_its, its = h.getInfoValue("simplex_iteration_count")
+        its = int(its) if st_its == hs.HighsStatus.kOk else None
         if ms != hs.HighsModelStatus.kOptimal:
             return LPResult(h.modelStatusToString(ms), None, None, iterations=its)
+        st_obj, objective = h.getInfoValue("objective_function_value")
         sol = h.getSolution()
         x = np.asarray(sol.col_value, dtype=np.float64)
         y = np.asarray(sol.row_dual, dtype=np.float64)
-        if (x.shape != (self.shape[1],) or y.shape != (self.shape[0],)
+        if (st_obj != hs.HighsStatus.kOk or x.shape != (self.shape[1],)
+                or y.shape != (self.shape[0],) or not np.isfinite(objective)
                 or not (np.isfinite(x).all() and np.isfinite(y).all())):
             return LPResult("nan-solution", None, None, iterations=its)
-        return LPResult("optimal", x, float(info.objective_function_value), y, its)
+        return LPResult("optimal", x, float(objective), y, its)
 
 
 class EqualityLP(_WarmLP):
@@ -240,18 +275,24 @@ class EqualityLP(_WarmLP):
     Raises
     ------
     InvalidArgumentError
-        If ``G`` has an entry that is NaN, infinite or 1e15 or more in magnitude, or ``c``,
-        ``lower`` or ``upper`` has not one entry per column or has a NaN (or ``c`` an
-        infinite entry), a lower bound is ``+inf`` or an upper bound ``-inf``, or a finite
-        bound is 1e20 or more in magnitude.
+        If ``G`` is not 2-D or has an entry that is NaN, infinite or 1e15 or more in
+        magnitude, or ``c``, ``lower`` or ``upper`` has not one entry per column or has a
+        NaN (or ``c`` an infinite entry), a lower bound is ``+inf`` or an upper bound
+        ``-inf``, or a finite bound is 1e20 or more in magnitude; or any of them is not
+        made of real numbers (complex entries, strings).
 
     :meth:`solve` returns a result without a solution (status ``"bad-rhs"``,
     ``"bad-cost"`` or ``"rejected:..."``) for a right-hand side or cost of the wrong
-    length, not finite, or refused by HiGHS.
+    length, not finite, not real numbers, or refused by HiGHS.
     """
 
     def __init__(self, G, c, lower, upper, time_limit: float = 60.0, maximize: bool = False):
-        r = (G.shape if sp.issparse(G) else np.shape(G))[0]
+        if not sp.issparse(G):
+            G = _real("G", G)
+        shape = G.shape
+        if len(shape) != 2:
+            raise InvalidArgumentError(f"G must be 2-D, got shape {shape}")
+        r = shape[0]
         super().__init__(G, c, lower, upper, np.zeros(r), np.zeros(r), time_limit,
                          maximize=maximize)
         self._idx = np.arange(self.shape[0], dtype=np.int32)
@@ -262,15 +303,15 @@ class EqualityLP(_WarmLP):
         the previous solve when None; ``b`` starts at 0)."""
         h = self._h
         if b is not None:
-            b = np.asarray(b, dtype=np.float64)
-            if b.shape != (self.shape[0],) or not np.isfinite(b).all():
+            b = _real_or_none(b)
+            if b is None or b.shape != (self.shape[0],) or not np.isfinite(b).all():
                 return LPResult("bad-rhs", None, None)
             st = h.changeRowsBounds(self.shape[0], self._idx, b, b)
             if st != self._hs.HighsStatus.kOk:  # e.g. |b| >= 1e20: the old b would stay
                 return LPResult(f"rejected:{st}", None, None)
         if cost is not None:
-            cost = np.asarray(cost, dtype=np.float64)
-            if cost.shape != (self.shape[1],) or not np.isfinite(cost).all():
+            cost = _real_or_none(cost)
+            if cost is None or cost.shape != (self.shape[1],) or not np.isfinite(cost).all():
                 return LPResult("bad-cost", None, None)
             st = h.changeColsCost(self.shape[1], self._cols, cost)
             if st != self._hs.HighsStatus.kOk:  # the old costs would stay
@@ -302,7 +343,8 @@ class RangeLP(_WarmLP):
         has an entry that is NaN or infinite, or a cost, bound or right-hand side does not
         have one entry per column or row or has a NaN (an infinite cost is refused too),
         a lower bound is ``+inf`` or an upper bound ``-inf``, a finite bound is 1e20 or more
-        in magnitude, or a matrix entry 1e15 or more.
+        in magnitude, or a matrix entry 1e15 or more; or any of them is not made of real
+        numbers (complex entries, strings).
     """
 
     def __init__(self, G, c, lower, upper, row_lower, row_upper, time_limit: float = 60.0,
@@ -323,27 +365,36 @@ class RangeLP(_WarmLP):
             If ``rows`` is not a 1-D array of distinct row indices of this LP,
             ``row_lower`` or ``row_upper`` has not one entry per row in ``rows``, or
             ``start`` is neither None nor a basis from :meth:`basis` of an LP of this
-            shape. Bounds that are NaN or infinite are not raised: the result has status
-            ``"bad-rhs"`` and no solution; bounds HiGHS refuses give ``"rejected:..."``."""
+            shape. Bounds that are NaN, infinite or not real numbers are not raised: the
+            result has status ``"bad-rhs"`` and no solution; bounds HiGHS refuses give
+            ``"rejected:..."``."""
         h = self._h
         r = self.shape[0]
-        idx = np.asarray(rows)
-        if not (idx.ndim == 1 and (idx.size == 0 or (np.issubdtype(idx.dtype, np.integer)
-                                                     and 0 <= idx.min() and idx.max() < r
-                                                     and (idx.size == 1
-                                                          or np.unique(idx).size == idx.size)))):
+        try:
+            idx = np.asarray(rows)
+        except (TypeError, ValueError):  # ragged
+            raise InvalidArgumentError(f"rows must be a 1-D array of distinct row indices in "
+                                       f"[0, {r}), got {rows!r:.60}") from None
+        # the checks in Python on the indices' list: numpy's reductions cost more than the
+        # rest of this wrapper for the one or few rows a solve changes
+        ok = idx.ndim == 1 and (idx.size == 0 or idx.dtype.kind in "iu")
+        if ok and idx.size:
+            at = idx.tolist()
+            ok = 0 <= min(at) and max(at) < r and (len(at) == 1 or len(set(at)) == len(at))
+        if not ok:
             got = (f"{rows!r}" if np.ndim(rows) <= 1 and np.size(rows) <= 8
                    else f"an array of shape {idx.shape} and dtype {idx.dtype}")
             raise InvalidArgumentError(f"rows must be a 1-D array of distinct row indices in "
                                        f"[0, {r}), got {got}")
         rows = idx.astype(np.int32)
-        lo = np.asarray(row_lower, dtype=np.float64)
-        hi = np.asarray(row_upper, dtype=np.float64)
+        lo, hi = _real_or_none(row_lower), _real_or_none(row_upper)
+        if lo is None or hi is None:  # complex, strings, objects: no solution, as for NaN
+            return LPResult("bad-rhs", None, None)
         if lo.shape != rows.shape or hi.shape != rows.shape:
             raise InvalidArgumentError(f"row_lower and row_upper must have shape {rows.shape} "
                                        f"(one entry per row in rows), got {lo.shape} and "
                                        f"{hi.shape}")
-        if not (np.isfinite(lo).all() and np.isfinite(hi).all()):
+        if not all(map(math.isfinite, lo.tolist() + hi.tolist())):
             return LPResult("bad-rhs", None, None)
         if start is not None:
             if not (isinstance(start, tuple) and len(start) == 2
@@ -397,7 +448,8 @@ def solve_inequality_lp(C, upper_rhs, cost, lower, upper, iteration_limit: int,
         has an entry that is NaN or infinite, or a cost, bound or right-hand side does not
         have one entry per column or row or has a NaN (an infinite cost is refused too),
         a lower bound is ``+inf`` or an upper bound ``-inf``, a finite bound is 1e20 or more
-        in magnitude, or a matrix entry 1e15 or more.
+        in magnitude, or a matrix entry 1e15 or more; or any of them is not made of real
+        numbers (complex entries, strings).
     """
     import highspy
 
@@ -445,7 +497,8 @@ class L1Regression:
     Raises
     ------
     InvalidArgumentError
-        If ``W`` is not 2-D or has an entry that is NaN, infinite or 1e15 or more in magnitude.
+        If ``W`` (array_like or scipy sparse) is not 2-D, is not made of real numbers, or
+        has an entry that is NaN, infinite or 1e15 or more in magnitude.
     """
 
     def __init__(self, W):
@@ -469,8 +522,9 @@ class BasisPursuit:
     Raises
     ------
     InvalidArgumentError
-        If ``G`` is not 2-D or has an entry that is NaN, infinite or 1e15 or more in
-        magnitude, or ``weights`` has not one finite entry per column of ``G``.
+        If ``G`` (array_like or scipy sparse) is not 2-D, is not made of real numbers, or
+        has an entry that is NaN, infinite or 1e15 or more in magnitude, or ``weights``
+        has not one finite real entry per column of ``G``.
     """
 
     def __init__(self, G, weights=None):

@@ -419,8 +419,18 @@ class AlternatingL1:
 
         Iteratively reweighted least squares on both factors, started from the SVD given at
         construction, with minimax row weights; the attacks use it as a start.
+
+        Raises
+        ------
+        InvalidArgumentError
+            If ``k`` is not an integer in ``[1, min(m, N)]`` (the SVD has no more factors:
+            a larger ``k`` was read as ``min(m, N)``, a negative one counted from the end).
         """
         A = self.A
+        k = check_int(k, "k", 1)
+        if k > min(A.shape):
+            raise InvalidArgumentError(f"k must be at most min(m, N) = {min(A.shape)} for A of "
+                                       f"shape {A.shape}, got {k}")
         U = self.U0[:, :k] * self.s0[:k]
         W = self.Vt0[:k].copy()
         rho = np.ones(A.shape[0])

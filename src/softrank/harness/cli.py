@@ -230,7 +230,9 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("bracket", help="bracket one operator saved as .npy or .npz")
     b.add_argument("file", help="(m, N) float64 row-stochastic matrix (.npy), or an operator "
                                 "file (.npz with A and optionally Q, K, beta: `softrank heads`)")
-    b.add_argument("--eps", type=_eps_arg, nargs="+", required=True)
+    b.add_argument("--eps", type=_eps_arg, nargs="+", required=True,
+                   help="tolerances, each in (0, 1): the max-row-l1 error a rank-r matrix may "
+                        "have (one bracket per tolerance)")
     b.add_argument("--json", action="store_true", help="print a JSON list (with every method's "
                    "outcome under 'diagnostics')")
     b.add_argument("--certifier", action="append", default=[], metavar="MODULE:OBJECT",
@@ -294,7 +296,8 @@ def build_parser() -> argparse.ArgumentParser:
     lw = sub.add_parser("laws", help="scaling laws of the synthetic families: slopes of the "
                                      "brackets against kappa or beta (docs/theory/families.md)")
     lw.add_argument("--out", default="softrank-laws", help="output directory")
-    lw.add_argument("--eps", type=_eps_arg, default=0.25)
+    lw.add_argument("--eps", type=_eps_arg, default=0.25,
+                    help="the tolerance of the brackets the slopes are fitted to, in (0, 1)")
     lw.add_argument("--n-boot", type=_int_arg(100), default=1000, help="bootstrap resamples")
     lw.add_argument("--quick", action="store_true", help="a small sweep (seconds)")
     lw.add_argument("--overwrite", action="store_true",
@@ -318,7 +321,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"MiniLM heads when running (default {heads})")
         sp.add_argument("--sources-per-head", type=_int_arg(1), default=None,
                         help=f"standard-library sources per head when running (default {sources})")
-        sp.add_argument("--eps", type=_eps_arg, default=0.25)
+        sp.add_argument("--eps", type=_eps_arg, default=0.25,
+                        help="the tolerance of the study's brackets, in (0, 1)")
         _cache_args(sp)
         sp.add_argument("--workers", type=_int_arg(1), default=None)
         sp.add_argument("--seed", type=_int_arg(0), default=0)
