@@ -92,7 +92,7 @@ def _real(name: str, v) -> np.ndarray:
     objects, ragged nesting."""
     try:
         a = np.asarray(v)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError):
         raise InvalidArgumentError(f"{name} must be an array of real numbers, got a ragged "
                                    f"or mixed {type(v).__name__}") from None
     if a.dtype.kind not in "biuf":
@@ -382,7 +382,7 @@ class RangeLP(_WarmLP):
             at = idx.tolist()
             ok = 0 <= min(at) and max(at) < r and (len(at) == 1 or len(set(at)) == len(at))
         if not ok:
-            got = (f"{rows!r}" if np.ndim(rows) <= 1 and np.size(rows) <= 8
+            got = (f"{rows!r}" if idx.ndim <= 1 and idx.size <= 8
                    else f"an array of shape {idx.shape} and dtype {idx.dtype}")
             raise InvalidArgumentError(f"rows must be a 1-D array of distinct row indices in "
                                        f"[0, {r}), got {got}")
