@@ -131,6 +131,34 @@ class WeightedSolves:
         weighted_solves(self.X, self.wt, self.B)
 
 
+class ClimbLPs:
+    """One step of the subspace climb's LPs (docs/theory/lower.md#subspace-climb): ``LP_j``
+    for every key ``j`` on a subspace turned slightly from the one just solved, each key's
+    simplex warm from its own last basis (:meth:`softrank.certifiers.lower.SubspaceClimb.values`).
+    Most of these solves take a few simplex iterations or none, so the time is mostly HiGHS's
+    fixed cost per solve and softrank's wrapper around it. ``k = n / 4`` right singular
+    vectors of the seeded head (about the climb's dimensions at eps 0.25)."""
+
+    params = ([24, 64, 128],)
+    param_names = ["n"]
+    number = 1
+    repeat = (3, 10, 60.0)
+    timeout = 600
+
+    def setup(self, n):
+        from softrank.certifiers.lower import SubspaceClimb
+
+        A = _operator(n).A
+        B = np.linalg.svd(A)[2][: n // 4].T
+        turn = np.random.default_rng(0).standard_normal(B.shape)
+        self.B2 = np.linalg.qr(B + 1e-3 * turn)[0]
+        self.climb = SubspaceClimb(A, B)
+        self.climb.values(B, range(n))  # the keys' bases, as after the climb's last step
+
+    def time_values_after_a_step(self, n):
+        self.climb.values(self.B2, range(self.B2.shape[0]))
+
+
 class Checker(_Base):
     """The checker on a truncated-SVD witness and a subspace certificate, float64 alone and
     with the interval cross-check (docs/theory/checker.md)."""
