@@ -905,8 +905,8 @@ def test_lp_data_that_is_nan_or_out_of_range_is_refused_by_name():
     bp = BasisPursuit(np.eye(2))
     assert np.array_equal(bp.solve(np.array([1.0, 1.0])), [1.0, 1.0])
     assert bp.solve(np.array([1e25, 2.0])) is None
-    res = lp.solve([0], [1e25], [1e25])
-    assert not res.success and res.status.startswith("rejected:")
+    res = lp.solve([0], [1e25], [1e25])  # refused before HiGHS sees it (HiGHS refused it too)
+    assert not res.success and res.status == "bad-rhs"
     assert lp.solve([0], [0.5], [0.5]).objective == pytest.approx(0.5, abs=1e-12)
 
 
@@ -951,6 +951,14 @@ def test_lp_data_that_is_not_real_numbers_is_refused_by_name():
                                                    r"indices in \[0, 2\), got \[\[0\], \[0, 1\]\]"):
         rl.solve([[0], [0, 1]], [0.5], [0.5])
     assert rl.solve([0], [0.5], [0.5]).objective == pytest.approx(0.5, abs=1e-12)
+    # a finite row bound HiGHS would read as no bound: no solution, as for inf
+    assert rl.solve([0], [-1e25], [1e25]).status == "bad-rhs"
+    # None: EqualityLP keeps the last right-hand side or cost; the wrappers must not answer
+    # the last row again
+    W = np.array([[1.0, 1.0, 0.0], [0.0, 1.0, 1.0]])
+    l1, bp = L1Regression(W), BasisPursuit(W)
+    assert l1.solve([1.0, 2.0, 1.0]) is not None and bp.solve([1.0, 2.0]) is not None
+    assert l1.solve(None) is None and bp.solve(None) is None
     # sparse G and W: the same answers as dense (x = b for G = I; u = a for W = I)
     b = np.array([1.0, -2.0])
     assert np.allclose(BasisPursuit(sp.csr_matrix(np.eye(2))).solve(b), b)
@@ -965,9 +973,15 @@ def test_irls_basis_refuses_a_rank_the_svd_does_not_have():
     A = np.full((4, 6), 1 / 6)
     alt = AlternatingL1(A, np.linalg.svd(A, full_matrices=False), iters=3)
     assert alt.irls_basis(4).shape == (4, 6)
-    with pytest.raises(InvalidArgumentError, match=r"^k must be at most min\(m, N\) = 4 for A "
-                                                   r"of shape \(4, 6\), got 5$"):
+    with pytest.raises(InvalidArgumentError, match=r"^k must be at most 4, the number of "
+                                                   r"singular triples given \(A of shape "
+                                                   r"\(4, 6\)\), got 5$"):
         alt.irls_basis(5)
+    U, s, Vt = np.linalg.svd(A, full_matrices=False)
+    short = AlternatingL1(A, (U[:, :3], s[:3], Vt[:3]), iters=3)  # a truncated SVD: 3 triples
+    assert short.irls_basis(3).shape == (3, 6)
+    with pytest.raises(InvalidArgumentError, match=r"^k must be at most 3, the number"):
+        short.irls_basis(4)
     for k in (0, -1):
         with pytest.raises(InvalidArgumentError, match=r"^k: expected an integer >= 1, got -?[01]$"):
             alt.irls_basis(k)

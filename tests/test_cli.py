@@ -505,6 +505,29 @@ def test_a_signal_another_thread_takes_stops_the_pool_without_waiting_for_its_ta
     assert float(line.split()[2]) < 30, line  # the task sleeps 60 s
 
 
+def test_a_signal_held_back_during_the_blocked_imports_still_ends_in_130(tmp_path):
+    """A signal that arrives while the program imports with SIGINT and SIGTERM blocked is
+    raised when they are unblocked (as KeyboardInterrupt, from the handler): that happens
+    inside main's try, so it ends like any other interrupt, not in a traceback or a kill
+    (here the signal is sent to the process while it blocks it)."""
+    np.save(tmp_path / "a.npy", np.full((4, 4), 0.25))
+    code = ("import os, signal, sys\n"
+            "import softrank.harness.cli as cli\n"
+            "real = cli._native_threads_without_stop_signals\n"
+            "def held_back():\n"
+            "    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})\n"
+            "    os.kill(os.getpid(), signal.SIGTERM)  # pending while blocked\n"
+            "    real()  # blocks again, imports, restores the mask below ours\n"
+            "    signal.pthread_sigmask(signal.SIG_SETMASK, old)  # delivered here\n"
+            "cli._native_threads_without_stop_signals = held_back\n"
+            f"sys.argv = ['softrank', 'bracket', {str(tmp_path / 'a.npy')!r}, '--eps', '0.5']\n"
+            "sys.exit(cli.main())\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 130, (out.returncode, out.stderr)
+    assert out.stderr.strip() == "softrank bracket: interrupted"
+
+
 def test_the_program_blocks_stop_signals_in_native_threads_it_starts_at_import():
     """As a program, the CLI imports numpy, scipy and HiGHS with SIGINT and SIGTERM blocked:
     their threads (BLAS pools) block both (SigBlk bits 1 and 14 in /proc), the main thread

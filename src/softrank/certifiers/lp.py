@@ -365,9 +365,9 @@ class RangeLP(_WarmLP):
             If ``rows`` is not a 1-D array of distinct row indices of this LP,
             ``row_lower`` or ``row_upper`` has not one entry per row in ``rows``, or
             ``start`` is neither None nor a basis from :meth:`basis` of an LP of this
-            shape. Bounds that are NaN, infinite or not real numbers are not raised: the
-            result has status ``"bad-rhs"`` and no solution; bounds HiGHS refuses give
-            ``"rejected:..."``."""
+            shape. Bounds that are NaN, infinite, 1e20 or more in magnitude (HiGHS would
+            read them as no bound) or not real numbers are not raised: the result has status
+            ``"bad-rhs"`` and no solution; bounds HiGHS refuses give ``"rejected:..."``."""
         h = self._h
         r = self.shape[0]
         try:
@@ -394,8 +394,8 @@ class RangeLP(_WarmLP):
             raise InvalidArgumentError(f"row_lower and row_upper must have shape {rows.shape} "
                                        f"(one entry per row in rows), got {lo.shape} and "
                                        f"{hi.shape}")
-        if not all(map(math.isfinite, lo.tolist() + hi.tolist())):
-            return LPResult("bad-rhs", None, None)
+        if not all(math.isfinite(v) and abs(v) < INFINITE_BOUND for v in lo.tolist() + hi.tolist()):
+            return LPResult("bad-rhs", None, None)  # NaN, infinite, or read by HiGHS as infinite
         if start is not None:
             if not (isinstance(start, tuple) and len(start) == 2
                     and isinstance(start[0], tuple)
@@ -508,6 +508,8 @@ class L1Regression:
         self._lp = EqualityLP(W, np.zeros(N), np.full(N, -1.0), np.ones(N), maximize=True)
 
     def solve(self, a) -> np.ndarray | None:
+        if a is None:  # EqualityLP reads None as "keep the last cost": it would answer that row
+            return None
         res = self._lp.solve(cost=a)
         return None if not res.success else res.y
 
@@ -536,5 +538,7 @@ class BasisPursuit:
         self._lp = EqualityLP(M, np.concatenate([w, w]), np.zeros(2 * n), np.full(2 * n, np.inf))
 
     def solve(self, b) -> np.ndarray | None:
+        if b is None:  # EqualityLP reads None as "keep the last b": it would answer that b
+            return None
         res = self._lp.solve(b)
         return None if not res.success else res.x[: self.n] - res.x[self.n:]

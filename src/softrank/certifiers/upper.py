@@ -423,14 +423,16 @@ class AlternatingL1:
         Raises
         ------
         InvalidArgumentError
-            If ``k`` is not an integer in ``[1, min(m, N)]`` (the SVD has no more factors:
-            a larger ``k`` was read as ``min(m, N)``, a negative one counted from the end).
+            If ``k`` is not an integer from 1 to the number of singular triples given at
+            construction (at most ``min(m, N)``; a larger ``k`` was read as that number, a
+            negative one counted from the end).
         """
         A = self.A
         k = check_int(k, "k", 1)
-        if k > min(A.shape):
-            raise InvalidArgumentError(f"k must be at most min(m, N) = {min(A.shape)} for A of "
-                                       f"shape {A.shape}, got {k}")
+        p = min(self.U0.shape[1], self.s0.shape[0], self.Vt0.shape[0])
+        if k > p:
+            raise InvalidArgumentError(f"k must be at most {p}, the number of singular triples "
+                                       f"given (A of shape {A.shape}), got {k}")
         U = self.U0[:, :k] * self.s0[:k]
         W = self.Vt0[:k].copy()
         rho = np.ones(A.shape[0])

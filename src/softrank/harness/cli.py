@@ -297,7 +297,8 @@ def build_parser() -> argparse.ArgumentParser:
                                      "brackets against kappa or beta (docs/theory/families.md)")
     lw.add_argument("--out", default="softrank-laws", help="output directory")
     lw.add_argument("--eps", type=_eps_arg, default=0.25,
-                    help="the tolerance of the brackets the slopes are fitted to, in (0, 1)")
+                    help="the tolerance of the brackets the slopes are fitted to, in (0, 1) "
+                         "(default 0.25)")
     lw.add_argument("--n-boot", type=_int_arg(100), default=1000, help="bootstrap resamples")
     lw.add_argument("--quick", action="store_true", help="a small sweep (seconds)")
     lw.add_argument("--overwrite", action="store_true",
@@ -322,7 +323,7 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--sources-per-head", type=_int_arg(1), default=None,
                         help=f"standard-library sources per head when running (default {sources})")
         sp.add_argument("--eps", type=_eps_arg, default=0.25,
-                        help="the tolerance of the study's brackets, in (0, 1)")
+                        help="the tolerance of the study's brackets, in (0, 1) (default 0.25)")
         _cache_args(sp)
         sp.add_argument("--workers", type=_int_arg(1), default=None)
         sp.add_argument("--seed", type=_int_arg(0), default=0)
@@ -947,9 +948,10 @@ def main(argv=None) -> int:
 
     args = build_parser().parse_args(argv)
     if argv is None:  # as a program: SIGTERM stops like Ctrl-C (workers ended, cells kept)
-        _native_threads_without_stop_signals()
         signal.signal(signal.SIGTERM, _sigterm)
     try:
+        if argv is None:  # a signal held back during these imports is raised here, inside
+            _native_threads_without_stop_signals()  # the try: 130, as at any other moment
         return _COMMANDS[args.command](args)
     except SoftrankError as exc:
         print(f"softrank {args.command}: error: {exc}", file=sys.stderr)
