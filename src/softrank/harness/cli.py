@@ -922,8 +922,8 @@ def _sigterm(signum, frame):
 
 
 def _native_threads_without_stop_signals() -> None:
-    """Import the libraries that start native threads at import (numpy's and scipy's
-    OpenBLAS pools; HiGHS) with SIGINT and SIGTERM blocked, so those threads inherit the
+    """Import numpy, scipy.linalg and highspy with SIGINT and SIGTERM blocked: numpy's and
+    scipy's OpenBLAS each start a thread pool at import, and those threads inherit the
     block. The kernel hands a signal sent to the process to any thread that does not block
     it; if a BLAS thread takes it, Python's handler waits until the main thread next
     retakes the GIL (after a sleep or a wait of any length), and a sleep or wait in the
