@@ -86,28 +86,35 @@ class LPResult:
                 and (self.y is None or bool(np.isfinite(self.y).all())))
 
 
-def _real(name: str, v) -> np.ndarray:
-    """``v`` as a float64 ndarray; InvalidArgumentError naming ``name`` if it is not made of
-    real numbers: complex entries (a cast to float64 drops their imaginary part), strings,
-    objects, ragged nesting."""
-    try:
-        a = np.asarray(v)
-    except (TypeError, ValueError):
-        raise InvalidArgumentError(f"{name} must be an array of real numbers, got a ragged "
-                                   f"or mixed {type(v).__name__}") from None
-    if a.dtype.kind not in "biuf":
-        raise InvalidArgumentError(f"{name} must be real numbers, got dtype {a.dtype}")
-    return a.astype(np.float64, copy=False)
+#: numpy dtype kinds read as real numbers: bool, signed and unsigned integers, floats.
+_REAL_KINDS = "biuf"
 
 
 def _real_or_none(v) -> np.ndarray | None:
-    """``v`` as a float64 ndarray, or None if it is not made of real numbers (a solve's
-    right-hand side or cost: reported as a result without a solution, not raised)."""
+    """``v`` as a float64 ndarray, or None if it is not made of real numbers: complex entries
+    (a cast to float64 drops their imaginary part), strings, objects, ragged nesting."""
     try:
         a = np.asarray(v)
     except (TypeError, ValueError):
         return None
-    return a.astype(np.float64, copy=False) if a.dtype.kind in "biuf" else None
+    return a.astype(np.float64, copy=False) if a.dtype.kind in _REAL_KINDS else None
+
+
+def _not_real(name: str, dtype) -> InvalidArgumentError:
+    return InvalidArgumentError(f"{name} must be real numbers, got dtype {dtype}")
+
+
+def _real(name: str, v) -> np.ndarray:
+    """:func:`_real_or_none`, with InvalidArgumentError naming ``name`` instead of None."""
+    a = _real_or_none(v)
+    if a is None:
+        try:
+            dtype = np.asarray(v).dtype
+        except (TypeError, ValueError):  # numpy cannot read it as one array
+            raise InvalidArgumentError(f"{name} must be real numbers, got a ragged or mixed "
+                                       f"{type(v).__name__}") from None
+        raise _not_real(name, dtype)
+    return a
 
 
 def _colwise(G, name: str = "G"):
@@ -116,8 +123,8 @@ def _colwise(G, name: str = "G"):
     ``scipy.sparse.csc_matrix(G)``, built without it (three times faster at the climb's
     sizes)."""
     if sp.issparse(G):
-        if G.dtype.kind not in "biuf":
-            raise InvalidArgumentError(f"{name} must be real numbers, got dtype {G.dtype}")
+        if G.dtype.kind not in _REAL_KINDS:
+            raise _not_real(name, G.dtype)
         C = sp.csc_matrix(G, dtype=np.float64)
         out = C.shape, C.indptr.astype(np.int32), C.indices.astype(np.int32), C.data
     else:
@@ -164,8 +171,8 @@ def _matrix(name: str, M) -> np.ndarray:
     """``M`` (array_like or scipy sparse) as a dense 2-D float64 array whose entries HiGHS
     takes (``_check_entries``); InvalidArgumentError naming ``name`` otherwise."""
     if sp.issparse(M):
-        if M.dtype.kind not in "biuf":
-            raise InvalidArgumentError(f"{name} must be real numbers, got dtype {M.dtype}")
+        if M.dtype.kind not in _REAL_KINDS:
+            raise _not_real(name, M.dtype)
         M = M.toarray()
     a = _real(name, M)
     if a.ndim != 2:
