@@ -757,9 +757,13 @@ class SubspaceClimb:
         row_lower = np.concatenate([np.full(m, -np.inf), np.zeros(m), -np.ones(N)])
         row_upper = np.concatenate([np.zeros(m), np.full(m, np.inf), np.ones(N)])
         # the keys' LPs differ in one row's bounds: no presolve (it would run on every solve),
-        # primal simplex (1.3-1.9x faster than dual here, measured on MiniLM heads)
+        # primal simplex (1.3-1.9x faster than dual here, measured on MiniLM heads), no
+        # scaling (the entries are already of order one: A is row-stochastic, B orthonormal;
+        # 0.97x the bracket time on MiniLM heads of widths 64 and 128, and the same ends on
+        # the default panel: docs/theory/lower.md#subspace-climb)
         return RangeLP(G, cost, lower, upper, row_lower, row_upper,
-                       options={"presolve": "off", "simplex_strategy": 4})
+                       options={"presolve": "off", "simplex_strategy": 4,
+                                "simplex_scale_strategy": 0})
 
     def lower_bounds(self, B: np.ndarray, keys) -> np.ndarray:
         """Lower bounds of ``LP_j(span B)`` from the duals of each key's last exact solve
