@@ -159,6 +159,54 @@ class ClimbLPs:
         self.climb.values(self.B2, range(self.B2.shape[0]))
 
 
+class Climb:
+    """The registry's ``subspace-climb`` lower test on its own (docs/theory/lower.md#subspace-climb)
+    on MiniLM heads at eps 0.1: the climbs from every start, from one above the singular
+    subspaces' certified dimension up to the end where all starts fail. The seeded Gaussian
+    heads certify at once from the singular subspace and would not exercise the climb.
+    ``track_gap_to_tsvd``: the truncated SVD's rank minus the certified one."""
+
+    params = (["minilm-w64-L0H0", "minilm-w128-L0H0"],)
+    param_names = ["operator"]
+    number = 1
+    repeat = (1, 3, 120.0)
+    timeout = 1800
+
+    def setup_cache(self):
+        ops = {}
+        try:  # model loading: once per benchmark session
+            from softrank.generators.heads import minilm_operators
+            from softrank.generators.text import stdlib_sources
+
+            src = stdlib_sources(8)
+            for w in (64, 128):
+                ops[f"minilm-w{w}-L0H0"] = minilm_operators(w, [(0, 0, src[0])])[0].A
+        except ImportError:  # the [models] extra is not installed: those cases are skipped
+            pass
+        return ops
+
+    def setup(self, ops, name):
+        if name not in ops:
+            raise NotImplementedError(f"{name}: needs the [models] extra")
+        self.A = ops[name]
+
+    def _run(self):
+        from softrank import Operator
+        from softrank.certifiers.registry import LOWER_TESTS
+
+        return LOWER_TESTS["subspace-climb"].certify(Operator(A=self.A), 0.1)
+
+    def time_certificate(self, ops, name):
+        self._run()
+
+    def track_gap_to_tsvd(self, ops, name):
+        from softrank.certifiers.upper import TruncatedSVD
+
+        c = self._run()
+        svd = np.linalg.svd(self.A, full_matrices=False)
+        return TruncatedSVD(self.A, svd).least_rank(0.1) - (0 if c is None else c.rank)
+
+
 class Checker(_Base):
     """The checker on a truncated-SVD witness and a subspace certificate, float64 alone and
     with the interval cross-check (docs/theory/checker.md)."""

@@ -496,6 +496,34 @@ def test_climb_values_gradient_and_bounds():
     assert (lb2 <= exact2 + 1e-9).all()
 
 
+def test_climb_values_stop_at():
+    """With stop_at, the keys are solved in the order given and the first whose LP_j is at
+    or below it ends the evaluation: the result is that prefix of the keys, each value equal
+    to scipy's linprog on the plain form. The threshold lies halfway between two of
+    linprog's values, so no value is within rounding of it. Keys proved infeasible by a
+    Farkas vector before any solve are answered too (+inf, which never stops it)."""
+    rng = np.random.default_rng(11)
+    A = rng.dirichlet(np.full(12, 0.4), size=10)
+    V = np.linalg.svd(A)[2].T
+    B = np.linalg.qr(V[:, :4])[0]
+    keys = list(rng.permutation(12))
+    exact = {j: _lp_j_linprog(A, B, j) for j in keys}
+    finite = sorted(v for v in exact.values() if np.isfinite(v))
+    assert len(finite) >= 4
+    gaps = np.diff(finite[:len(finite) // 2 + 1])
+    i = int(np.argmax(gaps))  # the widest gap among the lower half of the values
+    stop_at = (finite[i] + finite[i + 1]) / 2
+    first = next(n for n, j in enumerate(keys) if exact[j] <= stop_at)
+    got = lo.SubspaceClimb(A, V).values(B, keys, stop_at=stop_at)
+    assert set(keys[:first + 1]) <= set(got)
+    assert all(exact[j] == np.inf and got[j][0] == np.inf
+               for j in set(got) - set(keys[:first + 1]))
+    assert any(np.isfinite(exact[j]) for j in keys[first + 1:])  # some solve was left out
+    for j, (v, _) in got.items():
+        assert v == pytest.approx(exact[j], rel=1e-7, abs=1e-9)
+    assert lo.SubspaceClimb(A, V).values(B, keys, stop_at=-1.0).keys() == set(keys)
+
+
 def test_farkas_hand_worked():
     """S = span((1, 1/2, 0)) in R^3: every x in S peaks at key 0 only. Key 1 is excluded by
     y = (-2/5, 4/5, 0) (e_2 minus its projection on S: orthogonal to S, 4/5 > 2/5) and

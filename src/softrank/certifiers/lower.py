@@ -652,8 +652,10 @@ class SubspaceClimb:
 
     :meth:`climb` starts from ``B`` and repeats: the sum of these directions over the keys
     at the least value of a small active set moves ``B`` (then re-orthonormalised), with
-    the step halved until the active set's least value rises; every ``full_every`` steps,
-    and whenever the active set's least value passes the goal, the watched keys are solved
+    the step halved until the active set's least value rises (the active keys are solved
+    in the order most likely to fail, and the first at or below that value rejects the
+    step without the others: ``values(..., stop_at=)``); every ``full_every`` steps, and
+    whenever the active set's least value passes the goal, the watched keys are solved
     again (:meth:`climb`) and the worst join the active set. It stops when ``beta(S)``
     exceeds the goal ``eps + margin min(eps, 1 - eps)`` (then :class:`SubspaceSearch` builds
     the certificate from ``S`` and the checker decides), when no step raises it, when the
@@ -888,10 +890,14 @@ class SubspaceClimb:
             Y[todo] = Yn - (Yn @ B) @ B.T
         return out
 
-    def values(self, B: np.ndarray, keys, skip_above: float | None = None) -> dict:
+    def values(self, B: np.ndarray, keys, skip_above: float | None = None,
+               stop_at: float | None = None) -> dict:
         """``{j: (LP_j(S), d LP_j / d B)}`` for ``S = span(B)``, ``B (N, k)`` orthonormal;
         ``(inf, None)`` for a key whose LP has no optimal solution. With ``skip_above``, a
-        key whose :meth:`lower_bounds` exceeds it is not solved: ``(bound, None)``. A key
+        key whose :meth:`lower_bounds` exceeds it is not solved: ``(bound, None)``. With
+        ``stop_at``, the keys are solved in the order given and the first value at or below
+        it ends the evaluation: the keys after it are left out (the least value is then at
+        most ``stop_at`` whatever theirs are). A key
         whose LP was infeasible at its last evaluation, or that has not been solved yet, is
         first tried by :meth:`farkas`: a proof of infeasibility answers ``(inf, None)``
         without a solve (and counts in the budget as one). A key's simplex starts from the
@@ -935,6 +941,8 @@ class SubspaceClimb:
             self._farkas.pop(j, None)
             g = self.A.T @ (y[:m] + y[m:2 * m]) + y[2 * m:]
             out[j] = (float(res.x[k]), -np.outer(g, c))
+            if stop_at is not None and out[j][0] <= stop_at:
+                break
         return out
 
     def climb(self, B: np.ndarray, eps: float, extra=()) -> np.ndarray | None:
@@ -964,6 +972,7 @@ class SubspaceClimb:
                                     + sorted(watch, key=lambda j: vals[j][0])[:self.n_active]))
         tau = 0.3
         step = 0
+        failed = None  # the key that rejected the last trial step
         beta0 = top = beta
         while beta <= goal:
             spent = self.lps - spent0
@@ -977,11 +986,19 @@ class SubspaceClimb:
             norm = float(np.linalg.norm(G)) if isinstance(G, np.ndarray) else 0.0
             if not norm > 0:
                 return None
+            # a trial step is kept only if every active key rises above low, so the first
+            # key at or below low decides it: the keys are solved in the order most likely
+            # to fail (the key that rejected the last trial, then by value) and those after
+            # it are left unsolved (docs/theory/lower.md#subspace-climb)
+            order = sorted(active, key=lambda j: (j != failed, vals[j][0]))
             for _ in range(6):
                 B2 = np.linalg.qr(B + (tau / norm) * G)[0]
-                v2 = self.values(B2, active)
-                if min(v for v, _ in v2.values()) > low:
+                v2 = self.values(B2, order, stop_at=low)
+                least = min(v2.items(), key=lambda kv: kv[1][0])
+                if least[1][0] > low:
                     break
+                failed = least[0]
+                order = sorted(order, key=lambda j: j != failed)
                 tau /= 2
             else:
                 return None
