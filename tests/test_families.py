@@ -522,6 +522,10 @@ def test_climb_values_stop_at():
     for j, (v, _) in got.items():
         assert v == pytest.approx(exact[j], rel=1e-7, abs=1e-9)
     assert lo.SubspaceClimb(A, V).values(B, keys, stop_at=-1.0).keys() == set(keys)
+    for bad in (np.nan, True, "0.5"):
+        for arg in ("stop_at", "skip_above"):
+            with pytest.raises(InvalidArgumentError, match=arg):
+                lo.SubspaceClimb(A, V).values(B, keys, **{arg: bad})
 
 
 def test_farkas_hand_worked():

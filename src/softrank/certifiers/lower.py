@@ -905,10 +905,16 @@ class SubspaceClimb:
         key without one starts from the basis the instance holds (the previous key's, or the
         all-slack basis for the first solve on this ``B``). The start can move a value by
         rounding, or pick another optimum (and so another derivative) where the optimum is
-        not unique."""
+        not unique. ``skip_above`` or ``stop_at`` that is not a real number (NaN, a bool, a
+        string) raises :class:`~softrank.errors.InvalidArgumentError`."""
         m, N = self.A.shape
         k = B.shape[1]
         keys = list(keys)
+        for arg, val in (("skip_above", skip_above), ("stop_at", stop_at)):
+            if val is not None and not (isinstance(val, (int, float, np.integer, np.floating))
+                                        and not isinstance(val, (bool, np.bool_))
+                                        and not np.isnan(val)):
+                raise InvalidArgumentError(f"{arg} must be a real number or None, got {val!r}")
         out = {}
         if skip_above is not None:
             lb = self.lower_bounds(B, keys)
