@@ -25,6 +25,28 @@ def _operator(n):
     return gaussian_head(n, n, 32, 2.0, seed=0)
 
 
+def _minilm_heads() -> dict:
+    """``{"minilm-w64-L0H0": A, "minilm-w128-L0H0": A}``: layer 0, head 0 of MiniLM on the
+    first stdlib source at widths 64 and 128, for a ``setup_cache`` (model loading: once per
+    benchmark session); empty without the [models] extra, whose cases are then skipped."""
+    try:  # torch and transformers are imported when the model loads, not here
+        from softrank.generators.heads import minilm_operators
+        from softrank.generators.text import stdlib_sources
+
+        src = stdlib_sources(8)
+        return {f"minilm-w{w}-L0H0": minilm_operators(w, [(0, 0, src[0])])[0].A
+                for w in (64, 128)}
+    except ImportError:
+        return {}
+
+
+def _named(ops: dict, name: str) -> np.ndarray:
+    """``ops[name]``; a case whose operator ``setup_cache`` could not build is skipped."""
+    if name not in ops:
+        raise NotImplementedError(f"{name}: needs the [models] extra")
+    return ops[name]
+
+
 class _Base:
     params = ([], SIZES)
     timeout = 3600
@@ -173,22 +195,10 @@ class Climb:
     timeout = 1800
 
     def setup_cache(self):
-        ops = {}
-        try:  # model loading: once per benchmark session
-            from softrank.generators.heads import minilm_operators
-            from softrank.generators.text import stdlib_sources
-
-            src = stdlib_sources(8)
-            for w in (64, 128):
-                ops[f"minilm-w{w}-L0H0"] = minilm_operators(w, [(0, 0, src[0])])[0].A
-        except ImportError:  # the [models] extra is not installed: those cases are skipped
-            pass
-        return ops
+        return _minilm_heads()
 
     def setup(self, ops, name):
-        if name not in ops:
-            raise NotImplementedError(f"{name}: needs the [models] extra")
-        self.A = ops[name]
+        self.A = _named(ops, name)
 
     def _run(self):
         from softrank import Operator
@@ -257,21 +267,11 @@ class Brackets:
         ops = {"gaussian-64": synthetic.gaussian_head(64, 64, 32, 2.0, seed=0).A,
                "sphere-d3": synthetic.sphere(3, 16.0, 64, 64, seed=0).A,
                "planted-k8": synthetic.planted(64, 64, 8, 0.04, seed=0).A}
-        try:  # model loading: once per benchmark session
-            from softrank.generators.heads import minilm_operators
-            from softrank.generators.text import stdlib_sources
-
-            src = stdlib_sources(8)
-            for w in (64, 128):
-                ops[f"minilm-w{w}-L0H0"] = minilm_operators(w, [(0, 0, src[0])])[0].A
-        except Exception:  # the [models] extra is not installed: those cases are skipped
-            pass
+        ops.update(_minilm_heads())
         return ops
 
     def setup(self, ops, name):
-        if name not in ops:
-            raise NotImplementedError(f"{name}: needs the [models] extra")
-        self.A = ops[name]
+        self.A = _named(ops, name)
 
     def time_bracket(self, ops, name):
         from softrank import bracket
