@@ -502,7 +502,7 @@ def test_climb_values_stop_at():
     to scipy's linprog on the plain form. The threshold lies halfway between two of
     linprog's values, so no value is within rounding of it. Keys proved infeasible by a
     Farkas vector before any solve are answered too (+inf, which never stops it). A
-    threshold that is not a real number is refused by name."""
+    threshold that is not a finite real number is refused by name."""
     rng = np.random.default_rng(11)
     A = rng.dirichlet(np.full(12, 0.4), size=10)
     V = np.linalg.svd(A)[2].T
@@ -523,12 +523,7 @@ def test_climb_values_stop_at():
     for j, (v, _) in got.items():
         assert v == pytest.approx(exact[j], rel=1e-7, abs=1e-9)
     assert lo.SubspaceClimb(A, V).values(B, keys, stop_at=-1.0).keys() == set(keys)
-    # an infeasible key (+inf) never ends it, even at stop_at = inf: the first finite does
-    fin = next(n for n, j in enumerate(keys) if np.isfinite(exact[j]))
-    got = lo.SubspaceClimb(A, V).values(B, keys, stop_at=np.inf)
-    assert set(keys[:fin + 1]) <= set(got)
-    assert all(got[j][0] == np.inf for j in set(got) - set(keys[:fin + 1]))
-    for bad in (np.nan, True, "0.5", 10**400, np.array([0.5]), 1j):
+    for bad in (np.nan, np.inf, True, "0.5", 10**400, np.array([0.5]), 1j):
         for arg in ("stop_at", "skip_above"):
             with pytest.raises(InvalidArgumentError, match=arg):
                 lo.SubspaceClimb(A, V).values(B, keys, **{arg: bad})

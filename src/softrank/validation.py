@@ -69,7 +69,10 @@ def check_real(value: Any, arg: str, lo: float | None = None, hi: float | None =
         or infinite, or lies outside the range.
     """
     ok = not isinstance(value, bool) and isinstance(value, Real)
-    f = float(value) if ok else math.nan
+    try:
+        f = float(value) if ok else math.nan
+    except OverflowError:  # an int beyond the float range (10**400): not finite
+        f = math.nan
     if ok and math.isfinite(f):
         ok = ((lo is None or (f > lo if lo_open else f >= lo))
               and (hi is None or (f < hi if hi_open else f <= hi)))

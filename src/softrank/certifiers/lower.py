@@ -41,6 +41,7 @@ from ..checker import (
     TrivialCertificate,
 )
 from ..errors import InvalidArgumentError
+from ..validation import check_real
 from .linalg import weighted_solves
 from .lp import BasisPursuit, RangeLP
 
@@ -636,25 +637,6 @@ def climb_starts(A: np.ndarray, V: np.ndarray, order: np.ndarray, k: int,
     return out
 
 
-def _threshold(arg: str, val) -> float | None:
-    """``val`` as a float (None stays None); InvalidArgumentError naming ``arg`` when it is
-    not a real number: NaN, a bool, a string, an array of one or more dimensions, or a
-    value that float() refuses or cannot hold (a complex number, an int beyond 1e308)."""
-    if val is None:
-        return None
-    bad = isinstance(val, (bool, np.bool_, str, bytes)) or np.ndim(val) != 0
-    if not bad:
-        try:
-            f = float(val)
-        except (TypeError, ValueError, OverflowError):
-            bad = True
-        else:
-            bad = np.isnan(f)
-    if bad:
-        raise InvalidArgumentError(f"{arg} must be a real number or None, got {_brief(val)}")
-    return f
-
-
 class SubspaceClimb:
     """Ascent on ``beta(S)`` to a subspace certificate one dimension above the best lower end
     (docs/theory/lower.md#subspace-climb).
@@ -918,22 +900,21 @@ class SubspaceClimb:
         first tried by :meth:`farkas`: a proof of infeasibility answers ``(inf, None)``
         without a solve (and counts in the budget as one); those keys come first in the
         result. The other keys are solved in the order given. With ``stop_at``, the first
-        solve whose value is finite and at or below it ends the evaluation: the keys after
-        it are left out (the least value is then at most ``stop_at`` whatever theirs are);
-        keys answered without a solve, and solves without an optimum, never end it. A key's
-        simplex starts from the
-        basis of its own last solve at this ``eps`` and dimension (on an earlier ``B``); a
+        solve whose value is at or below it ends the evaluation: the keys after it are left
+        out (the least value is then at most ``stop_at`` whatever theirs are); keys answered
+        without a solve never end it. A key's simplex starts from the basis of its own last
+        solve at this ``eps`` and dimension (on an earlier ``B``); a
         key without one starts from the basis the instance holds (the previous key's, or the
         all-slack basis for the first solve on this ``B``). The start can move a value by
         rounding, or pick another optimum (and so another derivative) where the optimum is
-        not unique. A ``skip_above`` or ``stop_at`` that is not a real number convertible to
-        a float (NaN, a bool, a string, an array of one or more dimensions, an int beyond
-        the float range) raises :class:`~softrank.errors.InvalidArgumentError`."""
+        not unique. A ``skip_above`` or ``stop_at`` that is not a finite real number
+        (:func:`softrank.validation.check_real`) raises
+        :class:`~softrank.errors.InvalidArgumentError`."""
         m, N = self.A.shape
         k = B.shape[1]
         keys = list(keys)
-        skip_above = _threshold("skip_above", skip_above)
-        stop_at = _threshold("stop_at", stop_at)
+        skip_above = None if skip_above is None else check_real(skip_above, "skip_above")
+        stop_at = None if stop_at is None else check_real(stop_at, "stop_at")
         out = {}
         if skip_above is not None:
             lb = self.lower_bounds(B, keys)
