@@ -316,6 +316,105 @@ def test_bracket_cli_time_limit_and_progress(tmp_path, capsys):
     assert exc.value.code == 2 and "--time-limit" in capsys.readouterr().err
 
 
+#: the built-in searches that run after every other method (registry: ``late = True``),
+#: listed here by hand so that a search added to or dropped from the late set is noticed
+LATE = {"subspace-rows", "subspace-climb", "trust-region", "alternating-l1-smooth",
+        "alternating-l1-anneal"}
+
+
+class _Declines:
+    """A third-party construction that declines every tolerance."""
+
+    name = "mine-declines"
+
+    def witness(self, operator, eps, context=None):
+        return None
+
+
+def test_effort_fast_skips_exactly_the_late_searches():
+    from softrank.certifiers.bracket import bracket
+    from softrank.checker import check
+
+    A = _block_perm(k=4, size=3)  # r_eps = 4 for every eps < 1, by hand
+    for b in bracket(A, [0.1, 0.5], effort="fast", constructions=[_Declines()]):
+        skipped = {r.name for r in b.diagnostics.methods if r.message == "effort fast"}
+        assert skipped == LATE
+        for r in b.diagnostics.methods:
+            if r.name in LATE:
+                assert (r.status, r.seconds, r.rank) == ("skipped", 0.0, None)
+        # the user's construction still runs; the bracket is not "cut short"
+        assert b.diagnostics.record("mine-declines").status == "declined"
+        assert not b.cut_short and (b.lower, b.upper) == (4, 4)
+        assert b.lower_method not in LATE and b.upper_method not in LATE
+        assert check(A, b.lower_certificate).ok and check(A, b.upper_witness).ok
+    full = bracket(A, 0.5)
+    assert not any(r.message == "effort fast" for r in full.diagnostics.methods)
+    assert LATE <= {r.name for r in full.diagnostics.methods}
+    for bad in ("quick", "FAST", None, 1, True):
+        with pytest.raises(SoftrankError, match="effort must be one of 'full', 'fast', got"):
+            bracket(A, 0.5, effort=bad)
+
+
+def test_bracket_cli_effort(tmp_path, capsys):
+    f = tmp_path / "b.npy"
+    np.save(f, _block_perm(k=3, size=4))
+    assert main(["bracket", str(f), "--eps", "0.25", "--effort", "fast", "--json"]) == 0
+    (cell,) = json.loads(capsys.readouterr().out)
+    assert (cell["lower"], cell["upper"]) == (3, 3)
+    assert {m["name"] for m in cell["diagnostics"]["methods"]
+            if m.get("message") == "effort fast"} == LATE
+    assert main(["bracket", str(f), "--eps", "0.25", "--effort", "fast"]) == 0
+    assert "effort fast: 5 late searches skipped" in capsys.readouterr().out
+    assert main(["bracket", str(f), "--eps", "0.25"]) == 0
+    assert "effort fast" not in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exc:  # argparse's own one-line error
+        main(["bracket", str(f), "--eps", "0.25", "--effort", "quick"])
+    assert exc.value.code == 2 and "--effort" in capsys.readouterr().err
+
+
+def _identity(out):
+    import sqlite3
+
+    con = sqlite3.connect(f"file:{out / 'ledger.sqlite'}?mode=ro", uri=True)
+    try:
+        return json.loads(con.execute("SELECT value FROM run WHERE key = 'identity'")
+                          .fetchone()[0])
+    finally:
+        con.close()
+
+
+def test_audit_effort_fast_is_recorded_reported_and_part_of_the_run(tmp_path, capsys):
+    p = _panel(tmp_path)
+    full, fast = tmp_path / "full", tmp_path / "fast"
+    assert main(["audit", "--panel", str(p), "--out", str(full), "--workers", "1", "--quiet",
+                 "--attacks", "none", "--study-boot", "0"]) == 0
+    assert main(["audit", "--panel", str(p), "--out", str(fast), "--workers", "1", "--quiet",
+                 "--attacks", "none", "--study-boot", "0", "--effort", "fast"]) == 0
+    assert "; effort fast (late searches skipped). Report:" in capsys.readouterr().out
+    rows = _rows(fast / "brackets.csv")
+    assert len(rows) == 6
+    for r in rows:
+        methods = json.loads(r["diagnostics"])["methods"]
+        assert {m["name"] for m in methods if m.get("message") == "effort fast"} == LATE
+    assert "effort" not in _identity(full) and _identity(fast)["effort"] == "fast"
+    assert json.loads((fast / "summary.json").read_text())["effort_fast"] == 6
+    assert json.loads((full / "summary.json").read_text())["effort_fast"] == 0
+    assert "**effort fast** (`--effort fast`) in 6 cells" in (fast / "report.md").read_text()
+    assert "effort fast" not in (full / "report.md").read_text()
+    # the blocks matrix is resolved at either effort (r_eps = 3 for every eps < 1)
+    for out in (full, fast):
+        assert [(r["lower"], r["upper"]) for r in _rows(out / "brackets.csv")
+                if r["family"] == "blocks"] == [("3", "3"), ("3", "3")]
+    capsys.readouterr()
+    # softrank diff lists the effort among the settings that differ
+    main(["diff", str(full), str(fast)])
+    assert "effort: None in A, 'fast' in B" in capsys.readouterr().out
+    # a run is resumed at its own effort only
+    assert main(["audit", "--panel", str(p), "--out", str(fast), "--quiet", "--resume",
+                 "--attacks", "none", "--study-boot", "0"]) == 2
+    assert "effort" in capsys.readouterr().err
+
+
 @pytest.mark.dist("pyarrow")
 def test_parquet_export_matches_the_csv(tmp_path):
     import pyarrow.parquet as pq

@@ -34,7 +34,13 @@ from .registry import default_constructions, default_lower_tests, load_certifier
 
 __all__ = ["Bracket", "bracket", "validate_eps", "memory_estimate", "BracketStage",
            "svd_seconds",
-           "BASE_MEMORY"]
+           "BASE_MEMORY", "EFFORTS"]
+
+#: The engine's efforts: ``full`` runs every built-in method; ``fast`` skips the late
+#: searches (subspace-rows, subspace-climb, trust-region, alternating-l1-smooth,
+#: alternating-l1-anneal), which take most of the bracket time and make the ends that the
+#: other methods do not reach (README, "Effort": the trade measured on the default panel).
+EFFORTS = ("full", "fast")
 
 #: Resident memory of a process that has imported the engine (numpy, scipy, HiGHS,
 #: python-flint) and holds a small operator, in bytes: 160 MiB, above the ~95 MiB measured.
@@ -302,12 +308,13 @@ class _Engine:
 
 def _bracket_one(op: Operator, ctx: Context, eps_req: float, interval: bool,
                  lower_tests: list[Certifier], constructions: list[Certifier], rho: float = 0.0,
-                 deadline: float | None = None, progress=None) -> Bracket:
+                 deadline: float | None = None, progress=None, effort: str = "full") -> Bracket:
     """One tolerance; ``rho > 0`` (validated mode) certifies the lower side at ``eps + rho``
     and the upper side at ``eps - rho`` (:mod:`softrank.checker.validated`). ``deadline``
     (``time.perf_counter()`` value) is checked before every method: past it only the
     ``always`` methods run and the bracket is cut short (a method already running is not
-    interrupted)."""
+    interrupted). At ``effort="fast"`` the late built-in searches are not run: each is
+    recorded as skipped, message ``"effort fast"``."""
     eng = _Engine(op, ctx, eps_req, interval, deadline, progress)
     owner: dict = {}
     # the built-in searches marked ``late`` (subspace-rows, subspace-climb, trust-region,
@@ -320,6 +327,11 @@ def _bracket_one(op: Operator, ctx: Context, eps_req: float, interval: bool,
         """Run ``methods`` on one side; their checked-in-float64 answers, strongest first."""
         found = []
         for c in methods:
+            if effort == "fast" and late(c):
+                eng.diag.methods.append(MethodRecord(c.name, side, c.origin, "skipped", None,
+                                                     0.0, "effort fast"))
+                eng._say(eng.diag.methods[-1])
+                continue
             out = eng.run(c, side, eps_req + rho if side == "lower" else eps_req - rho)
             if out is not None:
                 found.append(out)
@@ -421,7 +433,7 @@ def _monotone(brs: list[Bracket], A: np.ndarray, interval: bool) -> None:
 
 def bracket(A, eps, *, interval: bool = True, validated: bool = False,
             time_limit: float | None = None, constructions=None,
-            lower_tests=None, progress=None) -> Bracket | list[Bracket]:
+            lower_tests=None, progress=None, effort: str = "full") -> Bracket | list[Bracket]:
     """Certified brackets ``lower <= r_eps(A) <= upper`` (docs/theory/quantity.md, docs/theory/witnesses.md, docs/theory/lower.md).
 
     Parameters
@@ -453,6 +465,13 @@ def bracket(A, eps, *, interval: bool = True, validated: bool = False,
         one that the checker accepts and beats the built-ins becomes the reported end,
         credited by the method's name; one that it rejects is recorded as ``rejected`` in
         ``diagnostics`` and never reported. A method that raises is recorded as ``failed``.
+    effort : {"full", "fast"}
+        ``"full"`` (default) runs every built-in method. ``"fast"`` skips the late searches
+        named above (each recorded in ``diagnostics`` as ``skipped``, message ``"effort
+        fast"``; extra methods still run): brackets as sound, from the other methods alone,
+        so mostly wider (on the default panel 657 of 1074 ends wider than at ``"full"``,
+        none narrower) for about an eighth of the time (README, "Effort"). Unlike with
+        ``time_limit``, which methods run does not depend on the machine's speed.
 
     Returns
     -------
@@ -465,7 +484,8 @@ def bracket(A, eps, *, interval: bool = True, validated: bool = False,
         If ``A`` is not a valid attention matrix.
     InvalidArgumentError
         If a tolerance is outside ``(0, 1)``, ``validated`` without ``Q``, ``K``, ``beta``, an
-        extra method lacks its protocol's method, or two methods of one side share a name.
+        extra method lacks its protocol's method, two methods of one side share a name, or
+        ``effort`` is not one of :data:`EFFORTS`.
 
     Other Parameters
     ----------------
@@ -473,6 +493,7 @@ def bracket(A, eps, *, interval: bool = True, validated: bool = False,
         Called with one line of text after every method of every tolerance (its side,
         name, outcome, rank and seconds): ``softrank bracket --progress`` prints them.
     """
+    _check_effort(effort)
     op = A if isinstance(A, Operator) else Operator(A=A)
     eps_list = validate_eps(eps)
     cons = default_constructions() + _as_methods(constructions, "upper")
@@ -510,7 +531,8 @@ def bracket(A, eps, *, interval: bool = True, validated: bool = False,
             if ctx is None:
                 raise SoftrankError(f"set-up failed: {setup_error}")
             deadline = None if time_limit is None else t0 + float(time_limit)
-            br = _bracket_one(op, ctx, e, interval, tests, cons, rho, deadline, progress)
+            br = _bracket_one(op, ctx, e, interval, tests, cons, rho, deadline, progress,
+                              effort)
         except Exception as exc:  # a crash is an error verdict, never a bound
             br = Bracket(eps=e, lower=0, upper=-1, verdict="error",
                          diagnostics=Diagnostics(error=f"{type(exc).__name__}: {exc}"))
@@ -524,6 +546,14 @@ def bracket(A, eps, *, interval: bool = True, validated: bool = False,
     by_eps = {b.eps: b for b in out}
     res = [by_eps[e] for e in eps_list]
     return res[0] if _is_scalar_eps(eps) else res
+
+
+def _check_effort(effort) -> str:
+    """``effort`` if it is one of :data:`EFFORTS`; else :class:`InvalidArgumentError`."""
+    if not (isinstance(effort, str) and effort in EFFORTS):
+        raise InvalidArgumentError(f"effort must be one of {', '.join(map(repr, EFFORTS))}, "
+                                   f"got {effort!r}")
+    return effort
 
 
 def _check_label(rep) -> str:
@@ -560,6 +590,8 @@ class BracketStage:
         worker process).
     time_limit : float, optional
         Seconds per cell (:func:`bracket`'s ``time_limit``).
+    effort : {"full", "fast"}
+        :func:`bracket`'s ``effort``.
 
     Notes
     -----
@@ -574,9 +606,10 @@ class BracketStage:
     columns = ("lower", "upper", "ratio", "lower_method", "upper_method", "verdict", "seconds",
                "svd_seconds", "lower_check", "upper_check", "validated_rho", "diagnostics")
 
-    def __init__(self, certifiers=(), time_limit: float | None = None):
+    def __init__(self, certifiers=(), time_limit: float | None = None, effort: str = "full"):
         self.certifiers = tuple(certifiers)
         self.time_limit = time_limit
+        self.effort = _check_effort(effort)
 
     def run(self, cells) -> list[dict]:
         import json
@@ -586,7 +619,7 @@ class BracketStage:
         cons, tests = load_certifiers(self.certifiers)
         try:
             brs = bracket(op, list(cells.eps), validated=validated, time_limit=self.time_limit,
-                          constructions=cons, lower_tests=tests)
+                          constructions=cons, lower_tests=tests, effort=self.effort)
         except Exception as exc:  # an operator that crashes is recorded, never a bound
             brs = [Bracket(eps=float(e), lower=0, upper=-1, verdict="error",
                            diagnostics=Diagnostics(error=f"{type(exc).__name__}: {exc}"))

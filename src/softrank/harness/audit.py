@@ -24,7 +24,7 @@ __all__ = ["CSV_COLUMNS", "bracket_operator", "default_stages", "load_stages", "
            "check_out_dir"]
 
 def default_stages(attacks: str = "quick", certifiers=(), cell_timeout: float | None = None,
-                   extra=()) -> list:
+                   extra=(), effort: str = "full") -> list:
     """The stages of an audit cell, in the order they run (see :mod:`softrank.cells`).
 
     The bracket (:class:`~softrank.certifiers.bracket.BracketStage`), the attack on its lower
@@ -33,19 +33,21 @@ def default_stages(attacks: str = "quick", certifiers=(), cell_timeout: float | 
     (:class:`~softrank.studies.features.BaselineFeaturesStage`), the intrinsic descriptor
     (:class:`~softrank.geometry.IntrinsicDescriptorStage`) and the gauged native features
     (:class:`~softrank.studies.features.GaugeFeaturesStage`), then the ``extra`` stages
-    (objects, or ``MODULE:OBJECT`` specs loaded with :func:`load_stages`).
+    (objects, or ``MODULE:OBJECT`` specs loaded with :func:`load_stages`). ``effort`` is the
+    bracket's (:func:`softrank.bracket`).
 
     Raises
     ------
     InvalidArgumentError
-        If ``attacks`` is not an effort, or the stages clash (:func:`softrank.cells.check_stages`).
+        If ``attacks`` or ``effort`` is not an effort of its kind, or the stages clash
+        (:func:`softrank.cells.check_stages`).
     """
     from ..attacks import AttackStage
     from ..certifiers.bracket import BracketStage
     from ..geometry import IntrinsicDescriptorStage, NativeGeometryStage
     from ..studies.features import BaselineFeaturesStage, GaugeFeaturesStage
 
-    stages = [BracketStage(certifiers, cell_timeout), AttackStage(attacks),
+    stages = [BracketStage(certifiers, cell_timeout, effort), AttackStage(attacks),
               NativeGeometryStage(), BaselineFeaturesStage(), IntrinsicDescriptorStage(),
               GaugeFeaturesStage()]
     return check_stages(stages + load_stages(extra))
@@ -95,7 +97,7 @@ CSV_COLUMNS = stage_columns(default_stages("none"))
 
 def bracket_operator(op: Operator, eps_list, validated: bool = False, attacks: str = "none",
                      out: Path | None = None, cell_timeout: float | None = None,
-                     certifiers=(), stages=()) -> list[dict]:
+                     certifiers=(), stages=(), effort: str = "full") -> list[dict]:
     """All cells of one operator as CSV-ready dicts (runs in a worker).
 
     ``validated``: bracket the exact softmax of the operator's factors (when it has them;
@@ -107,15 +109,16 @@ def bracket_operator(op: Operator, eps_list, validated: bool = False, attacks: s
     ``MODULE:OBJECT`` specs run beside the built-ins
     (:func:`~softrank.certifiers.registry.load_certifiers`); every method's outcome is in the
     ``diagnostics`` column (JSON). ``stages``: extra stages after the default ones
-    (:func:`default_stages`)."""
-    return run_stages(op, eps_list, default_stages(attacks, certifiers, cell_timeout, stages),
+    (:func:`default_stages`). ``effort``: :func:`softrank.bracket`'s."""
+    return run_stages(op, eps_list,
+                      default_stages(attacks, certifiers, cell_timeout, stages, effort),
                       validated=validated, out=out)
 
 
 def _task(args):
-    i, op, eps_list, validated, attacks, out, cell_timeout, certifiers, stages = args
+    i, op, eps_list, validated, attacks, out, cell_timeout, certifiers, stages, effort = args
     return i, bracket_operator(op, eps_list, validated, attacks, out, cell_timeout, certifiers,
-                               stages)
+                               stages, effort)
 
 
 def _worker_init():
@@ -198,7 +201,8 @@ def run_audit(operators: list[Operator], eps_list, out: Path, workers: int | Non
               progress=True, validated: bool = False, attacks: str = "quick",
               executor: str = "local", scheduler: str | None = None,
               cell_timeout: float | None = None, resume: bool = False,
-              identity: dict | None = None, certifiers=(), stages=()) -> list[dict]:
+              identity: dict | None = None, certifiers=(), stages=(),
+              effort: str = "full") -> list[dict]:
     """Bracket ``operators`` x ``eps_list``; returns the rows in operator order.
 
     Every finished operator's cells are committed to ``out/ledger.sqlite``
@@ -226,6 +230,9 @@ def run_audit(operators: list[Operator], eps_list, out: Path, workers: int | Non
         Extra per-cell stages run after the default ones (:func:`default_stages`; objects
         or ``MODULE:OBJECT`` specs, see :mod:`softrank.cells`); their columns are added to
         ``brackets.csv`` before ``stages``.
+    effort : {"full", "fast"}
+        :func:`softrank.bracket`'s ``effort``; ``"fast"`` is part of the run's identity (a
+        resumed run must match; ``softrank diff`` lists it among the settings that differ).
 
     Returns
     -------
@@ -245,7 +252,8 @@ def run_audit(operators: list[Operator], eps_list, out: Path, workers: int | Non
     certifiers = tuple(certifiers)
     load_certifiers(certifiers)
     stages = tuple(stages)
-    pipeline = default_stages(attacks, certifiers, cell_timeout, stages)  # fails before any work
+    pipeline = default_stages(attacks, certifiers, cell_timeout, stages,
+                              effort)  # fails before any work
     out = Path(out)
     check_out_dir(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -263,15 +271,17 @@ def run_audit(operators: list[Operator], eps_list, out: Path, workers: int | Non
                   "stages": [st.name for st in pipeline],
                   # ids and content hashes: a resumed run must bracket the same matrices
                   "operators": [f"{op.operator_id}:{op.hash}" for op in operators]})
+    if effort != "full":  # (absent in the ledgers of runs at full effort, and of older runs)
+        ident["effort"] = effort
     with AuditLock(out):  # one run per directory, from the ledger to the exports
         return _audit_cells(operators, eps_list, out, ident, resume, workers, progress,
                             validated, attacks, executor, scheduler, cell_timeout, certifiers,
-                            stages, stage_columns(pipeline))
+                            stages, stage_columns(pipeline), effort)
 
 
 def _audit_cells(operators, eps_list, out, ident, resume, workers, progress, validated,
                  attacks, executor, scheduler, cell_timeout, certifiers, stages,
-                 columns) -> list[dict]:
+                 columns, effort) -> list[dict]:
     """The body of :func:`run_audit`, under the directory's lock."""
     from .store import Ledger
 
@@ -294,7 +304,7 @@ def _audit_cells(operators, eps_list, out, ident, resume, workers, progress, val
     # largest operators first: better load balance at the end of the run
     order = sorted(todo, key=lambda i: -operators[i].A.size)
     tasks = [(i, operators[i], eps_list, validated, attacks, out, cell_timeout, certifiers,
-              stages) for i in order]
+              stages, effort) for i in order]
     try:
         if executor == "dask":
             from .executors import dask_map

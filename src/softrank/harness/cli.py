@@ -168,6 +168,13 @@ def _cache_line(cache, seconds: float) -> str:
             f"operators ready in {seconds:.1f} s")
 
 
+_EFFORT_HELP = ("full (default): every built-in search; fast: without the late searches "
+                "(subspace-rows, subspace-climb, trust-region, alternating-l1-smooth, "
+                "alternating-l1-anneal): about an eighth of the bracket time, wider "
+                "brackets, as sound; unlike a time limit, what runs does not depend on the "
+                "machine's speed (README, Effort)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``softrank`` argument parser: every subcommand and option (docs/cli.md is
     generated from it)."""
@@ -199,6 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="time limit per cell (operator x tolerance): past it the remaining "
                         "searches are skipped and the cell keeps the best checked ends so far, "
                         "marked cut_short in its diagnostics (never an unchecked bound)")
+    a.add_argument("--effort", choices=("full", "fast"), default="full", help=_EFFORT_HELP)
     a.add_argument("--resume", action="store_true",
                    help="continue the run whose ledger (ledger.sqlite) is in --out: finished "
                         "cells are kept, not recomputed")
@@ -256,6 +264,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds per tolerance: past it the remaining searches are skipped and "
                         "the tolerance is reported with the best checked ends so far, marked "
                         "'cut short' (never an unchecked bound)")
+    b.add_argument("--effort", choices=("full", "fast"), default="full", help=_EFFORT_HELP)
     b.add_argument("--progress", action="store_true",
                    help="print every method's outcome and time to stderr as it finishes")
     b.add_argument("--max-memory", type=_memory_arg, default=None, metavar="SIZE",
@@ -479,7 +488,7 @@ def _audit_locked(args, panel, eps, out: Path, t0: float) -> int:
     for spec in panel.certifiers:  # named as the panel file's, not as --certifier
         load_certifier(spec, "panel: [[certifier]] spec")
     load_certifiers(certifiers)
-    default_stages(args.attacks, certifiers, args.cell_timeout, args.stage)
+    default_stages(args.attacks, certifiers, args.cell_timeout, args.stage, args.effort)
     Ledger.check_can_open(out, args.resume)
     cache = _operator_cache(args)
     ops = materialize(panel.specs, cache)
@@ -498,7 +507,8 @@ def _audit_locked(args, panel, eps, out: Path, t0: float) -> int:
                      certifiers=certifiers, stages=args.stage,
                      validated=args.validated, attacks=args.attacks, executor=args.executor,
                      scheduler=args.scheduler, cell_timeout=args.cell_timeout,
-                     resume=args.resume, identity={"panel": args.panel, "seed": args.seed})
+                     resume=args.resume, identity={"panel": args.panel, "seed": args.seed},
+                     effort=args.effort)
     summary = summarize(rows, panel.name, eps, time.perf_counter() - t0, args.seed)
     summary["operator_build"] = {"seconds": round(t_ops, 1),
                                  **(cache.summary() if cache is not None else {"directory": None})}
@@ -513,7 +523,9 @@ def _audit_locked(args, panel, eps, out: Path, t0: float) -> int:
           f"{ov['open']} open, {ov['unsound']} unsound, {ov['error']} error; "
           f"median upper/lower {ov['median_ratio']}; attacks {summary['attacks']['tried']} tried, "
           f"{summary['attacks']['succeeded']} succeeded; brackets {summary['wall_seconds']:.0f} s"
-          f", report and studies {time.perf_counter() - t1:.0f} s. Report: {out / 'report.md'}")
+          f", report and studies {time.perf_counter() - t1:.0f} s"
+          f"{'; effort fast (late searches skipped)' if args.effort == 'fast' else ''}. "
+          f"Report: {out / 'report.md'}")
     if not args.quiet:  # (summary.json and report.md have them either way)
         for name, e in summary["stage_errors"].items():
             print(f"stage {name!r} failed on {e['operators']} of {summary['operators']} "
@@ -560,7 +572,8 @@ def _cmd_bracket(args) -> int:
     cons, tests = load_certifiers(args.certifier)
     say = (lambda line: print(line, file=sys.stderr, flush=True)) if args.progress else None
     brs = bracket(op, list(args.eps), interval=not args.no_interval, constructions=cons,
-                  lower_tests=tests, time_limit=args.time_limit, progress=say)
+                  lower_tests=tests, time_limit=args.time_limit, progress=say,
+                  effort=args.effort)
     if d is not None:
         # the matrix's hash, the tolerance (repr: distinct tolerances never share a name),
         # the side and the kind: bracketing another matrix into DIR never reuses a name
@@ -601,6 +614,10 @@ def _cmd_bracket(args) -> int:
                   f"{br.lower_method} / {br.upper_method}")
             if br.verdict == "error":
                 print(f"{'':>{w}}  error: {br.diagnostics.error}")
+            if args.effort == "fast":
+                skipped = [r.name for r in br.diagnostics.methods if r.message == "effort fast"]
+                print(f"{'':>{w}}  effort fast: {len(skipped)} late searches skipped "
+                      f"({', '.join(skipped)}); both ends are checked")
             if br.cut_short:
                 skipped = [r.name for r in br.diagnostics.methods if r.message == "time limit"]
                 print(f"{'':>{w}}  cut short by --time-limit: {len(skipped)} methods skipped "

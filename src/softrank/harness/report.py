@@ -179,6 +179,9 @@ def summarize(rows: list[dict], panel: str, eps_list, wall_seconds: float, seed:
         "cells": len(rows),
         "wall_seconds": round(wall_seconds, 1),
         "cut_short": sum(bool(cell_diagnostics(r).get("cut_short")) for r in rows),
+        # cells bracketed at --effort fast (the late searches recorded as skipped)
+        "effort_fast": sum(any(m.get("message") == "effort fast" for m in _records(r))
+                           for r in rows),
         "machine": {"python": platform.python_version(), "platform": platform.platform()},
         "overall": _stats(rows),
         "by_eps": {f"{e:g}": _stats([r for r in rows if float(r["eps"]) == e]) for e in eps_list},
@@ -573,6 +576,11 @@ def write_report(rows: list[dict], summary: dict, out: Path, study_boot: int = 1
         f"{s['certificates']['float64_interval_disagreements']}",
         _attack_line(s["attacks"]),
         _stage_error_line(s.get("stage_errors", {}), s.get("cut_short", 0)),
+        *([f"- **effort fast** (`--effort fast`) in {s['effort_fast']} cells: the late "
+           "searches (subspace-rows, subspace-climb, trust-region, alternating-l1-smooth, "
+           "alternating-l1-anneal) did not run there, so their ends are the other methods' "
+           "and mostly wider than at full effort (README, \"Effort\")"]
+          if s.get("effort_fast") else []),
         "",
         "## By family and tolerance",
         "",
