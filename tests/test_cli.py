@@ -363,8 +363,10 @@ def test_bracket_cli_effort(tmp_path, capsys):
     assert (cell["lower"], cell["upper"]) == (3, 3)
     assert {m["name"] for m in cell["diagnostics"]["methods"]
             if m.get("message") == "effort fast"} == LATE
-    assert main(["bracket", str(f), "--eps", "0.25", "--effort", "fast"]) == 0
-    assert "effort fast: 5 late searches skipped" in capsys.readouterr().out
+    assert cell["effort"] == "fast"
+    assert main(["bracket", str(f), "--eps", "0.25", "0.5", "--effort", "fast"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("effort fast: the late searches (") == 1 and "checked as always" in out
     assert main(["bracket", str(f), "--eps", "0.25"]) == 0
     assert "effort fast" not in capsys.readouterr().out
     with pytest.raises(SystemExit) as exc:  # argparse's own one-line error
@@ -396,23 +398,68 @@ def test_audit_effort_fast_is_recorded_reported_and_part_of_the_run(tmp_path, ca
     for r in rows:
         methods = json.loads(r["diagnostics"])["methods"]
         assert {m["name"] for m in methods if m.get("message") == "effort fast"} == LATE
-    assert "effort" not in _identity(full) and _identity(fast)["effort"] == "fast"
-    assert json.loads((fast / "summary.json").read_text())["effort_fast"] == 6
-    assert json.loads((full / "summary.json").read_text())["effort_fast"] == 0
-    assert "**effort fast** (`--effort fast`) in 6 cells" in (fast / "report.md").read_text()
+    assert _identity(full)["effort"] == "full" and _identity(fast)["effort"] == "fast"
+    assert json.loads((full / "summary.json").read_text())["effort"] == "full"
+    assert json.loads((fast / "summary.json").read_text())["effort"] == "fast"
+    report = (fast / "report.md").read_text()
+    assert "**effort fast** (`--effort fast`)" in report
     assert "effort fast" not in (full / "report.md").read_text()
+    # the skipped searches were not tried: left out of the report's tables, not "skipped"
+    assert "| trust-region |" in (full / "report.md").read_text()
+    assert "| trust-region |" not in report
+    for side in ("constructions", "lower_tests"):
+        names = set(json.loads((fast / "summary.json").read_text())[side])
+        assert not names & LATE and names
     # the blocks matrix is resolved at either effort (r_eps = 3 for every eps < 1)
     for out in (full, fast):
         assert [(r["lower"], r["upper"]) for r in _rows(out / "brackets.csv")
                 if r["family"] == "blocks"] == [("3", "3"), ("3", "3")]
     capsys.readouterr()
-    # softrank diff lists the effort among the settings that differ
-    main(["diff", str(full), str(fast)])
-    assert "effort: None in A, 'fast' in B" in capsys.readouterr().out
-    # a run is resumed at its own effort only
+    # softrank diff lists the effort among the settings that differ; the searches that did
+    # not run count no cells in B (not cells that took 0 s)
+    main(["diff", str(full), str(fast), "--json"])
+    d = json.loads(capsys.readouterr().out)
+    assert "effort: 'full' in A, 'fast' in B" in d["settings"]
+    cells = {(m["name"], m["side"]): m["cells"] for m in d["methods"]}
+    assert cells[("trust-region", "upper")] == [6, 0]
+    assert cells[("subspace-climb", "lower")] == [6, 0]
+    # ... also from the exports alone (no ledger: the effort read from the diagnostics)
+    for out in (full, fast):
+        (tmp_path / "csv" / out.name).mkdir(parents=True)
+        (tmp_path / "csv" / out.name / "brackets.csv").write_bytes(
+            (out / "brackets.csv").read_bytes())
+    main(["diff", str(tmp_path / "csv" / "full"), str(tmp_path / "csv" / "fast"), "--json"])
+    d = json.loads(capsys.readouterr().out)
+    assert "effort (from the cells' diagnostics): 'full' in A, 'fast' in B" in d["settings"]
+    # a run is resumed at its own effort only, named in the refusal
     assert main(["audit", "--panel", str(p), "--out", str(fast), "--quiet", "--resume",
                  "--attacks", "none", "--study-boot", "0"]) == 2
-    assert "effort" in capsys.readouterr().err
+    assert 'effort "fast" in the ledger, "full" in this run' in capsys.readouterr().err
+    # a ledger written before the option (no effort in its identity) ran at full effort
+    import sqlite3
+
+    con = sqlite3.connect(full / "ledger.sqlite")
+    with con:
+        ident = _identity(full)
+        del ident["effort"]
+        con.execute("UPDATE run SET value = ? WHERE key = 'identity'",
+                    (json.dumps(ident, sort_keys=True),))
+    con.close()
+    assert main(["audit", "--panel", str(p), "--out", str(full), "--quiet", "--resume",
+                 "--attacks", "none", "--study-boot", "0", "--effort", "fast"]) == 2
+    assert 'effort "full" in the ledger, "fast" in this run' in capsys.readouterr().err
+    assert main(["audit", "--panel", str(p), "--out", str(full), "--quiet", "--resume",
+                 "--attacks", "none", "--study-boot", "0"]) == 0
+
+
+def test_effort_choices_are_the_engines():
+    from softrank.certifiers.bracket import EFFORTS
+    from softrank.harness.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    for cmd in ("bracket", "audit"):
+        (act,) = [a for a in sub.choices[cmd]._actions if a.dest == "effort"]
+        assert tuple(act.choices) == EFFORTS and act.default == "full"
 
 
 @pytest.mark.dist("pyarrow")

@@ -39,7 +39,8 @@ def default_stages(attacks: str = "quick", certifiers=(), cell_timeout: float | 
     Raises
     ------
     InvalidArgumentError
-        If ``attacks`` or ``effort`` is not an effort of its kind, or the stages clash
+        If ``attacks`` is not an attack effort, ``effort`` not one of
+        :data:`softrank.certifiers.bracket.EFFORTS`, or the stages clash
         (:func:`softrank.cells.check_stages`).
     """
     from ..attacks import AttackStage
@@ -231,8 +232,9 @@ def run_audit(operators: list[Operator], eps_list, out: Path, workers: int | Non
         or ``MODULE:OBJECT`` specs, see :mod:`softrank.cells`); their columns are added to
         ``brackets.csv`` before ``stages``.
     effort : {"full", "fast"}
-        :func:`softrank.bracket`'s ``effort``; ``"fast"`` is part of the run's identity (a
-        resumed run must match; ``softrank diff`` lists it among the settings that differ).
+        :func:`softrank.bracket`'s ``effort``, part of the run's identity: a resumed run must
+        match it (a ledger of an older version, without it, ran at ``"full"``), and
+        ``softrank diff`` lists it among the settings that differ.
 
     Returns
     -------
@@ -267,12 +269,11 @@ def run_audit(operators: list[Operator], eps_list, out: Path, workers: int | Non
             "entries distinct families (e.g. family = \"qwen2-seed1\") or drop the repeats")
     ident = dict(identity or {})
     ident.update({"eps": list(eps_list), "validated": bool(validated), "attacks": attacks,
-                  "cell_timeout": cell_timeout, "certifiers": list(certifiers),
+                  "cell_timeout": cell_timeout, "effort": effort,
+                  "certifiers": list(certifiers),
                   "stages": [st.name for st in pipeline],
                   # ids and content hashes: a resumed run must bracket the same matrices
                   "operators": [f"{op.operator_id}:{op.hash}" for op in operators]})
-    if effort != "full":  # (absent in the ledgers of runs at full effort, and of older runs)
-        ident["effort"] = effort
     with AuditLock(out):  # one run per directory, from the ledger to the exports
         return _audit_cells(operators, eps_list, out, ident, resume, workers, progress,
                             validated, attacks, executor, scheduler, cell_timeout, certifiers,

@@ -509,7 +509,8 @@ def _audit_locked(args, panel, eps, out: Path, t0: float) -> int:
                      scheduler=args.scheduler, cell_timeout=args.cell_timeout,
                      resume=args.resume, identity={"panel": args.panel, "seed": args.seed},
                      effort=args.effort)
-    summary = summarize(rows, panel.name, eps, time.perf_counter() - t0, args.seed)
+    summary = summarize(rows, panel.name, eps, time.perf_counter() - t0, args.seed,
+                        effort=args.effort)
     summary["operator_build"] = {"seconds": round(t_ops, 1),
                                  **(cache.summary() if cache is not None else {"directory": None})}
     if args.study_boot and not args.quiet:
@@ -591,7 +592,8 @@ def _cmd_bracket(args) -> int:
     geo = _geometry(op)
     if args.json:
         rn = op.meta.get("renormalized")
-        print(json.dumps([{"operator_id": op.operator_id, "hash": op.hash, **br.to_dict(),
+        print(json.dumps([{"operator_id": op.operator_id, "hash": op.hash,
+                           "effort": args.effort, **br.to_dict(),
                            **({"geometry": geo} if geo else {}),
                            **({"renormalized": rn} if rn else {})} for br in brs], indent=2))
     else:
@@ -614,15 +616,15 @@ def _cmd_bracket(args) -> int:
                   f"{br.lower_method} / {br.upper_method}")
             if br.verdict == "error":
                 print(f"{'':>{w}}  error: {br.diagnostics.error}")
-            if args.effort == "fast":
-                skipped = [r.name for r in br.diagnostics.methods if r.message == "effort fast"]
-                print(f"{'':>{w}}  effort fast: {len(skipped)} late searches skipped "
-                      f"({', '.join(skipped)}); both ends are checked")
             if br.cut_short:
                 skipped = [r.name for r in br.diagnostics.methods if r.message == "time limit"]
                 print(f"{'':>{w}}  cut short by --time-limit: {len(skipped)} methods skipped "
                       f"({', '.join(skipped[:6])}{', ...' if len(skipped) > 6 else ''}); both "
                       "ends are checked")
+        if args.effort == "fast" and any(br.verdict != "error" for br in brs):
+            print("effort fast: the late searches (subspace-rows, subspace-climb, trust-region, "
+                  "alternating-l1-smooth, alternating-l1-anneal) were skipped; the ends are "
+                  "the other methods', checked as always")
         for c in cons + tests:  # the user's own methods, beside the bracket
             for br in brs:
                 r = br.diagnostics.record(c.name)

@@ -34,7 +34,8 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InvalidArgumentError
-from .report import cell_diagnostics, group_key
+from .report import cell_diagnostics, group_key, not_run
+from .store import normal_identity
 
 __all__ = ["Audit", "load_audit", "diff_audits", "render_markdown", "verdict"]
 
@@ -281,16 +282,28 @@ def _same_panel(a: Audit, b: Audit) -> list[str]:
                 f"audits of different panels: {len(changed)} operators have different matrices "
                 f"under the same id (content hashes differ), e.g. {changed[0]} "
                 f"({ha[changed[0]][:12]} in A, {hb[changed[0]][:12]} in B)")
-        for k in sorted(set(a.identity) | set(b.identity)):
+        ia, ib = normal_identity(a.identity), normal_identity(b.identity)
+        for k in sorted(set(ia) | set(ib)):
             if k in _PANEL_FIELDS:
                 continue
-            va, vb = a.identity.get(k), b.identity.get(k)
+            va, vb = ia.get(k), ib.get(k)
             if va != vb:
                 notes.append(f"{k}: {va!r} in A, {vb!r} in B")
     else:
         notes.append("matrix hashes not compared (an audit without its ledger.sqlite): cells "
                      "matched by operator id and eps only")
+        ea, eb = _cells_effort(a), _cells_effort(b)
+        if ea != eb:
+            notes.append(f"effort (from the cells' diagnostics): {ea!r} in A, {eb!r} in B")
     return notes
+
+
+def _cells_effort(audit: Audit) -> str:
+    """``"fast"`` if the late searches were skipped at ``--effort fast`` in every cell with
+    a bracket, ``"full"`` if in none, ``"mixed"`` otherwise (an audit without its ledger)."""
+    fast = [any(not_run(m) for m in cell_diagnostics(r).get("methods", []))
+            for r in audit.rows.values() if r.get("verdict") != "error"]
+    return "fast" if fast and all(fast) else "full" if not any(fast) else "mixed"
 
 
 def _method_table(a: Audit, b: Audit) -> list[dict]:
@@ -300,7 +313,8 @@ def _method_table(a: Audit, b: Audit) -> list[dict]:
     for tag, audit in (("A", a), ("B", b)):
         for key, r in audit.rows.items():
             for m in cell_diagnostics(r).get("methods", []):
-                recs[tag][(m["name"], m["side"])][key] = m
+                if not not_run(m):  # a late search skipped at --effort fast was not run
+                    recs[tag][(m["name"], m["side"])][key] = m
     out = []
     for name, side in sorted(set(recs["A"]) | set(recs["B"]), key=lambda t: (t[1], t[0])):
         ra, rb = recs["A"].get((name, side), {}), recs["B"].get((name, side), {})

@@ -67,6 +67,16 @@ def _operators_diff(old: list, new: list) -> str:
     return "operators differ: " + ", ".join(parts)
 
 
+#: identity fields added after ledgers were first written, with the value that a ledger
+#: without the field ran at (so a run of an older version compares as such)
+IDENTITY_DEFAULTS = {"effort": "full"}
+
+
+def normal_identity(identity: dict) -> dict:
+    """``identity`` with the fields of :data:`IDENTITY_DEFAULTS` it lacks filled in."""
+    return {**IDENTITY_DEFAULTS, **identity}
+
+
 def identity_diff(old: dict, new: dict) -> str:
     """One line naming what differs between two run identities (a ledger's and a run's).
 
@@ -174,11 +184,24 @@ class Ledger:
                 self.conn.execute("INSERT INTO run VALUES ('identity', ?)", (wanted,))
                 self.conn.execute("INSERT OR REPLACE INTO run VALUES ('status', 'running')")
         elif stored != wanted:
-            self.conn.close()
-            raise InvalidArgumentError(
-                f"--resume: the run in {str(self.path.parent)!r} differs from this one: "
-                f"{identity_diff(json.loads(stored), json.loads(wanted))}; resume with "
-                "the same panel, tolerances, seed and options, or choose another --out")
+            try:
+                old = json.loads(stored)
+            except ValueError:
+                old = None
+            new = normal_identity(json.loads(wanted))  # (JSON: tuples compare as lists)
+            if not isinstance(old, dict):
+                self.conn.close()
+                raise InvalidArgumentError(
+                    f"--resume: the ledger in {str(self.path.parent)!r} does not describe its "
+                    "run (its identity is not a JSON object); choose another --out")
+            if normal_identity(old) != new:
+                self.conn.close()
+                raise InvalidArgumentError(
+                    f"--resume: the run in {str(self.path.parent)!r} differs from this one: "
+                    f"{identity_diff(normal_identity(old), new)}; resume with the same "
+                    "panel, tolerances, seed and options, or choose another --out")
+            with self.conn:
+                self.conn.execute("INSERT OR REPLACE INTO run VALUES ('status', 'running')")
         else:
             with self.conn:
                 self.conn.execute("INSERT OR REPLACE INTO run VALUES ('status', 'running')")
