@@ -450,6 +450,16 @@ def test_audit_effort_fast_is_recorded_reported_and_part_of_the_run(tmp_path, ca
     assert 'effort "full" in the ledger, "fast" in this run' in capsys.readouterr().err
     assert main(["audit", "--panel", str(p), "--out", str(full), "--quiet", "--resume",
                  "--attacks", "none", "--study-boot", "0"]) == 0
+    # a ledger whose identity is not a JSON object does not describe a run: refused by name
+    for bad in ("[1, 2]", "not json"):
+        con = sqlite3.connect(full / "ledger.sqlite")
+        with con:
+            con.execute("UPDATE run SET value = ? WHERE key = 'identity'", (bad,))
+        con.close()
+        capsys.readouterr()
+        assert main(["audit", "--panel", str(p), "--out", str(full), "--quiet", "--resume",
+                     "--attacks", "none", "--study-boot", "0"]) == 2
+        assert "its identity is not a JSON object" in capsys.readouterr().err
 
 
 def test_effort_choices_are_the_engines():
