@@ -178,6 +178,29 @@ def test_settings_that_differ_are_listed_not_refused(tmp_path, capsys):
     assert rc == 0 and "differs: certifiers: [] in A, ['mine:Cons'] in B" in out
 
 
+def test_a_ledger_of_an_older_version_ran_at_full_effort(tmp_path, capsys):
+    # IDENTITY has no "effort" (ledgers written before --effort): the same as "full"
+    a = _audit(tmp_path / "a", BASE)
+    b = _audit(tmp_path / "b", BASE, dict(IDENTITY, effort="full"))
+    rc, out, _ = _run(capsys, a, b)
+    assert rc == 0 and "differs" not in out
+    c = _audit(tmp_path / "c", BASE, dict(IDENTITY, effort="fast"))
+    rc, out, _ = _run(capsys, a, c)
+    assert "differs: effort: 'full' in A, 'fast' in B" in out
+
+
+def test_a_ledger_whose_identity_is_not_an_object_is_refused(tmp_path, capsys):
+    import sqlite3
+
+    a = _audit(tmp_path / "a", BASE)
+    con = sqlite3.connect(tmp_path / "a" / "ledger.sqlite")
+    with con:
+        con.execute("UPDATE run SET value = '[1, 2]' WHERE key = 'identity'")
+    con.close()
+    rc, _, err = _run(capsys, a, a)
+    assert rc == 2 and "its run identity is not a JSON object" in err
+
+
 def test_unfinished_or_missing_audits_are_refused(tmp_path, capsys):
     a = _audit(tmp_path / "a", BASE)
     b = _audit(tmp_path / "b", BASE, complete=False)

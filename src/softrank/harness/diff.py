@@ -89,6 +89,8 @@ def _read_ledger(path: Path, arg: str) -> tuple[dict, list[dict], str]:
         finally:
             conn.close()
         identity = json.loads(run["identity"])
+        if not isinstance(identity, dict):
+            raise ValueError("its run identity is not a JSON object")
     except (sqlite3.Error, KeyError, ValueError) as exc:
         raise InvalidArgumentError(f"{arg}: {str(path)!r} is not a readable softrank ledger "
                                    f"({type(exc).__name__}: {exc})") from None
