@@ -179,32 +179,32 @@ class Ledger:
         self.conn.executescript(_SCHEMA)
         stored = self._get("identity")
         wanted = json.dumps(identity, sort_keys=True)
-        if stored is None:
-            with self.conn:
+        problem = None if stored in (None, wanted) else self._mismatch(stored, wanted)
+        if problem:
+            self.conn.close()
+            raise InvalidArgumentError(f"--resume: {problem}")
+        with self.conn:
+            if stored is None:
                 self.conn.execute("INSERT INTO run VALUES ('identity', ?)", (wanted,))
-                self.conn.execute("INSERT OR REPLACE INTO run VALUES ('status', 'running')")
-        elif stored != wanted:
-            try:
-                old = json.loads(stored)
-            except ValueError:
-                old = None
-            new = normal_identity(json.loads(wanted))  # (JSON: tuples compare as lists)
-            if not isinstance(old, dict):
-                self.conn.close()
-                raise InvalidArgumentError(
-                    f"--resume: the ledger in {str(self.path.parent)!r} does not describe its "
-                    "run (its identity is not a JSON object); choose another --out")
-            if normal_identity(old) != new:
-                self.conn.close()
-                raise InvalidArgumentError(
-                    f"--resume: the run in {str(self.path.parent)!r} differs from this one: "
-                    f"{identity_diff(normal_identity(old), new)}; resume with the same "
-                    "panel, tolerances, seed and options, or choose another --out")
-            with self.conn:
-                self.conn.execute("INSERT OR REPLACE INTO run VALUES ('status', 'running')")
-        else:
-            with self.conn:
-                self.conn.execute("INSERT OR REPLACE INTO run VALUES ('status', 'running')")
+            self.conn.execute("INSERT OR REPLACE INTO run VALUES ('status', 'running')")
+
+    def _mismatch(self, stored: str, wanted: str) -> str | None:
+        """Why the stored identity (JSON) refuses this run's, or None when they agree once
+        the fields of :data:`IDENTITY_DEFAULTS` are filled in (JSON: tuples compare as
+        lists)."""
+        try:
+            old = json.loads(stored)
+        except ValueError:
+            old = None
+        if not isinstance(old, dict):
+            return (f"the ledger in {str(self.path.parent)!r} does not describe its run (its "
+                    "identity is not a JSON object); choose another --out")
+        old, new = normal_identity(old), normal_identity(json.loads(wanted))
+        if old == new:
+            return None
+        return (f"the run in {str(self.path.parent)!r} differs from this one: "
+                f"{identity_diff(old, new)}; resume with the same panel, tolerances, seed "
+                "and options, or choose another --out")
 
     def _peek_status(self) -> str:
         try:
