@@ -6,7 +6,7 @@ OUT ?= softrank-report
 PANEL ?= default
 PYTEST_ARGS ?=
 
-.PHONY: install audit test quick bench fuzz docs gallery clean
+.PHONY: install audit test quick bench fuzz docs docs-check gallery clean
 
 install: $(VENV)/.installed
 
@@ -56,7 +56,7 @@ quick: install
 # keeps make test within 15 minutes on 2 cores. SOFTRANK_SIZES=... make test to choose.
 SOFTRANK_SIZES ?= 32,64,minilm:64
 test: install
-	SOFTRANK_SIZES=$(SOFTRANK_SIZES) $(PY) -m pytest -m "not slow" --softrank-profile ci $(PYTEST_ARGS)
+	SOFTRANK_SIZES=$(SOFTRANK_SIZES) $(PY) -m pytest -m "not slow and not docs_site" --softrank-profile ci $(PYTEST_ARGS)
 
 # The fuzz tier's long run (tests/test_fuzz.py): each of its 5 targets draws fresh inputs for
 # FUZZ_SECONDS (default 130: about 11 minutes in all); counts of inputs in fuzz-stats.json.
@@ -81,6 +81,15 @@ SPHINXOPTS ?= -n -W --keep-going
 GALLERY_RUN ?= docs/_build/gallery-run
 docs: install
 	$(VENV)/bin/sphinx-build $(SPHINXOPTS) -b html docs docs/_build/html
+
+# The built site as a reader opens it (tests/test_docs_site.py): headless Chromium reads every
+# page with math from file:// with no network and checks that MathJax typeset each formula,
+# and no page or style sheet loads anything from another host. Debian's chromium is installed
+# by the tests where missing (as root); here a missing site or browser fails instead of
+# skipping. CI runs it after `make docs` (.ci/run).
+docs-check: install
+	SOFTRANK_DOCS_CHECK=required $(PY) -m pytest -m docs_site tests/test_docs_site.py \
+		-p no:cacheprovider $(PYTEST_ARGS)
 
 gallery: install
 	rm -rf $(GALLERY_RUN)

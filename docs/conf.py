@@ -35,10 +35,22 @@ extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.autosummary",
     "numpydoc",  # docstring sections (Parameters, Returns, ...), the SciPy convention
-    "sphinx.ext.mathjax",  # math is typeset by the browser; nothing is fetched at build time
+    "sphinx.ext.mathjax",  # math is typeset in the browser by the MathJax of the next line
+    "sphinx-mathjax-offline",  # MathJax 3.2.2 (tex-chtml and its fonts) in _static/mathjax
     "sphinx.ext.viewcode",
     "sphinxarg.ext",  # the CLI reference, generated from softrank's argparse parser
 ]
+# Math without a network. Sphinx's default MathJax comes from a CDN, so a page opened offline
+# (an air-gapped cluster, CI) showed raw TeX. sphinx-mathjax-offline, a PyPI package pinned in
+# the lock, ships MathJax 3.2.2's files (the tex-chtml component, its TeX extensions and the
+# woff fonts): it sets mathjax_path to "mathjax/tex-chtml.js" and copies the files into
+# _static/mathjax after a successful build, so the site carries its renderer (24 MB). Chosen
+# over KaTeX rendered at build time (sphinxcontrib-katex's prerender needs Node.js for every
+# build and KaTeX's CSS and fonts from npm) and over MathJax from npm (a second lock, and
+# files copied by hand): the pages keep the TeX that MathJax reads, and the build needs only
+# Python. tests/test_docs_site.py opens the built pages in headless Chromium and checks that
+# every formula was typeset and that no page loads anything from another host.
+#
 # No sphinx.ext.intersphinx: the build must not download inventories. References to
 # numpy, scipy, the standard library, ... are therefore unresolvable and ignored below
 # (nitpick_ignore_regex), not linked.
@@ -238,7 +250,12 @@ html_theme_options = {
     "show_toc_level": 2,
     "header_links_before_dropdown": 8,
 }
-html_static_path: list[str] = []
+html_static_path = ["_static"]  # docs/_static: softrank.css, nothing fetched at view time
+html_css_files = ["softrank.css"]
+# The primary sidebar lists a section's pages; the top-level pages outside the theory and the
+# API have none, and an empty sidebar narrowed their column until code blocks and tables
+# scrolled sideways. Those pages go without it.
+html_sidebars = {page.stem: [] for page in HERE.glob("*.md") if page.stem not in ("api", "index")}
 html_show_sourcelink = False
 
 

@@ -385,10 +385,21 @@ def _standing(s: dict) -> list[str]:
 _ORIGIN = {"builtin": "built-in", "reference": "reference", "third-party": "third-party"}
 
 
+#: One colour per origin in the Constructions plot: a user's construction stands out.
+_ORIGIN_COLOUR = {"builtin": "C0", "reference": "C1", "third-party": "C3"}
+
+
 def _plot_constructions(rows, out: Path) -> str | None:
     """Each construction's checked rank against the cell's certified lower end (log-log), one
-    marker per construction, the diagonal ``rank = lower`` drawn (no sound witness lies
-    below it)."""
+    panel per construction on shared axes: its own cells in its origin's colour (marker
+    area grows with the number of cells at the same point), every construction's in light
+    grey behind, and the diagonal ``rank = lower`` that no sound witness lies below.
+
+    One panel each, not one scatter of every construction: with a dozen constructions on
+    one axis (15 on the default panel) the markers hid each other and the legend hid the
+    data."""
+    import math
+
     import matplotlib
 
     matplotlib.use("Agg")
@@ -400,22 +411,32 @@ def _plot_constructions(rows, out: Path) -> str | None:
     pts = {n: v for n, v in pts.items() if v}
     if not pts:
         return None
-    fig, ax = plt.subplots(figsize=(7.5, 6), constrained_layout=True)
-    markers = "o^sDvP*Xh<>p"
-    hi = 1
-    for i, (n, v) in enumerate(pts.items()):
-        x, y = np.array(v, dtype=float).T
-        hi = max(hi, x.max(), y.max())
+    every = np.array([p for v in pts.values() for p in v], dtype=float)
+    hi = max(1.0, float(every.max()))
+    ncols = min(4, len(pts))
+    nrows = math.ceil(len(pts) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(2.9 * ncols + 0.7, 2.6 * nrows + 0.9),
+                             sharex=True, sharey=True, squeeze=False, constrained_layout=True)
+    for ax, (n, v) in zip(axes.flat, pts.items()):
         origin = by[n][0][1]["origin"]
-        ax.scatter(x, y, s=14, marker=markers[i % len(markers)], alpha=0.55,
-                   label=f"{n} ({_ORIGIN.get(origin, origin)})")
-    ax.plot([1, hi], [1, hi], "k--", lw=1, label="rank = certified lower")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("certified lower end of the cell")
-    ax.set_ylabel("construction's checked rank")
-    ax.set_title("Constructions against the certified lower end (every cell, every eps)")
-    ax.legend(fontsize=7, loc="upper left")
+        at, count = np.unique(np.array(v, dtype=float), axis=0, return_counts=True)
+        x, y = at.T
+        ax.scatter(every[:, 0], every[:, 1], s=5, color="0.85", linewidths=0, zorder=1)
+        ax.scatter(x, y, s=9 * np.sqrt(count) + 5, color=_ORIGIN_COLOUR.get(origin, "C2"),
+                   alpha=0.75, linewidths=0, zorder=2)
+        ax.plot([1, hi], [1, hi], "k--", lw=0.8, zorder=3)
+        ax.set_title(f"{n} ({_ORIGIN.get(origin, origin)}): {len(v)} "
+                     f"cell{'' if len(v) == 1 else 's'}", fontsize=8)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.tick_params(labelsize=7)
+    for i in range(len(pts), nrows * ncols):  # empty panels of the last row
+        axes.flat[i].set_visible(False)
+        axes.flat[i - ncols].tick_params(labelbottom=True)  # the x labels go to the one above
+    fig.supxlabel("certified lower end of the cell", fontsize=9)
+    fig.supylabel("construction's checked rank", fontsize=9)
+    fig.suptitle("Constructions against the certified lower end (every cell, every eps; "
+                 "dashed: rank = certified lower; grey: every construction)", fontsize=9)
     name = "constructions.png"
     fig.savefig(out / name, dpi=110)
     plt.close(fig)
