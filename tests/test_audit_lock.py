@@ -201,6 +201,87 @@ def test_a_running_audit_holds_its_directory(tmp_path, capsys):
     assert "(running" not in err and "--resume" in err
 
 
+def _children(pid: int) -> set[int]:
+    """The live processes whose parent is ``pid`` (from /proc)."""
+    out = set()
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            # pid (comm) state ppid ...: comm may hold spaces, so split after its ')'
+            fields = stat.rsplit(")", 1)[-1].split()
+            if int(fields[1]) == pid and fields[0] != "Z":
+                out.add(int(d))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads processes from /proc")
+def test_kill_9_of_a_running_audit_leaves_no_worker_behind(tmp_path, capsys):
+    """SIGKILL of a running audit's main process (no handler runs, as with the kernel's
+    out-of-memory killer): its pool workers end by themselves within 10 s, instead of
+    sleeping on their task queue for ever, and --resume finishes the run."""
+    p = tmp_path / "slow.toml"
+    # cells sleep 60 s while the file 'slow' exists: the workers are busy when the main
+    # process is killed; the resume runs without it
+    (tmp_path / "sleepymod.py").write_text(
+        "import os, time\nclass Sleepy:\n    name = 'sleepy'\n"
+        "    def witness(self, operator, eps):\n"
+        f"        if os.path.exists({str(tmp_path / 'slow')!r}):\n"
+        "            time.sleep(60)\n        return None\n")
+    (tmp_path / "slow").write_text("")
+    p.write_text("eps = [0.2, 0.5]\n[[certifier]]\nspec = 'sleepymod:Sleepy'\npath = '.'\n" + "".join(
+        f"[[synthetic]]\nfamily = 'gaussian_head'\nm = 8\nN = 8\nseed = {s}\n" for s in range(4)))
+    out = tmp_path / "o"
+    proc = subprocess.Popen([sys.executable, "-m", "softrank.harness.cli", "audit", "--panel",
+                             str(p), "--out", str(out), "--workers", "2", "--quiet",
+                             "--attacks", "none"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    workers: set[int] = set()
+    try:
+        t = time.monotonic()
+        # both workers started (the pool may also start multiprocessing's resource tracker)
+        while len(workers) < 2 or not _has_identity(out / "ledger.sqlite"):
+            assert proc.poll() is None, proc.stderr.read()
+            assert time.monotonic() - t < 120, f"the audit did not start its workers: {workers}"
+            time.sleep(0.1)
+            workers = _children(proc.pid)
+        time.sleep(1.0)  # the workers are inside their first cells
+        workers = _children(proc.pid)
+        proc.kill()
+        proc.wait()
+        t_kill = time.monotonic()
+        while any(_alive(w) for w in workers) and time.monotonic() - t_kill < 10:
+            time.sleep(0.1)
+        left = sorted(w for w in workers if _alive(w))
+        assert not left, f"workers {left} of the killed audit still alive 10 s later"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for w in workers:
+            if _alive(w):
+                os.kill(w, signal.SIGKILL)
+    (tmp_path / "slow").unlink()
+    capsys.readouterr()
+    assert _audit(p, out, "--resume") == 0
+    assert "stale lock" in capsys.readouterr().err
+    with sqlite3.connect(out / "ledger.sqlite") as conn:
+        assert conn.execute("SELECT COUNT(*) FROM cells").fetchone()[0] == 8
+    conn.close()
+    assert (out / "brackets.csv").exists() and not (out / "softrank.lock").exists()
+
+
 # ------------------------------------------------------------------- stale and foreign locks
 
 def test_a_stale_lock_is_named_and_taken_over(tmp_path, capsys):

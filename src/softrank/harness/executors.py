@@ -9,6 +9,8 @@ task's cells were already handed back and committed by the caller.
 from __future__ import annotations
 
 import os
+import threading
+import time
 from multiprocessing import get_context
 
 __all__ = ["local_map", "dask_map"]
@@ -18,6 +20,36 @@ _BLAS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 #: Longest wait of :func:`local_map` for a task to finish before the main thread wakes
 #: (and runs the handler of any signal another thread took) and waits again, in seconds.
 WAIT_SECONDS = 1.0
+
+
+#: How often a pool worker checks that the process that started it is still alive, in
+#: seconds: a worker whose parent was killed (``kill -9``, the out-of-memory killer) ends
+#: within about this long instead of sleeping on its task queue for ever.
+PARENT_CHECK_SECONDS = 0.5
+
+
+def _watch_parent(parent: int, interval: float) -> None:
+    """A worker's watchdog (a daemon thread): end the worker at once when ``parent`` is no
+    longer its parent process.
+
+    A worker of a ``spawn`` pool holds both ends of the queue it reads its tasks from (the
+    queue is pickled whole into it), so the death of the main process never shows it an end
+    of file: without this it sleeps on that queue until killed by hand. ``os._exit`` skips
+    the worker's clean-up: what it was computing is lost with its parent, and every finished
+    cell is already in the ledger.
+    """
+    while True:
+        time.sleep(interval)
+        if os.getppid() != parent:
+            os._exit(1)
+
+
+def _worker_start(parent: int, initializer) -> None:
+    """A pool worker's initializer: the parent watchdog, then the caller's initializer."""
+    threading.Thread(target=_watch_parent, args=(parent, PARENT_CHECK_SECONDS), daemon=True,
+                     name="softrank-parent-watchdog").start()
+    if initializer is not None:
+        initializer()
 
 
 class _one_blas_thread:
@@ -42,13 +74,16 @@ def local_map(fn, tasks, workers: int, initializer=None):
     Results are yielded as tasks finish. A worker that dies (killed, out of memory) breaks
     the pool: ``BrokenProcessPool`` is raised instead of waiting forever, after every result
     that finished before it was yielded (so the caller has committed them). On any exception
-    or interrupt in the caller the workers are terminated: none outlives the run.
+    or interrupt in the caller the workers are terminated: none outlives the run. A worker
+    whose parent is killed outright (``kill -9``, where no handler runs) ends by itself within
+    :data:`PARENT_CHECK_SECONDS`; the cells already committed stay, for ``--resume``.
     """
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
     blas = _one_blas_thread()
     blas.__enter__()  # for the pool's whole life: it spawns its workers lazily, on submit
-    ex = ProcessPoolExecutor(workers, mp_context=get_context("spawn"), initializer=initializer)
+    ex = ProcessPoolExecutor(workers, mp_context=get_context("spawn"),
+                             initializer=_worker_start, initargs=(os.getpid(), initializer))
     try:
         pending = set()
         it = iter(tasks)
