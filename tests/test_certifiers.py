@@ -545,7 +545,7 @@ def test_lp_methods_are_exercised_when_lp_works(name):
 def no_screening(monkeypatch):
     """Candidates that never screen a row or key: every decision of the LP-based methods
     then rests on its LPs (the screening itself is tested below, with the LPs failing)."""
-    from softrank.certifiers import lower as lower_mod
+    from softrank.certifiers.lower import subspace as lower_mod
     from softrank.certifiers import upper as upper_mod
 
     monkeypatch.setattr(upper_mod, "l1_candidates", lambda A, W, **kw: (
@@ -631,7 +631,7 @@ def test_screened_methods_answer_without_lps_and_stay_sound(highs_mode, name):
 def test_screening_decides_as_the_lps_do():
     # the screened l1 refit and subspace search reach the decisions of solving every row
     # and key exactly, rank by rank, on a sphere and a grid operator
-    from softrank.certifiers import lower as lower_mod
+    from softrank.certifiers.lower import subspace as lower_mod
     from softrank.certifiers import upper as upper_mod
 
     for op in (LP_OPS["sphere"](), LP_OPS["grid"]()):

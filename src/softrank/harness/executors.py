@@ -76,7 +76,7 @@ def local_map(fn, tasks, workers: int, initializer=None):
     that finished before it was yielded (so the caller has committed them). On any exception
     or interrupt in the caller the workers are terminated: none outlives the run. A worker
     whose parent is killed outright (``kill -9``, where no handler runs) ends by itself within
-    :data:`PARENT_CHECK_SECONDS`; the cells already committed stay, for ``--resume``.
+    ``PARENT_CHECK_SECONDS``; the cells already committed stay, for ``--resume``.
     """
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
