@@ -82,12 +82,13 @@ GALLERY_RUN ?= docs/_build/gallery-run
 docs: install
 	$(VENV)/bin/sphinx-build $(SPHINXOPTS) -b html docs docs/_build/html
 
-# The built site as a reader opens it (tests/test_docs_site.py): headless Chromium reads every
-# page with math from file:// with no network and checks that MathJax typeset each formula,
-# and no page or style sheet loads anything from another host. Debian's chromium is installed
-# by the tests where missing (as root); here a missing site or browser fails instead of
-# skipping. CI runs it after `make docs` (.ci/run).
-docs-check: install
+# The site, built afresh, as a reader opens it (tests/test_docs_site.py): headless Chromium
+# reads every page with math from file://, with no host name resolving, and checks that
+# MathJax typeset each formula without a TeX error, that no page requested anything but the
+# site's own files, and that no page or style sheet names an asset on another host. Debian's
+# chromium is installed by the tests where missing (as root); here a missing site or browser
+# fails instead of skipping. CI runs it (.ci/run).
+docs-check: docs
 	SOFTRANK_DOCS_CHECK=required $(PY) -m pytest -m docs_site tests/test_docs_site.py \
 		-p no:cacheprovider $(PYTEST_ARGS)
 

@@ -19,6 +19,7 @@ HERE = Path(__file__).resolve().parent
 # The package is installed editable into .venv; src/ first also lets a bare
 # `sphinx-build` from a checkout document the sources in front of it.
 sys.path.insert(0, str(HERE.parent / "src"))
+sys.path.insert(0, str(HERE / "_ext"))  # softrank_mathjax, the site's own MathJax
 # Matplotlib never opens a window while modules are imported for autodoc.
 os.environ.setdefault("MPLBACKEND", "Agg")
 
@@ -36,7 +37,7 @@ extensions = [
     "sphinx.ext.autosummary",
     "numpydoc",  # docstring sections (Parameters, Returns, ...), the SciPy convention
     "sphinx.ext.mathjax",  # math is typeset in the browser by the MathJax of the next line
-    "sphinx-mathjax-offline",  # MathJax 3.2.2 (tex-chtml and its fonts) in _static/mathjax
+    "softrank_mathjax",  # MathJax 3.2.2 (tex-chtml, its fonts) in _static/mathjax: _ext/
     "sphinx.ext.viewcode",
     "sphinxarg.ext",  # the CLI reference, generated from softrank's argparse parser
 ]
@@ -44,12 +45,18 @@ extensions = [
 # (an air-gapped cluster, CI) showed raw TeX. sphinx-mathjax-offline, a PyPI package pinned in
 # the lock, ships MathJax 3.2.2's files (the tex-chtml component, its TeX extensions and the
 # woff fonts): it sets mathjax_path to "mathjax/tex-chtml.js" and copies the files into
-# _static/mathjax after a successful build, so the site carries its renderer (24 MB). Chosen
+# _static/mathjax after a successful build, so the site carries its renderer (24 MB);
+# _ext/softrank_mathjax.py wraps it to declare parallel builds safe and to ship MathJax's
+# licence notice. Chosen
 # over KaTeX rendered at build time (sphinxcontrib-katex's prerender needs Node.js for every
 # build and KaTeX's CSS and fonts from npm) and over MathJax from npm (a second lock, and
 # files copied by hand): the pages keep the TeX that MathJax reads, and the build needs only
 # Python. tests/test_docs_site.py opens the built pages in headless Chromium and checks that
 # every formula was typeset and that no page loads anything from another host.
+#
+# An undefined macro is a TeX error, not red text: MathJax's noundefined package (loaded by
+# default) would draw "\Reals" in red where the browser test sees a typeset formula.
+mathjax3_config = {"tex": {"packages": {"[-]": ["noundefined"]}}}
 #
 # No sphinx.ext.intersphinx: the build must not download inventories. References to
 # numpy, scipy, the standard library, ... are therefore unresolvable and ignored below

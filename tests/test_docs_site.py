@@ -2,13 +2,15 @@
 with no network, every formula typeset and nothing loaded from another host.
 
 The browser tests (marker ``docs_site``) open the site that ``make docs`` built
-(``docs/_build/html``, or ``$SOFTRANK_DOCS_SITE``) in headless Chromium, let its scripts run
-(``--virtual-time-budget``) and read the rendered DOM (``--dump-dom``). ``make docs-check``
-runs them after ``make docs`` (CI does: ``.ci/run``); ``make test`` leaves them out, since it
-builds no site. Chromium is Debian's ``chromium`` (``$SOFTRANK_CHROMIUM`` names another
-binary); where it is missing the tests install it with apt-get when they run as root, and
-are skipped with the reason when they cannot -- unless ``SOFTRANK_DOCS_CHECK=required`` (set
-by ``make docs-check``), where a missing site or browser fails them.
+(``docs/_build/html``, or ``$SOFTRANK_DOCS_SITE``) in headless Chromium with every host name
+unresolvable (``--host-resolver-rules``: no network, whatever the machine has), let its
+scripts run (``--virtual-time-budget``), read the rendered DOM (``--dump-dom``) and the
+requests the page made (``--log-net-log``). ``make docs-check`` builds the site and runs them
+(CI does: ``.ci/run``); ``make test`` leaves them out, since it builds no site. Chromium is
+Debian's ``chromium`` (``$SOFTRANK_CHROMIUM`` names another binary); where it is missing the
+tests install it with apt-get when they run as root, and are skipped with the reason when
+they cannot -- unless ``SOFTRANK_DOCS_CHECK=required`` (set by ``make docs-check``), where a
+missing site or browser fails them.
 
 The helpers that read a page (:func:`math_report`, :func:`remote_assets`) are tested here on
 hand-written pages, without a browser, in every ``make test``.
@@ -16,6 +18,7 @@ hand-written pages, without a browser, in every ``make test``.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -42,6 +45,8 @@ CHROMIUM_FLAGS = (
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
     "--disable-default-apps", "--mute-audio",
+    # no host name resolves: nothing can be fetched even on a machine with a network
+    "--host-resolver-rules=MAP * ~NOTFOUND",
 )
 #: Virtual milliseconds the page's scripts get before the DOM is read: MathJax typesets the
 #: 488 formulas of theory/lower.html in well under this (virtual time runs as fast as the
@@ -50,8 +55,8 @@ VIRTUAL_TIME_MS = 60_000
 
 #: What a formula looks like when it was never typeset: Sphinx writes inline math as
 #: ``\(...\)`` and display math as ``\[...\]`` for MathJax to replace; MyST's amsmath blocks
-#: are bare ``\begin{...}`` environments.
-RAW_TEX = re.compile(r"\\\(|\\\)|\\\[|\\\]|\\begin\{|\$\$")
+#: are bare ``\begin{...}`` environments. One match per formula: its opening delimiter.
+RAW_TEX = re.compile(r"\\\(|\\\[|\\begin\{|\$\$")
 #: Elements whose text is not prose: code shows TeX on purpose, scripts and styles are not
 #: shown, and MathJax's own output holds no TeX.
 _NOT_PROSE = ["script", "style", "code", "pre", "kbd", "samp", "textarea", "mjx-container"]
@@ -147,6 +152,29 @@ def remote_assets(html: str) -> list[str]:
     return out
 
 
+def page_requests(netlog: str) -> list[str]:
+    """The URLs a page asked for, other than ``file:``, ``data:`` and ``blob:`` ones, from a
+    Chromium net log (``--log-net-log``): every request job a document started (its
+    ``initiator`` is the page's origin, ``"null"`` for a ``file://`` page), leaving out the
+    browser's own background requests (initiator ``"not an origin"``)."""
+    try:
+        log = json.loads(netlog)
+    except ValueError:  # a log cut short: Chromium closes the JSON when it exits cleanly
+        log = json.loads(netlog.rstrip().rstrip(",") + "]}")
+    kinds = log.get("constants", {}).get("logEventTypes", {})
+    start = kinds.get("URL_REQUEST_START_JOB")
+    out = []
+    for event in log.get("events", []):
+        params = event.get("params") or {}
+        if event.get("type") != start or "url" not in params:
+            continue
+        if params.get("initiator", "not an origin") == "not an origin":
+            continue
+        if urlsplit(params["url"]).scheme.lower() not in ("file", "data", "blob"):
+            out.append(params["url"])
+    return out
+
+
 # -- the helpers on hand-written pages ---------------------------------------------------------
 
 RAW_PAGE = r"""<html><head>
@@ -168,8 +196,8 @@ jax="CHTML"><mjx-math><mjx-mi>r</mjx-mi></mjx-math></mjx-container></span> be th
 def test_math_report_counts_raw_tex_outside_code():
     r = math_report(RAW_PAGE)
     assert (r.formulas, r.typeset, r.errors) == (2, 0, [])
-    # \( \) of the inline formula and \[ \] of the display; the TeX in <pre> and <code> is code
-    assert len(r.raw) == 4
+    # the inline formula's \( and the display's \[; the TeX in <pre> and <code> is code
+    assert len(r.raw) == 2
     assert any("r_\\varepsilon(A)" in c for c in r.raw)
 
 
@@ -222,6 +250,32 @@ def test_css_remote_urls():
     assert css_remote_urls(css) == ["https://example.org/x.css", "https://example.org/b.woff"]
 
 
+def _netlog(*requests: tuple[str, str]) -> str:
+    """A Chromium net log holding one request job per ``(initiator, url)``."""
+    events = [{"type": 7, "source": {"id": i, "type": 1},
+               "params": {"initiator": ini, "url": url, "method": "GET"}}
+              for i, (ini, url) in enumerate(requests)]
+    events.append({"type": 3, "source": {"id": 99, "type": 1},
+                   "params": {"url": "https://cdn.example.org/not-a-job.js"}})
+    return json.dumps({"constants": {"logEventTypes": {"URL_REQUEST_START_JOB": 7,
+                                                        "REQUEST_ALIVE": 3}},
+                       "events": events})
+
+
+def test_page_requests_keeps_what_the_page_asked_for():
+    log = _netlog(("null", "file:///site/_static/mathjax/tex-chtml.js"),
+                  ("null", "https://tracker.example.org/hit"),
+                  ("null", "data:font/woff2;base64,AAAA"),
+                  ("not an origin", "https://accounts.google.com/ListAccounts"),
+                  ("https://docs.example.org", "https://fonts.example.org/a.css"))
+    assert page_requests(log) == ["https://tracker.example.org/hit",
+                                  "https://fonts.example.org/a.css"]
+    # a log cut short after an event (no closing brackets) is still read
+    cut = log[:log.rindex("]")].rstrip() + ","
+    assert page_requests(cut) == page_requests(log)
+    assert page_requests(_netlog()) == []
+
+
 # -- the built site in Chromium ----------------------------------------------------------------
 
 def _unavailable(reason: str):
@@ -233,9 +287,6 @@ def _unavailable(reason: str):
 
 
 def _find_chromium() -> str | None:
-    named = os.environ.get("SOFTRANK_CHROMIUM")
-    if named:
-        return shutil.which(named) or (named if os.access(named, os.X_OK) else None)
     for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
         path = shutil.which(name)
         if path:
@@ -264,6 +315,12 @@ def _install_chromium() -> str:
 
 @pytest.fixture(scope="session")
 def chromium() -> str:
+    named = os.environ.get("SOFTRANK_CHROMIUM")
+    if named:  # the caller's browser, or nothing: never installed over
+        path = shutil.which(named)
+        if path is None:
+            _unavailable(f"SOFTRANK_CHROMIUM={named!r} is not an executable")
+        return path
     path = _find_chromium()
     if path is None:
         why = _install_chromium()
@@ -280,56 +337,80 @@ def site() -> Path:
     return SITE
 
 
-def render(chromium: str, page: Path) -> str:
-    """The DOM of ``page`` (a file of the site) after its scripts ran, read by headless
-    Chromium from ``file://``."""
-    with tempfile.TemporaryDirectory(prefix="softrank-chromium-") as profile:
+@dataclass
+class Rendered:
+    """A page after its scripts ran: its DOM and the URLs it asked for beyond ``file:``."""
+
+    dom: str
+    requests: list[str]
+
+
+def render(chromium: str, page: Path) -> Rendered:
+    """``page`` (a file of the site) opened from ``file://`` in headless Chromium with no
+    network: the DOM after its scripts ran and the requests it made (:func:`page_requests`)."""
+    with tempfile.TemporaryDirectory(prefix="softrank-chromium-") as tmp:
+        netlog = Path(tmp) / "net.json"
         run = subprocess.run(
-            [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}",
-             f"--virtual-time-budget={VIRTUAL_TIME_MS}", "--dump-dom", page.resolve().as_uri()],
+            [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={tmp}/profile",
+             f"--log-net-log={netlog}", f"--virtual-time-budget={VIRTUAL_TIME_MS}",
+             "--dump-dom", page.resolve().as_uri()],
             capture_output=True, text=True, timeout=300)
-    if run.returncode != 0 or "</html>" not in run.stdout:
-        tail = "\n".join(run.stderr.strip().splitlines()[-5:])
-        pytest.fail(f"chromium could not render {page} (exit {run.returncode}):\n{tail}")
-    return run.stdout
+        if run.returncode != 0 or "</html>" not in run.stdout or not netlog.is_file():
+            tail = "\n".join(run.stderr.strip().splitlines()[-5:])
+            pytest.fail(f"chromium could not render {page} (exit {run.returncode}):\n{tail}")
+        return Rendered(run.stdout, page_requests(netlog.read_text("utf-8", errors="replace")))
 
 
-def _pages_with_math(site: Path) -> list[Path]:
-    return sorted(p for p in site.rglob("*.html") if 'class="math' in p.read_text("utf-8"))
+@pytest.fixture(scope="session")
+def rendered(site, chromium):
+    """``rendered(name)``: the page ``name`` of the site, rendered once per session."""
+    cache: dict[str, Rendered] = {}
+
+    def get(name: str) -> Rendered:
+        if name not in cache:
+            cache[name] = render(chromium, site / name)
+        return cache[name]
+
+    return get
+
+
+def _pages_with_math(site: Path) -> list[str]:
+    return sorted(p.relative_to(site).as_posix() for p in site.rglob("*.html")
+                  if 'class="math' in p.read_text("utf-8"))
 
 
 @pytest.mark.docs_site
-def test_every_page_with_math_is_typeset_offline(site, chromium):
+def test_every_page_with_math_is_typeset_offline(site, rendered):
     """Each page that holds a formula, opened from file:// with no network: every formula
-    typeset by MathJax, none of them a TeX error, and no raw TeX delimiter left in its prose.
-    With MathJax from a CDN (the site before it shipped its own), theory/lower.html showed 0
-    of its 488 formulas typeset."""
-    pages = _pages_with_math(site)
-    names = {p.relative_to(site).as_posix() for p in pages}
-    assert set(NAMED_PAGES) <= names, f"pages with math: {sorted(names)}"
+    typeset by MathJax, none of them a TeX error (an undefined macro is one), and no raw TeX
+    delimiter left in its prose. With MathJax from a CDN (the site before it shipped its
+    own), theory/lower.html showed 0 of its 488 formulas typeset."""
+    names = _pages_with_math(site)
+    assert set(NAMED_PAGES) <= set(names), f"pages with math: {names}"
     bad, counts = [], {}
-    for page in pages:
-        name = page.relative_to(site).as_posix()
-        r = math_report(render(chromium, page))
+    for name in names:
+        r = math_report(rendered(name).dom)
         counts[name] = (r.typeset, r.formulas)
         if r.formulas == 0 or r.typeset != r.formulas or r.errors or r.raw:
             bad.append(f"{name}: {r.typeset} of {r.formulas} formulas typeset, "
                        f"{len(r.errors)} TeX errors {r.errors[:3]}, {len(r.raw)} raw TeX "
-                       f"delimiters left {r.raw[:3]}")
+                       f"formulas left {r.raw[:3]}")
     assert not bad, "\n".join(bad)
     # the three pages the offline fix was measured on hold their hundreds of formulas
     assert all(counts[n][0] >= 100 for n in NAMED_PAGES), {n: counts[n] for n in NAMED_PAGES}
 
 
 @pytest.mark.docs_site
-def test_rendered_pages_load_nothing_from_another_host(site, chromium):
-    """What MathJax adds while it runs (its components' scripts, the @font-face rules of
-    its fonts) is in the rendered DOM: none of it, nor the page's own assets, names
-    another host."""
+def test_rendered_pages_load_nothing_from_another_host(site, rendered):
+    """Every page with math, and the index, tutorial and gallery, after their scripts ran:
+    no request to anything but the site's own files (from Chromium's net log), and nothing
+    in the rendered DOM (what MathJax adds: its components' scripts, the @font-face rules of
+    its fonts) that names another host."""
     bad = []
-    for name in NAMED_PAGES + ("index.html", "tutorial.html", "gallery.html"):
-        found = remote_assets(render(chromium, site / name))
-        bad += [f"{name}: {f}" for f in found]
+    for name in _pages_with_math(site) + ["index.html", "tutorial.html", "gallery.html"]:
+        page = rendered(name)
+        bad += [f"{name}: requested {u}" for u in page.requests]
+        bad += [f"{name}: {f}" for f in remote_assets(page.dom)]
     assert not bad, "\n".join(bad)
 
 
@@ -347,3 +428,17 @@ def test_no_page_or_style_sheet_of_the_site_loads_from_another_host(site):
         found = css_remote_urls(sheet.read_text("utf-8", errors="replace"))
         bad += [f"{sheet.relative_to(site)}: {f}" for f in found]
     assert not bad, f"{len(bad)} remote assets:\n" + "\n".join(bad[:40])
+
+
+@pytest.mark.docs_site
+def test_pages_without_math_hold_no_raw_tex(site):
+    """A page without a formula element loads no MathJax, so TeX delimiters in its prose
+    (a docstring's ``\\(x\\)`` outside a literal) would be shown raw."""
+    with_math = set(_pages_with_math(site))
+    bad = []
+    for page in sorted(site.rglob("*.html")):
+        name = page.relative_to(site).as_posix()
+        if name not in with_math:
+            raw = math_report(page.read_text("utf-8", errors="replace")).raw
+            bad += [f"{name}: {c}" for c in raw]
+    assert not bad, f"{len(bad)} raw TeX formulas:\n" + "\n".join(bad[:40])

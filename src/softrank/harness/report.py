@@ -404,6 +404,7 @@ def _plot_constructions(rows, out: Path) -> str | None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
 
     by = _by_method(rows, "upper")
     pts = {n: [(int(r["lower"]), m["rank"]) for r, m in ps if m["status"] == "ok"
@@ -429,6 +430,10 @@ def _plot_constructions(rows, out: Path) -> str | None:
                      f"cell{'' if len(v) == 1 else 's'}", fontsize=8)
         ax.set_xscale("log")
         ax.set_yscale("log")
+        for axis in (ax.xaxis, ax.yaxis):  # ranks read off as 1 2 5 10 20 50, not powers
+            axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+            axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            axis.set_minor_locator(NullLocator())
         ax.tick_params(labelsize=7)
     for i in range(len(pts), nrows * ncols):  # empty panels of the last row
         axes.flat[i].set_visible(False)
