@@ -1,7 +1,10 @@
 """One error family for softrank.
 
 Every error softrank raises on bad input is a :class:`SoftrankError`; the message names the
-argument (or field), its value and what was expected.
+argument (or field), its value and what was expected. Every error class of softrank is
+defined here (the modules that raise them re-export them where they are used: for instance
+:class:`MalformedCertificate` from :mod:`softrank.checker`); the one exception is the
+suites' ``SuiteFailure``, a pytest outcome that must derive from pytest's own class.
 """
 
 from __future__ import annotations
@@ -15,6 +18,9 @@ __all__ = [
     "PanelError",
     "InvalidFileError",
     "ResourceLimitError",
+    "MalformedCertificate",
+    "CertifierError",
+    "ModelsUnavailable",
 ]
 
 
@@ -50,3 +56,32 @@ class InvalidFileError(SoftrankError, ValueError):
 class ResourceLimitError(SoftrankError):
     """A job would need more memory than its stated limit (``--max-memory``); refused before
     any work."""
+
+
+class MalformedCertificate(CertificateError):
+    """A certificate whose data is inconsistent or unreadable (the checker rejects it)."""
+
+
+class CertifierError(SoftrankError, AssertionError):
+    """A certifier broke the protocol (wrong return type or shape, or raised).
+
+    Subclasses ``AssertionError`` so that a suite reports it as a test failure.
+
+    Parameters
+    ----------
+    message : str
+    kind : {"protocol", "raised", "mutated-input"}
+        What went wrong: a malformed answer, an exception inside the certifier, or an
+        operator modified in place. The suites save each kind's counterexample apart.
+    """
+
+    def __init__(self, message: str, kind: str = "protocol"):
+        super().__init__(message)
+        self.kind = kind
+
+    def __reduce__(self):  # keep the kind across processes
+        return (type(self), (str(self), self.kind))
+
+
+class ModelsUnavailable(CheckpointError):
+    """The MiniLM cases cannot be built here (no torch/transformers or no checkpoint)."""

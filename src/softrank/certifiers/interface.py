@@ -43,7 +43,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import numpy as np
 
 from ..checker import LowerCertificate, UpperWitness
-from ..errors import InvalidArgumentError, SoftrankError
+from ..errors import CertifierError, InvalidArgumentError
 
 __all__ = [
     "Construction", "LowerTest", "Context", "Certifier", "CertifierError", "MethodRecord",
@@ -78,27 +78,6 @@ class LowerTest(Protocol):
     """Anything with ``certify(operator, eps[, context])`` (see the module docstring)."""
 
     def certify(self, operator, eps: float): ...
-
-
-class CertifierError(SoftrankError, AssertionError):
-    """A certifier broke the protocol (wrong return type or shape, or raised).
-
-    Subclasses ``AssertionError`` so that a suite reports it as a test failure.
-
-    Parameters
-    ----------
-    message : str
-    kind : {"protocol", "raised", "mutated-input"}
-        What went wrong: a malformed answer, an exception inside the certifier, or an
-        operator modified in place. The suites save each kind's counterexample apart.
-    """
-
-    def __init__(self, message: str, kind: str = "protocol"):
-        super().__init__(message)
-        self.kind = kind
-
-    def __reduce__(self):  # keep the kind across processes
-        return (type(self), (str(self), self.kind))
 
 
 class Context:

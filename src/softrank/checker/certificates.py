@@ -36,7 +36,7 @@ from typing import Union
 
 import numpy as np
 
-from ..errors import CertificateError
+from ..errors import MalformedCertificate
 
 __all__ = [
     "HEADER_FIELDS", "KINDS", "ROW_SUM_TOL", "attention_problem",
@@ -56,10 +56,6 @@ __all__ = [
 ]
 
 FORMAT_VERSION = 1
-
-
-class MalformedCertificate(CertificateError):
-    """A certificate whose data is inconsistent or unreadable (the checker rejects it)."""
 
 
 def matrix_hash(A: np.ndarray) -> str:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import CheckpointError, InvalidArgumentError
+from ..errors import CheckpointError, InvalidArgumentError, ModelsUnavailable
 
 __all__ = ["SizedCase", "parse_sizes", "sized_cases", "sized_operator", "DEFAULT_SIZES",
            "SYNTHETIC_RANGE", "MINILM_RANGE", "ModelsUnavailable"]
@@ -35,10 +35,6 @@ DEFAULT_SIZES = {
     "deep": "32,64,128,256,minilm:64,minilm:128,minilm:256",
 }
 _MINILM_HEADS = ((2, 3, 0), (5, 11, 1))  # (layer, head, source index)
-
-
-class ModelsUnavailable(CheckpointError):
-    """The MiniLM cases cannot be built here (no torch/transformers or no checkpoint)."""
 
 
 @dataclass(frozen=True)
