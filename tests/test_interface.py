@@ -10,7 +10,7 @@ from softrank import Operator, bracket
 from softrank.certifiers.interface import Context, Diagnostics
 from softrank.certifiers.reference import (NystromLandmarks, PositiveRandomFeatures,
                                            SinksPlusRandomFeatures)
-from softrank.certifiers.registry import CONSTRUCTIONS, LOWER_TESTS, REFERENCE, builtin
+from softrank.certifiers.registry import CONSTRUCTIONS, LOWER_TESTS, REFERENCE, TRAITS, builtin
 from softrank.checker import FrobeniusCertificate, check
 from softrank.errors import InvalidArgumentError, SoftrankError
 
@@ -142,10 +142,10 @@ def test_diagnostics_record_every_method_and_round_trip():
     names = [r.name for r in br.diagnostics.methods]
     # the run order: lower tests, constructions, reference constructions, then the late
     # searches (lower, upper) that every earlier method runs without
-    early = [n for n, t in LOWER_TESTS.items() if not getattr(t, "late", False)]
-    early += [n for n, c in CONSTRUCTIONS.items() if not getattr(c, "late", False)]
-    late = [n for n, t in LOWER_TESTS.items() if getattr(t, "late", False)]
-    late += [n for n, c in CONSTRUCTIONS.items() if getattr(c, "late", False)]
+    early = [n for n in LOWER_TESTS if not TRAITS[n].late]
+    early += [n for n in CONSTRUCTIONS if not TRAITS[n].late]
+    late = [n for n in LOWER_TESTS if TRAITS[n].late]
+    late += [n for n in CONSTRUCTIONS if TRAITS[n].late]
     assert late == ["subspace-rows", "subspace-climb", "trust-region", "alternating-l1-smooth",
                     "alternating-l1-anneal"]
     assert names == early + list(REFERENCE) + late
@@ -381,3 +381,36 @@ def test_late_searches_run_after_both_sides(monkeypatch):
     assert br.diagnostics.record("truncated-svd").status == "ok"
     assert br.diagnostics.record("trust-region").status == "skipped"
     assert br.cut_short and br.upper < min(A.shape) and br.upper_method != "identity"
+
+
+def test_traits_are_declared_once_in_the_registry():
+    """Every built-in and reference method has its traits in registry.TRAITS, carried by its
+    Certifier; the engine reads them there (bracket.py uses no attribute of the object), and
+    a third-party method's only trait is its gauge_invariant claim."""
+    from softrank.certifiers.interface import Traits, as_certifier
+    from softrank.certifiers.registry import (
+        CONSTRUCTIONS, LOWER_TESTS, REFERENCE, TRAITS, builtin, builtin_certifiers)
+
+    assert set(TRAITS) == set(CONSTRUCTIONS) | set(LOWER_TESTS) | set(REFERENCE)
+    for c in builtin_certifiers("all"):
+        assert c.traits is TRAITS[c.name]
+        assert builtin(c.name).traits is TRAITS[c.name]
+    late = sorted(n for n, t in TRAITS.items() if t.late)
+    assert late == sorted(["subspace-rows", "subspace-climb", "trust-region",
+                           "alternating-l1-smooth", "alternating-l1-anneal"])
+    assert sorted(n for n, t in TRAITS.items() if t.always) == ["identity", "trivial"]
+    # the reference constructions' declared claims are the ones their classes document
+    assert all(TRAITS[n].gauge_invariant == c.gauge_invariant for n, c in REFERENCE.items())
+    for name in ("late", "always", "searches"):  # no built-in object carries a trait itself
+        assert not any(hasattr(o, name) for o in (*CONSTRUCTIONS.values(),
+                                                  *LOWER_TESTS.values()))
+
+    class Mine:
+        name = "mine"
+        late = True  # not honoured: the engine schedules only built-ins by traits
+        gauge_invariant = True
+
+        def witness(self, operator, eps):
+            return None
+
+    assert as_certifier(Mine()).traits == Traits(gauge_invariant=True)

@@ -99,12 +99,21 @@ def test_cases_bad_min_eps_names_min_eps():
     assert ok, msg
 
 
-def test_valid_edge_arguments_build():
-    attention_operators(min_side=1, max_side=1)
-    attention_operators(min_side=256, max_side=256, regimes=("one-hot",), shapes=("wide",))
-    planted_operators(min_side=1, max_side=1, max_rank=1, kinds=("blocks",))
-    gauges(1, kinds=("dense",))
-    tolerances(min_value=0.3, max_value=0.3)
+@settings(max_examples=5, deadline=None)
+@given(one=attention_operators(min_side=1, max_side=1),
+       wide=attention_operators(min_side=256, max_side=256, regimes=("one-hot",),
+                                shapes=("wide",)),
+       planted_one=planted_operators(min_side=1, max_side=1, max_rank=1, kinds=("blocks",)),
+       gauge=gauges(1, kinds=("dense",)), eps=tolerances(min_value=0.3, max_value=0.3))
+def test_valid_edge_arguments_build(one, wide, planted_one, gauge, eps):
+    """The arguments at the ends of their ranges build strategies that draw what they say."""
+    assert one.A.shape == (1, 1) and one.A[0, 0] == 1.0  # one key takes all the weight
+    m, N = wide.A.shape
+    assert N == 256 and m == 128  # wide: the queries' side halved
+    assert np.allclose(wide.A.sum(axis=1), 1.0)
+    assert planted_one.A.shape == (1, 1) and planted_one.meta["planted_rank"] == 1
+    assert gauge.shape == (1, 1) and gauge[0, 0] != 0  # invertible
+    assert eps == 0.3
 
 
 # ------------------------------------------------------------------ operators

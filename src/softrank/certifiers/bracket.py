@@ -256,14 +256,14 @@ class _Engine:
         the others are recorded as skipped and the bracket as cut short."""
         t = time.perf_counter()
         if (self.deadline is not None and t > self.deadline
-                and not (c.origin == "builtin" and getattr(c.obj, "always", False))):
+                and not (c.origin == "builtin" and c.traits.always)):
             self.diag.cut_short = True
             self.diag.methods.append(MethodRecord(c.name, side, c.origin, "skipped", None, 0.0,
                                                   "time limit"))
             self._say(self.diag.methods[-1])
             return None
-        searches = getattr(c.obj, "searches", False)
-        if side == "upper" and searches and self.ctx.upper <= max(self.ctx.lower, 1):
+        if (side == "upper" and c.origin == "builtin" and c.traits.searches
+                and self.ctx.upper <= max(self.ctx.lower, 1)):
             self.diag.methods.append(MethodRecord(c.name, side, c.origin, "skipped"))
             return None
         try:
@@ -321,7 +321,7 @@ def _bracket_one(op: Operator, ctx: Context, eps_req: float, interval: bool,
     # alternating-l1-smooth, alternating-l1-anneal) run after every other method of both
     # sides: the others see the ends they saw without them, and under a time limit they run
     # first
-    late = lambda c: c.origin == "builtin" and getattr(c.obj, "late", False)  # noqa: E731
+    late = lambda c: c.origin == "builtin" and c.traits.late  # noqa: E731
 
     def run(methods, side):
         """Run ``methods`` on one side; their checked-in-float64 answers, strongest first."""

@@ -37,7 +37,7 @@ import os
 import re
 import sys
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
@@ -46,7 +46,7 @@ from ..checker import LowerCertificate, UpperWitness
 from ..errors import CertifierError, InvalidArgumentError
 
 __all__ = [
-    "Construction", "LowerTest", "Context", "Certifier", "CertifierError", "MethodRecord",
+    "Construction", "LowerTest", "Context", "Certifier", "Traits", "CertifierError", "MethodRecord",
     "Diagnostics", "Status", "Verdict", "Origin", "as_certifier", "import_module", "load_object",
     "parse_spec",
 ]
@@ -239,6 +239,34 @@ def _lower_types() -> tuple:
 
 
 @dataclass(frozen=True)
+class Traits:
+    """How the engine schedules a method and what it claims, declared once where the method
+    is registered (:mod:`softrank.certifiers.registry` for softrank's own; for a third-party
+    method, its ``gauge_invariant`` attribute read by :func:`as_certifier`).
+
+    Attributes
+    ----------
+    late : bool
+        A built-in search that runs after every other method of both sides, so that the
+        others see the ends they would see without it (``--effort fast`` skips it).
+    always : bool
+        A built-in method of cost ``O(m N)`` that runs past a time limit too, so that every
+        bracket has both ends (``trivial``, ``identity``).
+    searches : bool
+        A built-in construction that only looks for ranks below the best witness so far:
+        skipped when the lower end already reaches the upper.
+    gauge_invariant : bool
+        Claims that its rank does not change under a gauge of the factors (the suites test
+        the claim; docs/suites.md).
+    """
+
+    late: bool = False
+    always: bool = False
+    searches: bool = False
+    gauge_invariant: bool = False
+
+
+@dataclass(frozen=True)
 class Certifier:
     """A construction or lower test with protocol checks around its calls.
 
@@ -251,12 +279,16 @@ class Certifier:
     spec : str
         Where it came from (``MODULE:OBJECT``, ``builtin:NAME``), or empty.
     origin : {"builtin", "reference", "third-party"}
+    traits : Traits
+        How the engine schedules it (the engine honours ``late``, ``always`` and
+        ``searches`` for built-in methods only) and whether it claims gauge invariance.
     """
 
     name: str
     obj: Any
     spec: str
     origin: Origin = "third-party"
+    traits: Traits = Traits()
 
     @property
     def is_construction(self) -> bool:
@@ -268,10 +300,11 @@ class Certifier:
 
     @property
     def gauge_invariant(self) -> bool:
-        """Whether it *claims* gauge invariance: its object's ``gauge_invariant`` attribute,
-        ``False`` (no claim) when absent. Claimed, the suites fail it when a gauge moves its
-        rank beyond the margin; not claimed, they report the movement (docs/suites.md)."""
-        return bool(getattr(self.obj, "gauge_invariant", False))
+        """Whether it *claims* gauge invariance (``traits.gauge_invariant``: a third-party
+        object's ``gauge_invariant`` attribute, ``False`` (no claim) when absent). Claimed,
+        the suites fail it when a gauge moves its rank beyond the margin; not claimed, they
+        report the movement (docs/suites.md)."""
+        return self.traits.gauge_invariant
 
     def _call(self, method: str, operator, eps: float, context: Context | None):
         """Call ``obj.method``. A third-party method gets a private copy of ``operator``, and a
@@ -396,10 +429,12 @@ def import_module(module: str):
 
 
 def as_certifier(obj, spec: str = "", name: str | None = None,
-                 origin: Origin = "third-party") -> Certifier:
+                 origin: Origin = "third-party", traits: Traits | None = None) -> Certifier:
     """Wrap an object (or a class, instantiated without arguments) as a :class:`Certifier`.
 
-    A :class:`Certifier` is returned as it is.
+    A :class:`Certifier` is returned as it is. ``traits`` declares how the engine schedules
+    the method (the registry passes softrank's own); without it the method's only trait is
+    the ``gauge_invariant`` claim of the object (``False`` when absent).
 
     Raises
     ------
@@ -419,11 +454,13 @@ def as_certifier(obj, spec: str = "", name: str | None = None,
     if not (c.is_construction or c.is_lower_test):
         raise InvalidArgumentError(f"certifier {spec or obj!r}: expected an object with a "
                                    "witness(operator, eps) or a certify(operator, eps) method")
+    if traits is not None:
+        return replace(c, traits=traits)
     claim = getattr(obj, "gauge_invariant", False)
     if not isinstance(claim, (bool, np.bool_)):
         raise InvalidArgumentError(f"certifier {spec or c.name!r}: gauge_invariant: expected "
                                    f"True or False, got {claim!r}")
-    return c
+    return replace(c, traits=Traits(gauge_invariant=bool(claim)))
 
 
 def load_object(spec: str, arg: str):

@@ -23,9 +23,9 @@ import scipy.linalg
 from ..errors import InvalidArgumentError
 from . import lower as lo_
 from . import upper as up_
-from .interface import Certifier, Context, as_certifier, load_object, parse_spec
+from .interface import Certifier, Context, Traits, as_certifier, load_object, parse_spec
 
-__all__ = ["CONSTRUCTIONS", "LOWER_TESTS", "REFERENCE", "builtin", "builtin_certifiers",
+__all__ = ["CONSTRUCTIONS", "LOWER_TESTS", "REFERENCE", "TRAITS", "builtin", "builtin_certifiers",
            "default_constructions", "default_lower_tests", "load_certifier",
            "load_certifiers"]
 
@@ -41,8 +41,6 @@ class TruncatedSVDConstruction:
     one SVD; :class:`~softrank.certifiers.upper.TruncatedSVD`)."""
 
     name = "truncated-svd"
-    gauge_invariant = True  # reads only A
-    searches = False  # always run: its rank is the engine's first upper end
 
     def witness(self, operator, eps, context=None):
         ctx = _ctx(operator, context)
@@ -55,8 +53,6 @@ class KeySupportConstruction:
     """Greedy key cover (:func:`~softrank.certifiers.upper.key_support`)."""
 
     name = "key-support"
-    gauge_invariant = True  # reads only A
-    searches = False
 
     def witness(self, operator, eps, context=None):
         return up_.key_support(_ctx(operator, context).A, eps)
@@ -65,9 +61,7 @@ class KeySupportConstruction:
 class _WindowSearch:
     """A construction that searches the least rank in ``context.window()``."""
 
-    searches = True
     name = ""
-    gauge_invariant = True  # reads only A
 
     def _con(self, ctx: Context):
         raise NotImplementedError
@@ -84,7 +78,6 @@ class L1RefitConstruction(_WindowSearch):
     """Top right singular vectors as ``W``, each row of ``U`` by an l1 regression."""
 
     name = "l1-refit"
-    gauge_invariant = True  # reads only A
 
     def _con(self, ctx):
         return ctx.shared("l1-refit", lambda: up_.L1Refit(ctx.A, ctx.svd[2]))
@@ -94,7 +87,6 @@ class RowBasisConstruction(_WindowSearch):
     """Rows of ``A`` in pivoted-QR order as ``W``, each row of ``U`` by an l1 regression."""
 
     name = "row-basis"
-    gauge_invariant = True  # reads only A
 
     def _con(self, ctx):
         return ctx.shared("row-basis", lambda: up_.L1Refit(
@@ -106,7 +98,6 @@ class AlternatingL1Construction(_WindowSearch):
     """Both factors by reweighted least squares, rows polished by exact l1 regressions."""
 
     name = "alternating-l1"
-    gauge_invariant = True  # reads only A
     delta = 1e-6  # the floor of |residual| in the IRLS weights
     delta_start = None  # with it, the floor is annealed from delta_start down to delta
     delta_decay = 1.0
@@ -125,8 +116,6 @@ class HybridConstruction:
     operator; in a bracket that option is the l1-refit construction's, which ran first."""
 
     name = "hybrid"
-    gauge_invariant = True  # reads only A
-    searches = True
 
     def witness(self, operator, eps, context=None):
         ctx = _ctx(operator, context)
@@ -145,9 +134,6 @@ class TrustRegionConstruction:
     is smaller (the polish with no step)."""
 
     name = "trust-region"
-    gauge_invariant = True  # reads only A
-    searches = True
-    late = True  # runs after every other method (bracket.py): earlier answers stay as they were
 
     def witness(self, operator, eps, context=None):
         ctx = _ctx(operator, context)
@@ -176,8 +162,6 @@ class SmoothedAlternatingConstruction(AlternatingL1Construction):
     witness they found and changes none of their answers (docs/theory/witnesses.md#alternating-l1)."""
 
     name = "alternating-l1-smooth"
-    gauge_invariant = True  # reads only A
-    late = True
     delta = 1e-3
 
 
@@ -192,8 +176,6 @@ class AnnealedAlternatingConstruction(AlternatingL1Construction):
     (docs/theory/witnesses.md#alternating-l1)."""
 
     name = "alternating-l1-anneal"
-    gauge_invariant = True  # reads only A
-    late = True
     delta = 1e-4
     delta_start = 1e-2
     delta_decay = 0.8
@@ -204,9 +186,6 @@ class IdentityConstruction:
     """``B = A`` itself: rank ``min(m, N)``, error 0 (every bracket has an upper end)."""
 
     name = "identity"
-    gauge_invariant = True  # reads only A
-    searches = False
-    always = True  # O(m N): runs past a time limit too, so every bracket has an upper end
 
     def witness(self, operator, eps, context=None):
         return up_.identity_witness(_ctx(operator, context).A, eps)
@@ -218,8 +197,6 @@ class TrivialTest:
     """``r_eps >= 1`` when ``||A||_inf > eps``."""
 
     name = "trivial"
-    gauge_invariant = True  # reads only A
-    always = True  # O(m N): runs past a time limit too, so every bracket has a lower end
 
     def certify(self, operator, eps, context=None):
         return lo_.trivial(_ctx(operator, context).A, eps)
@@ -229,7 +206,6 @@ class FrobeniusTest:
     """Eckart-Young tail on the whole matrix and on row subsets (shared singular values)."""
 
     name = "frobenius"
-    gauge_invariant = True  # reads only A
 
     def certify(self, operator, eps, context=None):
         ctx = _ctx(operator, context)
@@ -241,7 +217,6 @@ class KeyGroupsTest:
     """Disjoint key groups with Varah's bound."""
 
     name = "key-groups"
-    gauge_invariant = True  # reads only A
 
     def certify(self, operator, eps, context=None):
         return lo_.key_groups(_ctx(operator, context).A, eps)
@@ -251,7 +226,6 @@ class TruncatedPseudoinverseTest:
     """Decoded inverse with ``R = V_k``, ``L = S_k^-1 U_k^T``."""
 
     name = "truncated-pseudoinverse"
-    gauge_invariant = True  # reads only A
 
     def certify(self, operator, eps, context=None):
         ctx = _ctx(operator, context)
@@ -263,7 +237,6 @@ class SubspaceTest:
     ``context.lower``, then grown by a local search."""
 
     name = "subspace"
-    gauge_invariant = True  # reads only A
 
     def _search(self, ctx: Context) -> lo_.SubspaceSearch:
         return ctx.shared("subspace", lambda: lo_.SubspaceSearch(ctx.A, ctx.svd[2].T, "svd"))
@@ -287,8 +260,6 @@ class RowSubspaceTest(SubspaceTest):
     then grown by the local search: the row starts of docs/theory/exact.md."""
 
     name = "subspace-rows"
-    gauge_invariant = True  # reads only A
-    late = True  # runs after every other method (bracket.py): earlier answers stay as they were
 
     def _search(self, ctx: Context) -> lo_.SubspaceSearch:
         def make():
@@ -315,8 +286,6 @@ class SubspaceClimbTest:
     continues the ascent."""
 
     name = "subspace-climb"
-    gauge_invariant = True  # reads only A
-    late = True  # runs after every other method (bracket.py): earlier answers stay as they were
 
     def certify(self, operator, eps, context=None):
         ctx = _ctx(operator, context)
@@ -362,7 +331,6 @@ class LPDecoderTest:
     searched above ``context.lower``; ``width`` 1 is single keys, 2 and 4 contiguous blocks
     (declines when ``width >= N``)."""
 
-    gauge_invariant = True  # reads only A
 
     def __init__(self, width: int = 1):
         self.width = width
@@ -404,16 +372,57 @@ LOWER_TESTS = {t.name: t for t in (
 #: least rank; run by every bracket beside the built-ins.
 REFERENCE = {c.name: c for c in _reference()}
 
+_ONLY_A = Traits(gauge_invariant=True)  # reads only A: a gauge of the factors changes nothing
+#: How the engine schedules each of softrank's methods
+#: (:class:`~softrank.certifiers.interface.Traits`), by name: declared here, once, for every
+#: entry of
+#: :data:`CONSTRUCTIONS`, :data:`LOWER_TESTS` and :data:`REFERENCE`. The built-ins read only
+#: ``A`` (gauge invariant); ``late`` ones run after every other method of both sides,
+#: ``always`` ones past a time limit too, ``searches`` constructions only below the best
+#: witness so far. Of the reference constructions only Nystrom's landmarks (chosen and
+#: fitted on ``A``) claim gauge invariance; random features of the rows of ``Q`` and ``K``
+#: move with the gauge.
+TRAITS = {
+    "truncated-svd": _ONLY_A,  # always run: its rank is the engine's first upper end
+    "key-support": _ONLY_A,
+    "l1-refit": Traits(searches=True, gauge_invariant=True),
+    "row-basis": Traits(searches=True, gauge_invariant=True),
+    "alternating-l1": Traits(searches=True, gauge_invariant=True),
+    "hybrid": Traits(searches=True, gauge_invariant=True),
+    "trust-region": Traits(late=True, searches=True, gauge_invariant=True),
+    "alternating-l1-smooth": Traits(late=True, searches=True, gauge_invariant=True),
+    "alternating-l1-anneal": Traits(late=True, searches=True, gauge_invariant=True),
+    "identity": Traits(always=True, gauge_invariant=True),  # O(m N): an upper end always
+    "trivial": Traits(always=True, gauge_invariant=True),  # O(m N): a lower end always
+    "frobenius": _ONLY_A,
+    "key-groups": _ONLY_A,
+    "truncated-pseudoinverse": _ONLY_A,
+    "subspace": _ONLY_A,
+    "lp-decoder": _ONLY_A,
+    "lp-decoder-blocks2": _ONLY_A,
+    "lp-decoder-blocks4": _ONLY_A,
+    "subspace-rows": Traits(late=True, gauge_invariant=True),
+    "subspace-climb": Traits(late=True, gauge_invariant=True),
+    "nystrom": Traits(gauge_invariant=True),
+    "random-features": Traits(),
+    "sinks+random-features": Traits(),
+}
+
+
+def _wrapped(name: str, obj, origin: str) -> Certifier:
+    """One of softrank's methods as a :class:`Certifier`, with its declared traits."""
+    return as_certifier(obj, f"builtin:{name}", name, origin, traits=TRAITS[name])
+
 
 def default_constructions() -> list[Certifier]:
     """The built-in constructions, then the reference ones, as :class:`Certifier` values."""
-    return ([as_certifier(c, f"builtin:{n}", n, "builtin") for n, c in CONSTRUCTIONS.items()]
-            + [as_certifier(c, f"builtin:{n}", n, "reference") for n, c in REFERENCE.items()])
+    return ([_wrapped(n, c, "builtin") for n, c in CONSTRUCTIONS.items()]
+            + [_wrapped(n, c, "reference") for n, c in REFERENCE.items()])
 
 
 def default_lower_tests() -> list[Certifier]:
     """The built-in lower tests as :class:`Certifier` values."""
-    return [as_certifier(t, f"builtin:{n}", n, "builtin") for n, t in LOWER_TESTS.items()]
+    return [_wrapped(n, t, "builtin") for n, t in LOWER_TESTS.items()]
 
 
 def builtin(name: str, arg: str = "--softrank-certifier") -> Certifier:
@@ -428,7 +437,7 @@ def builtin(name: str, arg: str = "--softrank-certifier") -> Certifier:
     for table, origin in ((CONSTRUCTIONS, "builtin"), (REFERENCE, "reference"),
                           (LOWER_TESTS, "builtin")):
         if name in table:
-            return as_certifier(table[name], f"builtin:{name}", name, origin)
+            return _wrapped(name, table[name], origin)
     raise InvalidArgumentError(
         f"{arg}: unknown built-in {name!r}; expected 'all', 'own', 'reference' or one of "
         f"{sorted(CONSTRUCTIONS) + sorted(REFERENCE) + sorted(LOWER_TESTS)}")
