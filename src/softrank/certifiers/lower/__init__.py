@@ -32,16 +32,7 @@ subspace climb and its starts). Every public name is re-exported here.
 
 from __future__ import annotations
 
-from .basic import (
-    SLACK,
-    coattended_groups,
-    frobenius,
-    group_families,
-    key_groups,
-    largest_certified,
-    row_order,
-    trivial,
-)
+from .basic import coattended_groups, frobenius, group_families, key_groups, row_order, trivial
 from .climb import SubspaceClimb
 from .decoders import LPDecoder, truncated_pseudoinverse
 from .starts import climb_starts

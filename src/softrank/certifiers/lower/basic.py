@@ -1,7 +1,8 @@
 """Lower certificates from the matrix alone: the trivial bound, the Frobenius tail and key
 groups (docs/theory/lower.md, sections *Trivial*, *Frobenius tail* and *Key groups*), and
 what the other searches share (:data:`~softrank.certifiers.lower.basic.SLACK`,
-:func:`largest_certified`, :func:`row_order`).
+:func:`~softrank.certifiers.lower.basic.largest_certified`,
+:func:`~softrank.certifiers.lower.basic.row_order`).
 
 Each function returns a candidate certificate of :mod:`softrank.checker.certificates`, or
 None; none of them is a bound until the checker accepts it.

@@ -13,7 +13,7 @@ import numpy as np
 
 from ...checker import DecodedInverseCertificate
 from ..lp import BasisPursuit
-from .basic import SLACK, largest_certified
+from .basic import largest_certified
 
 __all__ = ["LPDecoder", "truncated_pseudoinverse"]
 

@@ -15,7 +15,7 @@ import scipy.linalg
 from ...checker import SubspaceCertificate
 from ..linalg import weighted_solves
 from ..lp import BasisPursuit
-from .basic import SLACK, largest_certified
+from .basic import largest_certified
 
 __all__ = ["basis_pursuit_candidates", "SubspaceSearch"]
 

@@ -1,0 +1,76 @@
+"""``softrank`` command line: ``audit``, ``bracket``, ``verify``, ``diff``, ``heads``,
+``laws``, ``study``, ``tiny-checkpoint``.
+
+Exit codes: 0 success; 1 a check failed (``verify``), a cell was unsound/errored
+(``audit``, ``bracket``) or more ends got worse than allowed or more answers were rejected
+by the checker than before (``diff``); 2 bad arguments or
+input (the message names the argument).
+
+The package holds one module per command (``audit_cmd``, ``bracket_cmd``, ``verify_cmd``,
+``diff_cmd``, ``heads_cmd`` with ``tiny-checkpoint``, ``study_cmd`` with ``laws``), the
+parser (:mod:`.parser`) and what several commands share (:mod:`.common`); this module holds
+:func:`main`: the dispatch, the exit codes and the signals.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from ...errors import SoftrankError
+from . import audit_cmd, bracket_cmd, diff_cmd, heads_cmd, study_cmd, verify_cmd
+from .parser import build_parser
+
+__all__ = ["main", "build_parser"]
+
+_COMMANDS = {"audit": audit_cmd.run, "bracket": bracket_cmd.run, "verify": verify_cmd.run,
+             "heads": heads_cmd.run, "tiny-checkpoint": heads_cmd.run_tiny,
+             "laws": study_cmd.run_laws, "study": study_cmd.run, "diff": diff_cmd.run}
+
+
+def _sigterm(signum, frame):
+    raise KeyboardInterrupt
+
+
+def _native_threads_without_stop_signals() -> None:
+    """Import numpy, scipy.linalg and highspy with SIGINT and SIGTERM blocked: numpy's and
+    scipy's OpenBLAS each start a thread pool at import, and those threads inherit the
+    block. The kernel hands a signal sent to the process to any thread that does not block
+    it; if a BLAS thread takes it, Python's handler waits until the main thread next
+    retakes the GIL (after a sleep or a wait of any length), and a sleep or wait in the
+    main thread is not cut short. With the pools blocking them, SIGINT and SIGTERM reach
+    the main thread. Threads started later (torch's pools, on first use) are not covered.
+    Does nothing for a library already imported."""
+    import signal
+
+    if not hasattr(signal, "pthread_sigmask"):  # not POSIX
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        import numpy  # noqa: F401
+        import scipy.linalg  # noqa: F401
+        import highspy  # noqa: F401
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def main(argv=None) -> int:
+    import signal
+
+    args = build_parser().parse_args(argv)
+    if argv is None:  # as a program: SIGTERM stops like Ctrl-C (workers ended, cells kept)
+        signal.signal(signal.SIGTERM, _sigterm)
+    try:
+        if argv is None:  # a signal held back during these imports is raised here, inside
+            _native_threads_without_stop_signals()  # the try: 130, as at any other moment
+        return _COMMANDS[args.command](args)
+    except SoftrankError as exc:
+        print(f"softrank {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"softrank {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # the reader went away (e.g. `| head`): as SIGPIPE would, quietly
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141

@@ -1,0 +1,132 @@
+"""``softrank audit``: bracket every operator of a panel and write the report."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from ...errors import SoftrankError
+from .common import cache_line, check_memory, operator_cache, out_dir, quiet_transformers
+
+__all__ = ['run']
+
+
+def run(args) -> int:
+    from ..lock import AuditLock
+    from ..panels import build_panel
+
+    t0 = time.perf_counter()
+    panel = build_panel(args.panel, seed=args.seed)
+    eps = args.eps or list(panel.eps)
+    from ...certifiers.bracket import validate_eps
+
+    eps = validate_eps(eps)
+    from ..audit import check_out_dir
+
+    check_out_dir(args.out, "--out")
+    existed = Path(args.out).exists()
+    out = out_dir(args.out, "--out")  # refuses a path that is not a directory
+    fresh = not existed or not any(out.iterdir())
+    try:
+        with AuditLock(out, "--out"):  # one audit per --out, held until its report is written
+            return _audit_locked(args, panel, eps, out, t0)
+    except Exception:  # (an interrupt keeps its ledger: the run was cut, not refused)
+        if fresh and not args.resume:
+            _drop_empty_run(out, remove_dir=not existed)
+        raise
+
+
+def _drop_empty_run(out: Path, remove_dir: bool) -> None:
+    """After a run that failed in a directory it found new or empty: remove the ledger if no
+    cell reached it (e.g. an unreachable --scheduler), then, if this run created the
+    directory and nothing else is in it, the directory: the failure leaves nothing that a
+    next run would stumble on. A ledger with cells is kept, for --resume."""
+    from ..store import LEDGER_NAME, ledger_cells
+
+    ledger = out / LEDGER_NAME
+    if ledger.exists():
+        if ledger_cells(ledger) != 0:
+            return  # cells to keep, or not readable as a ledger: left as it is
+        for suffix in ("", "-wal", "-shm"):
+            Path(str(ledger) + suffix).unlink(missing_ok=True)
+    if remove_dir:
+        try:
+            out.rmdir()  # only if empty
+        except OSError:
+            pass
+
+
+def _audit_locked(args, panel, eps, out: Path, t0: float) -> int:
+    from ..audit import run_audit
+    from ..panels import materialize
+    from ..report import summarize, write_report
+
+    if args.quiet:
+        quiet_transformers()
+    else:
+        print(f"softrank audit: panel {panel.name!r}, {len(panel)} "
+              f"operator{'s' if len(panel) != 1 else ''} x {len(eps)} "
+              f"tolerance{'s' if len(eps) != 1 else ''} -> {out}/", file=sys.stderr, flush=True)
+    # everything that can be refused without the operators is refused before they are built
+    if args.scheduler and args.executor != "dask":
+        raise SoftrankError("--scheduler: needs --executor dask")
+    for d in panel.certifier_paths:  # [[certifier]] path = "...": importable, here and in workers
+        if d not in sys.path:
+            sys.path.insert(0, d)
+    certifiers = list(panel.certifiers) + list(args.certifier)
+    from ...certifiers.registry import load_certifier, load_certifiers
+    from ..audit import default_stages
+    from ..store import Ledger
+
+    for spec in panel.certifiers:  # named as the panel file's, not as --certifier
+        load_certifier(spec, "panel: [[certifier]] spec")
+    load_certifiers(certifiers)
+    default_stages(args.attacks, certifiers, args.cell_timeout, args.stage, args.effort)
+    Ledger.check_can_open(out, args.resume)
+    cache = operator_cache(args)
+    ops = materialize(panel.specs, cache)
+    t_ops = time.perf_counter() - t0
+    if not args.quiet:
+        for note in cache.notes if cache is not None else []:
+            print(note, file=sys.stderr, flush=True)
+        print(cache_line(cache, t_ops), file=sys.stderr, flush=True)
+    if args.executor == "local":  # each local worker brackets one operator at a time
+        import os
+
+        big = max(ops, key=lambda o: o.shape[0] * o.shape[1] * min(o.shape))
+        n = min(len(ops), args.workers or os.cpu_count() or 1)
+        check_memory(big.shape, f"--panel: operator {big.operator_id!r}", args, workers=n)
+    rows = run_audit(ops, eps, out, workers=args.workers, progress=not args.quiet,
+                     certifiers=certifiers, stages=args.stage,
+                     validated=args.validated, attacks=args.attacks, executor=args.executor,
+                     scheduler=args.scheduler, cell_timeout=args.cell_timeout,
+                     resume=args.resume, identity={"panel": args.panel, "seed": args.seed},
+                     effort=args.effort)
+    summary = summarize(rows, panel.name, eps, time.perf_counter() - t0, args.seed,
+                        effort=args.effort)
+    summary["operator_build"] = {"seconds": round(t_ops, 1),
+                                 **(cache.summary() if cache is not None else {"directory": None})}
+    if args.study_boot and not args.quiet:
+        print(f"brackets done in {summary['wall_seconds']:.0f} s; running the report's studies "
+              f"({args.study_boot} bootstrap resamples; --study-boot 0 skips them)",
+              file=sys.stderr, flush=True)
+    t1 = time.perf_counter()
+    write_report(rows, summary, out, study_boot=args.study_boot)
+    ov = summary["overall"]
+    print(f"{summary['cells']} cells: {ov['resolved']} resolved ({ov['resolved_pct']} %), "
+          f"{ov['open']} open, {ov['unsound']} unsound, {ov['error']} error; "
+          f"median upper/lower {ov['median_ratio']}; attacks {summary['attacks']['tried']} tried, "
+          f"{summary['attacks']['succeeded']} succeeded; brackets {summary['wall_seconds']:.0f} s"
+          f", report and studies {time.perf_counter() - t1:.0f} s"
+          f"{'; effort fast (late searches skipped)' if args.effort == 'fast' else ''}. "
+          f"Report: {out / 'report.md'}")
+    if not args.quiet:  # (summary.json and report.md have them either way)
+        for name, e in summary["stage_errors"].items():
+            print(f"stage {name!r} failed on {e['operators']} of {summary['operators']} "
+                  f"operators (its columns are empty there); first: {e['first']}",
+                  file=sys.stderr)
+        if summary["cut_short"]:
+            print(f"{summary['cut_short']} cells cut short by --cell-timeout (ends checked, "
+                  "searches skipped)", file=sys.stderr)
+    return 1 if ov["unsound"] or ov["error"] else 0

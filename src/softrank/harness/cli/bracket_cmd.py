@@ -1,0 +1,97 @@
+"""``softrank bracket FILE``: bracket one operator saved as ``.npy`` or ``.npz``."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from ...errors import SoftrankError
+from .common import check_memory, memory_limit, out_dir
+
+__all__ = ['run']
+
+
+def run(args) -> int:
+    from ...certifiers.bracket import bracket
+    from ... import __version__
+    from ...checker import save_certificate
+    from ...operators import load_operator
+
+    limit, _ = memory_limit(args)
+    op = load_operator(args.file, "file", max_bytes=limit, renormalize=args.renormalize)
+    check_memory(op.shape, f"file: {args.file!r}", args)
+    d = out_dir(args.save_certificates, "--save-certificates") if args.save_certificates else None
+    from ...certifiers.registry import load_certifiers
+
+    cons, tests = load_certifiers(args.certifier)
+    say = (lambda line: print(line, file=sys.stderr, flush=True)) if args.progress else None
+    brs = bracket(op, list(args.eps), interval=not args.no_interval, constructions=cons,
+                  lower_tests=tests, time_limit=args.time_limit, progress=say,
+                  effort=args.effort)
+    if d is not None:
+        # the matrix's hash, the tolerance (repr: distinct tolerances never share a name),
+        # the side and the kind: bracketing another matrix into DIR never reuses a name
+        files = [(d / f"{op.hash[:16]}_eps{br.eps!r}_{side}_{cert.kind}.npz", cert)
+                 for br in brs
+                 for side, cert in (("lower", br.lower_certificate), ("upper", br.upper_witness))
+                 if cert is not None]
+        taken = [str(f) for f, _ in files if f.exists()]
+        if taken and not args.overwrite:
+            raise SoftrankError(f"--save-certificates: {len(taken)} files exist ({taken[0]}"
+                                f"{', ...' if len(taken) > 1 else ''}); pass --overwrite to "
+                                "replace them")
+        for f, cert in files:
+            save_certificate(f, cert, op.A, producer=f"softrank {__version__}")
+    geo = _geometry(op)
+    if args.json:
+        rn = op.meta.get("renormalized")
+        print(json.dumps([{"operator_id": op.operator_id, "hash": op.hash,
+                           "effort": args.effort, **br.to_dict(),
+                           **({"geometry": geo} if geo else {}),
+                           **({"renormalized": rn} if rn else {})} for br in brs], indent=2))
+    else:
+        print(f"operator {op.operator_id} (hash {op.hash}): {op.shape[0]} x {op.shape[1]}" + (
+            f"; native geometry rho_Q {geo['rho_Q']:.4g}, rho_K {geo['rho_K']:.4g}, "
+            f"Gamma {geo['Gamma']:.4g} (gauge-dependent)" if geo else ""))
+        rn = op.meta.get("renormalized")
+        if rn:
+            print(f"renormalised: rows of the given {rn['dtype']} matrix divided by their sums; "
+                  f"they move by at most delta = {rn['delta']:.3g} in l1, so r_(eps+delta) <= "
+                  "upper and r_(eps-delta) >= lower for the given matrix")
+            small = [e for e in args.eps if e <= rn["delta"]]
+            if small:
+                print(f"note: delta >= eps for eps {', '.join(repr(e) for e in small)}: the "
+                      "lower end says nothing about the given matrix there")
+        w = max(6, *(len(repr(br.eps)) for br in brs))
+        print(f"{'eps':>{w}}  {'lower':>5}  {'upper':>5}  verdict   lower method / upper method")
+        for br in brs:
+            print(f"{br.eps!r:>{w}}  {br.lower:5d}  {br.upper:5d}  {br.verdict:8s}  "
+                  f"{br.lower_method} / {br.upper_method}")
+            if br.verdict == "error":
+                print(f"{'':>{w}}  error: {br.diagnostics.error}")
+            if br.cut_short:
+                skipped = [r.name for r in br.diagnostics.methods if r.message == "time limit"]
+                print(f"{'':>{w}}  cut short by --time-limit: {len(skipped)} methods skipped "
+                      f"({', '.join(skipped[:6])}{', ...' if len(skipped) > 6 else ''}); both "
+                      "ends are checked")
+        if args.effort == "fast" and any(br.verdict != "error" for br in brs):
+            print("effort fast: the late searches (subspace-rows, subspace-climb, trust-region, "
+                  "alternating-l1-smooth, alternating-l1-anneal) were skipped; the ends are "
+                  "the other methods', checked as always")
+        for c in cons + tests:  # the user's own methods, beside the bracket
+            for br in brs:
+                r = br.diagnostics.record(c.name)
+                if r is not None:
+                    print(f"  {c.name} at eps {br.eps!r}: {r.status}"
+                          + (f", rank {r.rank}" if r.rank is not None else "")
+                          + (f" ({r.message})" if r.message else ""))
+    return 1 if any(br.verdict in ("unsound", "error") for br in brs) else 0
+
+
+def _geometry(op) -> dict:
+    """Native geometry of an operator with factors (docs/theory/geometry.md), JSON-ready; {} without."""
+    g = op.native_geometry()
+    if g is None:
+        return {}
+    return {"rho_Q": g["rho_Q"], "rho_K": g["rho_K"], "Gamma": g["Gamma"],
+            "sv_Q": [float(x) for x in g["sv_Q"]], "sv_K": [float(x) for x in g["sv_K"]]}

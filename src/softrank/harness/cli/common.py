@@ -1,0 +1,108 @@
+"""What several commands share: the memory limit and its check, the operator cache, output
+directories, and quiet model loading."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ...errors import SoftrankError
+
+__all__ = ["available_memory", "gib", "memory_limit", "check_memory", "operator_cache",
+           "cache_line", "out_dir", "quiet_transformers", "refuse_existing"]
+
+
+def available_memory() -> int | None:
+    """Memory available to a new process now (bytes): Linux's MemAvailable, else 80 % of
+    the physical memory, else None (no limit can be derived)."""
+    import os
+
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return int(0.8 * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def gib(n: int) -> str:
+    return f"{n / 2**30:.3g} GiB" if n >= 2**30 else f"{n / 2**20:.4g} MiB"
+
+
+def memory_limit(args) -> tuple[int, str]:
+    """The limit in bytes and how it was set, for messages."""
+    if args.max_memory is not None:
+        return args.max_memory, f"--max-memory {gib(args.max_memory)}"
+    avail = available_memory()
+    if avail is None:
+        return 2**60, "no limit (the available memory is unknown; set --max-memory)"
+    return avail, f"--max-memory {gib(avail)} (default: the memory available now)"
+
+
+def check_memory(shape, what: str, args, workers: int = 1) -> None:
+    """Refuse, before any work, a bracket whose estimated peak (times the processes that
+    bracket at once) exceeds the limit."""
+    from ...certifiers.bracket import memory_estimate
+    from ...errors import ResourceLimitError
+
+    limit, how = memory_limit(args)
+    est = memory_estimate(*shape) * workers
+    if est > limit:
+        times = f" x {workers} workers" if workers > 1 else ""
+        raise ResourceLimitError(
+            f"{what}: bracketing its {shape[0]} x {shape[1]} matrix{times} needs an estimated "
+            f"{gib(est)} (softrank.certifiers.bracket.memory_estimate), above {how}; raise "
+            "--max-memory" + (" or lower --workers" if workers > 1 else "") + " to run it anyway")
+
+
+def operator_cache(args):
+    """The run's OperatorCache, or None with --no-operator-cache."""
+    from ...generators.cache import OperatorCache, default_cache_dir
+
+    if args.no_operator_cache:
+        return None
+    if args.operator_cache is not None:
+        return OperatorCache(args.operator_cache, "--operator-cache")
+    return OperatorCache(default_cache_dir(), "SOFTRANK_OPERATOR_CACHE (default cache)")
+
+
+def cache_line(cache, seconds: float) -> str:
+    if cache is None:
+        return f"operators ready in {seconds:.1f} s (no operator cache)"
+    asked = cache.hits + cache.misses
+    return (f"operators ready in {seconds:.1f} s ({cache.hits} of {asked} MiniLM operators from "
+            f"the cache in {str(cache.dir)!r})" if asked else
+            f"operators ready in {seconds:.1f} s")
+
+
+def out_dir(path: str, arg: str) -> Path:
+    out = Path(path)
+    if out.exists() and not out.is_dir():
+        raise SoftrankError(f"{arg}: {str(out)!r} exists and is not a directory")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SoftrankError(f"{arg}: cannot create {str(out)!r} ({exc})") from exc
+    return out
+
+
+def quiet_transformers() -> None:
+    """No "Loading weights" progress bars under --quiet (only if transformers is there)."""
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:
+        return
+    hf_logging.disable_progress_bar()
+
+
+def refuse_existing(out: str, stem: str, overwrite: bool) -> None:
+    """Refuse, before any work, to replace ``STEM.csv``, ``STEM.md`` or ``STEM.png`` in
+    ``out`` unless ``--overwrite`` was given."""
+    taken = [f"{stem}.{ext}" for ext in ("csv", "md", "png") if (Path(out) / f"{stem}.{ext}").exists()]
+    if taken and not overwrite:
+        raise SoftrankError(f"--out: {str(out)!r} holds {', '.join(taken)} already; use another "
+                            "--out, or --overwrite to replace them")

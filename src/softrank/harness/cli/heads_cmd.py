@@ -1,0 +1,67 @@
+"""``softrank heads CHECKPOINT`` (per-head operators of a local checkpoint) and
+``softrank tiny-checkpoint`` (a tiny random-initialised one to try it on)."""
+
+from __future__ import annotations
+
+import time
+
+from ...errors import SoftrankError
+from .common import out_dir, quiet_transformers
+
+__all__ = ['run', 'run_tiny']
+
+
+def _span_arg(s: str | None, arg: str):
+    if s is None:
+        return None
+    try:
+        a, b = (int(x) for x in s.split(":"))
+    except ValueError:
+        raise SoftrankError(f"{arg}: expected START:STOP (integers), got {s!r}") from None
+    if not 0 <= a < b:
+        raise SoftrankError(f"{arg}: expected 0 <= START < STOP, got {s!r}")
+    return list(range(a, b))
+
+
+def run(args) -> int:
+    from ...generators.capture import capture, read_sources, resolve_checkpoint
+    from ...operators import save_operator
+
+    keys, queries = _span_arg(args.keys, "--keys"), _span_arg(args.queries, "--queries")
+    if (keys is None) != (queries is None):
+        raise SoftrankError("--keys, --queries: give both or neither")
+    if keys is not None and args.width is not None:
+        raise SoftrankError("--width: not with --keys/--queries (they fix the block)")
+    sources = read_sources(args.source)
+    if args.quiet:
+        quiet_transformers()
+    t0 = time.perf_counter()
+    ck, family = resolve_checkpoint(args.checkpoint, args.family)
+    ops = capture(ck, sources, width=args.width, layers=args.layers, heads=args.heads,
+                  key_positions=keys, query_positions=queries, family=family,
+                  batch_size=args.batch_size, verify=not args.no_verify)
+    out = out_dir(args.out, "--out")
+    targets = [out / f"{op.operator_id}.npz" for op in ops]
+    clash = [t.name for t in targets if t.exists()]
+    if clash and not args.overwrite:
+        raise SoftrankError(f"--out: {len(clash)} operator files exist already ({clash[0]}, ...); "
+                            "use another --out or --family, or --overwrite")
+    for op, t in zip(ops, targets):
+        save_operator(t, op)
+    worst = max((op.meta.get("eager_max_abs_diff", 0.0) for op in ops), default=0.0)
+    print(f"{len(ops)} operators ({len(sources)} inputs x {len(set(o.layer for o in ops))} "
+          f"layers x {len(set(o.head for o in ops))} heads, {ops[0].family} ({ck.model_type}), "
+          f"{ops[0].shape[0]}x{ops[0].shape[1]} first) -> {out}/ in "
+          f"{time.perf_counter() - t0:.1f} s" + (
+              "" if args.no_verify else
+              f"; largest difference from the model's eager attention {worst:.2e}"))
+    return 0
+
+
+def run_tiny(args) -> int:
+    from ...generators.tiny import save_tiny_checkpoint
+
+    d = save_tiny_checkpoint(args.family, args.directory, seed=args.seed)
+    print(f"tiny {args.family} checkpoint (2 layers x 4 heads, head dimension 8, "
+          f"initializer_range 0.5) -> {d}/")
+    return 0

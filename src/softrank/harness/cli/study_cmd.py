@@ -1,0 +1,143 @@
+"""``softrank laws`` (scaling laws of the synthetic families) and ``softrank study``
+(block width, held-out add-on test, intrinsic descriptor)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from ...errors import SoftrankError
+from .common import operator_cache, out_dir, refuse_existing
+
+__all__ = ['run', 'run_laws']
+
+
+def run_laws(args) -> int:
+    from ...studies.laws import QUICK_SWEEPS, run_laws, write_laws
+
+    refuse_existing(args.out, "laws", args.overwrite)
+    out = out_dir(args.out, "--out")
+    t0 = time.perf_counter()
+    rows, fits = run_laws(args.eps, n_boot=args.n_boot, sweeps=QUICK_SWEEPS if args.quick else None)
+    paths = write_laws(rows, fits, out, args.eps)
+    print((out / "laws.md").read_text())
+    print(f"{len(rows)} operators in {time.perf_counter() - t0:.1f} s -> "
+          f"{', '.join(str(p) for p in paths)}")
+    return 0
+
+
+#: Columns every study reads from an audit's brackets.csv.
+_STUDY_COLUMNS = ("operator_id", "family", "source", "checkpoint", "m", "n", "eps", "lower",
+                  "upper", "verdict")
+
+
+def _study_check(args) -> None:
+    """Validate a study's arguments before anything is written or computed."""
+    given = [f"--{k.replace('_', '-')}" for k in args.minilm_defaults if getattr(args, k) is not None]
+    if args.source_dir is not None:
+        if given:
+            raise SoftrankError(f"{given[0]}: not used with --from (the audit's cells are used)")
+        return
+    for k, v in args.minilm_defaults.items():
+        if getattr(args, k) is None:
+            setattr(args, k, v)
+    from ..panels import N_SOURCES
+
+    for k in ("widths", "layers", "heads"):
+        v = getattr(args, k)
+        if len(set(v)) != len(v):
+            raise SoftrankError(f"--{k}: repeated values {v}")
+    for h in args.heads:
+        if h > 11:
+            raise SoftrankError(f"--heads: MiniLM has heads 0..11, got {h}")
+    for l in args.layers:
+        if l > 5:
+            raise SoftrankError(f"--layers: MiniLM has layers 0..5, got {l}")
+    if max(args.widths) > 512:
+        raise SoftrankError(f"--widths: MiniLM takes at most 512 tokens, got {max(args.widths)}")
+    if args.sources_per_head > N_SOURCES:
+        raise SoftrankError(f"--sources-per-head: at most {N_SOURCES}, got {args.sources_per_head}")
+    specs = _study_specs(args)
+    if args.study == "addon":
+        from ...studies.addon import MIN_SOURCES
+
+        n_src = len({s["source_index"] for s in specs})
+        if n_src < MIN_SOURCES or len(specs) < 8:
+            raise SoftrankError(f"--heads/--layers/--sources-per-head: the add-on test needs "
+                                f">= 8 operators from >= {MIN_SOURCES} sources, this selection "
+                                f"gives {len(specs)} from {n_src}")
+    if args.study == "descriptor":
+        from ...studies.descriptor import MIN_OPERATORS
+
+        per_width = len(specs) // len(set(args.widths))
+        if per_width < MIN_OPERATORS:
+            raise SoftrankError(f"--heads/--layers/--sources-per-head: the descriptor study needs "
+                                f">= {MIN_OPERATORS} operators per width, this selection gives "
+                                f"{per_width}")
+
+
+def _study_specs(args):
+    from ..panels import minilm_specs
+
+    return minilm_specs(args.widths, args.layers, args.heads, args.sources_per_head, args.seed)
+
+
+def _study_rows(args, out: Path | None):
+    """An audit's cells: read from ``--from AUDIT_DIR`` or computed on MiniLM heads."""
+    import csv
+
+    if args.source_dir is not None:
+        f = Path(args.source_dir) / "brackets.csv"
+        if not f.is_file():
+            raise SoftrankError(f"--from: {str(f)!r} not found (an audit's output directory)")
+        with open(f, newline="") as fh:
+            rows = list(csv.DictReader(fh))
+        missing = [c for c in _STUDY_COLUMNS if rows and c not in rows[0]]
+        if not rows or missing:
+            raise SoftrankError(f"--from: {str(f)!r} is not an audit's brackets.csv (" +
+                                (f"missing columns {missing})" if rows else "no cells)"))
+        return rows
+    from ..audit import run_audit
+    from ..panels import materialize
+
+    ops = materialize(_study_specs(args), operator_cache(args))
+    return run_audit(ops, [args.eps], out / "audit", workers=args.workers, progress=True,
+                     attacks="none", identity={"study": args.study})
+
+
+_STUDY_STEMS = {"block-width": "blockwidth", "addon": "addon", "descriptor": "descriptor"}
+
+
+def run(args) -> int:
+    _study_check(args)
+    refuse_existing(args.out, _STUDY_STEMS[args.study], args.overwrite)
+    t0 = time.perf_counter()
+    rows = _study_rows(args, None) if args.source_dir is not None else None
+    out = out_dir(args.out, "--out")
+    if rows is None:
+        rows = _study_rows(args, out)
+    if args.study == "block-width":
+        from ...studies.blockwidth import budget_shares, write_block_width
+
+        eps = args.eps if any(float(r["eps"]) == args.eps for r in rows) else None
+        paths = write_block_width(budget_shares(rows, args.budgets, eps=eps), out)
+        md = "blockwidth.md"
+    elif args.study == "addon":
+        from ...studies.addon import addon_from_rows, write_addon
+
+        results, skipped = addon_from_rows(rows, eps=args.eps, n_boot=args.n_boot,
+                                           n_perm=args.permutations, seed=args.seed)
+        if not results:
+            raise SoftrankError("the add-on test needs more data: " + "; ".join(skipped))
+        paths = write_addon(results, skipped, out, eps=args.eps)
+        md = "addon.md"
+    else:
+        from ...studies.descriptor import descriptor_correlations, write_descriptor
+
+        corr = descriptor_correlations(rows, n_boot=args.n_boot, seed=args.seed)
+        paths = write_descriptor(corr, rows, out)
+        md = "descriptor.md"
+    print((out / md).read_text())
+    print(f"{len(rows)} cells in {time.perf_counter() - t0:.1f} s -> "
+          f"{', '.join(str(p) for p in paths)}")
+    return 0

@@ -1,0 +1,101 @@
+"""``softrank verify PATH``: re-check saved certificates without trusting the producer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ...errors import SoftrankError
+from .common import memory_limit
+
+__all__ = ['run']
+
+
+def run(args) -> int:
+    from ...checker import MalformedCertificate, check, load_certificate, matrix_hash
+
+    p = Path(args.path)
+    if p.is_dir():
+        files = sorted(p.rglob("*.npz"))
+    elif p.exists():
+        files = [p]
+    else:
+        raise SoftrankError(f"path: {str(p)!r} does not exist")
+    if not files:
+        raise SoftrankError(f"path: no .npz certificates under {str(p)!r}")
+    limit, _ = memory_limit(args)
+    ext = None
+    if args.matrix:  # validated as `bracket` would (docs/theory/operators.md), read within the limit
+        from ...operators import load_operator
+
+        ext = load_operator(args.matrix, "--matrix", max_bytes=limit,
+                            renormalize=args.renormalize).A
+    elif args.renormalize:
+        raise SoftrankError("--renormalize: applies to --matrix, which is not given")
+    failures = 0
+    held = []  # (operator hash, kind, eps, rank, file, header) of certificates that hold
+    for f in files:
+        try:
+            cert, A, header = load_certificate(f, max_bytes=limit)
+            if ext is not None:
+                A = ext
+            h = matrix_hash(A)
+            if h != header.get("operator_hash"):
+                why = (" (--renormalize divided --matrix's rows by their sums, which changes "
+                       "its hash: give the matrix the certificates were made for, as it was)"
+                       if args.renormalize else "")
+                print(f"FAIL {f}: matrix hash {h} differs from the certificate's "
+                      f"operator_hash {header.get('operator_hash')}{why}")
+                failures += 1
+                continue
+            rep = check(A, cert)
+        except MalformedCertificate as exc:
+            msg = " ".join(str(exc).split())
+            for prefix in (f"{f}: ", f"certificate: {str(f)!r}: ", f"certificate: {str(f)!r} "):
+                msg = msg.removeprefix(prefix)
+            print(f"FAIL {f}: {msg}")
+            failures += 1
+            continue
+        except Exception as exc:  # one bad file never stops the others
+            print(f"FAIL {f}: could not be checked ({type(exc).__name__}: "
+                  f"{' '.join(str(exc).split())[:200]})")
+            failures += 1
+            continue
+        side = "r_eps <=" if cert.kind == "upper" else "r_eps >="
+        print(f"{'ok  ' if rep.ok else 'FAIL'} {f}: {side} {cert.rank} at eps {float(cert.eps)!r} "
+              f"for the matrix of hash {h}{' (--matrix)' if ext is not None else ''} "
+              f"({cert.kind}, {cert.method}) -- {rep.summary()}")
+        failures += not rep.ok
+        if rep.ok:
+            held.append((h, cert.kind, float(cert.eps), cert.rank, f, header))
+    print(f"{len(files) - failures} of {len(files)} certificates hold")
+    refuted = _contradictions(held)
+    return 0 if failures == 0 and not refuted else 1
+
+
+def _contradictions(held) -> int:
+    """Report claims refuted by certificates that hold (docs/theory/attacks.md): a lower certificate
+    ``r_eps1 >= l`` and an upper witness ``r_eps2 <= u`` on one matrix with ``eps2 <= eps1``
+    and ``u < l`` cannot both be sound; and a counterexample witness (header ``refutes``)
+    that holds refutes the claim it names. Returns how many were found."""
+    n = 0
+    for h, kind, eps, rank, f, header in held:
+        ref = header.get("refutes")
+        if kind == "upper" and isinstance(ref, dict):
+            try:
+                claimed, ceps = int(ref["claimed"]), float(ref["eps"])
+            except (KeyError, TypeError, ValueError):
+                continue
+            if rank < claimed and eps <= ceps:
+                n += 1
+                print(f"REFUTED: {f} holds (r_eps <= {rank} at eps {eps!r}), so the claim "
+                      f"r_eps >= {claimed} at eps {ceps!r} by {ref.get('by', '?')!r} is false")
+    lowers = [x for x in held if x[1] != "upper"]
+    uppers = [x for x in held if x[1] == "upper"]
+    for lh, _, leps, lrank, lf, _ in lowers:
+        for uh, _, ueps, urank, uf, _ in uppers:
+            if lh == uh and ueps <= leps and urank < lrank:
+                n += 1
+                print(f"CONTRADICTION: {lf} (r_eps >= {lrank} at eps {leps!r}) and {uf} "
+                      f"(r_eps <= {urank} at eps {ueps!r}) both pass the checker: the checker "
+                      "or a certificate's proof is unsound")
+    return n
