@@ -22,7 +22,7 @@ require_extra("models", "torch", "transformers")
 import torch  # noqa: E402
 
 from softrank.errors import CheckpointError, InvalidArgumentError  # noqa: E402
-from softrank.generators import capture as cap  # noqa: E402
+from softrank.generators.capture import attention as cap  # noqa: E402 (the capture's module)
 from softrank.generators.capture import (  # noqa: E402
     Source,
     capture,
