@@ -33,7 +33,7 @@ from .checker import UpperWitness, check
 from .errors import InvalidArgumentError
 from .validation import check_choice, check_fraction, check_int
 
-__all__ = ["AttackResult", "attack", "EFFORTS", "AttackStage"]
+__all__ = ["AttackResult", "attack", "RankReductionAttack", "EFFORTS", "AttackStage"]
 
 #: Effort levels: random restarts of alternating l1, rows dropped from the upper witness,
 #: L-BFGS iterations per continuation step.
@@ -171,8 +171,6 @@ def attack(A, eps: float, claimed, *, upper_witness: UpperWitness | None = None,
     InvalidArgumentError
         If ``eps``, ``claimed``, ``effort`` or ``seed`` is out of range.
     """
-    from .certifiers.lp import L1Regression  # lazy: keeps ``import softrank`` light
-
     A = np.asarray(A, dtype=np.float64)
     if A.ndim != 2 or A.size == 0:
         raise InvalidArgumentError(f"A: expected a non-empty 2-D array, got shape {A.shape}")
@@ -180,35 +178,79 @@ def attack(A, eps: float, claimed, *, upper_witness: UpperWitness | None = None,
     k = getattr(claimed, "rank", claimed)
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise InvalidArgumentError(f"claimed: expected an integer >= 1 or a certificate, got {claimed!r}")
-    k = int(k)
     check_choice(effort, "effort", sorted(EFFORTS))
     check_int(seed, "seed", 0)
-    cfg = EFFORTS[effort]
-    t0 = time.perf_counter()
-    m, N = A.shape
-    r = k - 1
-    res = AttackResult(claimed=k, target_rank=r, eps=eps)
-    target = eps * (1 - 1e-12)
+    return RankReductionAttack(A, eps, int(k), upper_witness=upper_witness, effort=effort,
+                               seed=seed, interval=interval, constructions=constructions,
+                               operator=operator).run()
 
-    def confirm(U, W, method) -> bool:
-        wit = UpperWitness(eps, U, W, f"attack:{method}")
-        if check(A, wit, interval=interval).ok:
-            res.succeeded, res.witness = True, wit
+
+class RankReductionAttack:
+    """One targeted attack (:func:`attack`, which validates the arguments and runs it): the
+    methods of the module docstring tried in order until one finds a witness of rank
+    ``claimed - 1`` that the checker accepts.
+
+    Every candidate ``(U, W)`` goes through :meth:`consider` (the closest approach is
+    recorded; one within ``eps`` is :meth:`confirm` ed by the checker); a right factor ``W``
+    alone is finished by :meth:`polish`, the exact row-wise l1 regression. :meth:`run` makes
+    the plan, runs each method under :meth:`attempt` (an exception is recorded against the
+    method, never a verdict) and returns the :class:`AttackResult`.
+
+    Parameters
+    ----------
+    A : (m, N) float64 ndarray
+    eps : float
+    claimed : int
+        ``>= 1``; the witnesses searched for have rank ``claimed - 1``.
+    upper_witness, effort, seed, interval, constructions, operator
+        As in :func:`attack` (already validated).
+    """
+
+    #: A candidate must come this close under ``eps`` (relative) before the checker is asked.
+    MARGIN = 1e-12
+
+    def __init__(self, A: np.ndarray, eps: float, claimed: int, *,
+                 upper_witness: UpperWitness | None = None, effort: str = "standard",
+                 seed: int = 0, interval: bool = True, constructions=(), operator=None):
+        self.A, self.eps, self.k = A, eps, claimed
+        self.r = claimed - 1
+        self.upper_witness = upper_witness
+        self.cfg = EFFORTS[effort]
+        self.rng = np.random.default_rng(seed)
+        self.interval = interval
+        self.constructions = constructions
+        self.operator = operator
+        self.target = eps * (1 - self.MARGIN)
+        self.result = AttackResult(claimed=claimed, target_rank=self.r, eps=eps)
+        self.svd = None  # (U, s, Vt) of A, computed when a method needs it
+
+    # -- what every method's candidates go through
+
+    def confirm(self, U, W, method: str) -> bool:
+        """Whether the checker accepts ``U W`` at ``eps``: then the attack succeeded."""
+        wit = UpperWitness(self.eps, U, W, f"attack:{method}")
+        if check(self.A, wit, interval=self.interval).ok:
+            self.result.succeeded, self.result.witness = True, wit
             return True
         return False
 
-    def consider(U, W, method) -> bool:
-        err = float(_row_errors(A, U, W).max())
+    def consider(self, U, W, method: str) -> bool:
+        """Record ``U W``'s max-row error; confirm it when it is within the target."""
+        res = self.result
+        err = float(_row_errors(self.A, U, W).max())
         if err < res.best_error:
             res.best_error, res.best_method = err, method
-        return err <= target and confirm(U, W, method)
+        return err <= self.target and self.confirm(U, W, method)
 
-    def polish(W, method) -> bool:
+    def polish(self, W, method: str) -> bool:
         """Exact l1 regression of every row on ``W`` (hardest rows first, early exit)."""
+        from .certifiers.lp import L1Regression  # lazy: keeps ``import softrank`` light
+
+        A = self.A
         if W.shape[0] == 0 or not np.isfinite(W).all():
             return False
         solver = L1Regression(W)
-        U = np.zeros((m, W.shape[0]))
+        U = np.zeros((A.shape[0], W.shape[0]))
         order = np.argsort(-_row_errors(A, np.linalg.lstsq(W.T, A.T, rcond=None)[0].T, W))
         for i in order:
             u = solver.solve(A[i])
@@ -216,90 +258,122 @@ def attack(A, eps: float, claimed, *, upper_witness: UpperWitness | None = None,
                 return False
             U[i] = u
             e = float(np.abs(A[i] - u @ W).sum())
-            if not np.isfinite(e) or e > target:
+            if not np.isfinite(e) or e > self.target:
                 return False
-        return consider(U, W, method + "+lp")
+        return self.consider(U, W, method + "+lp")
 
-    def run(method, fn) -> bool:
-        res.methods.append(method)
+    def attempt(self, method: str, fn) -> bool:
+        """Run one method; an exception is recorded against it, never a verdict."""
+        self.result.methods.append(method)
         try:
             return bool(fn())
         except Exception as exc:  # recorded; never a verdict
-            res.failures.append(f"{method}: {type(exc).__name__}: {exc}")
+            self.result.failures.append(f"{method}: {type(exc).__name__}: {exc}")
             return False
 
-    if r == 0:
-        # rank 0: B = 0, error max_i ||a_i||_1; the only candidate
-        run("zero", lambda: consider(np.zeros((m, 0)), np.zeros((0, N)), "zero"))
-        res.seconds = time.perf_counter() - t0
-        return res
-    if r >= min(m, N):
-        # B = A has rank <= min(m, N) <= r: the claim exceeds what any matrix needs
+    # -- the methods (docs/theory/attacks.md)
+
+    def zero(self) -> bool:
+        """Rank 0: ``B = 0``, error ``max_i ||a_i||_1``: the only candidate."""
+        m, N = self.A.shape
+        return self.consider(np.zeros((m, 0)), np.zeros((0, N)), "zero")
+
+    def identity(self) -> bool:
+        """``B = A`` itself, when ``claimed - 1 >= min(m, N)``."""
         from .certifiers.upper import identity_witness
 
-        w = identity_witness(A, eps)
-        run("identity", lambda: consider(w.U, w.W, "identity"))
-        res.seconds = time.perf_counter() - t0
-        return res
+        w = identity_witness(self.A, self.eps)
+        return self.consider(w.U, w.W, "identity")
 
-    Us, s, Vt = np.linalg.svd(A, full_matrices=False)
-    rng = np.random.default_rng(seed)
-
-    def tsvd():
+    def truncated_svd(self) -> bool:
+        Us, s, Vt = self.svd
+        r = self.r
         U, W = Us[:, :r] * s[:r], Vt[:r]
-        return consider(U, W, "truncated-svd") or polish(W, "truncated-svd")
+        return self.consider(U, W, "truncated-svd") or self.polish(W, "truncated-svd")
 
-    def alt(start):
+    def alternating(self, start: int) -> bool:
+        """Alternating l1 from the SVD (``start = 0``) or from a random rotation of it."""
         from .certifiers.upper import AlternatingL1
 
+        Us, s, Vt = self.svd
+        r, N = self.r, self.A.shape[1]
         if start == 0:
             V0 = Vt
         else:
-            G = Vt[:r] + 0.5 * rng.standard_normal((r, N)) / np.sqrt(N)
+            G = Vt[:r] + 0.5 * self.rng.standard_normal((r, N)) / np.sqrt(N)
             V0 = np.vstack([_orth_rows(G), Vt[r:]])
-        con = AlternatingL1(A, (Us, s, V0), iters=cfg["irls"])
+        con = AlternatingL1(self.A, (Us, s, V0), iters=self.cfg["irls"])
         W = con.irls_basis(r)
-        U = np.linalg.lstsq(W.T, A.T, rcond=None)[0].T
-        return consider(U, W, f"alternating-l1[{start}]") or polish(W, f"alternating-l1[{start}]")
+        U = np.linalg.lstsq(W.T, self.A.T, rcond=None)[0].T
+        name = f"alternating-l1[{start}]"
+        return self.consider(U, W, name) or self.polish(W, name)
 
-    def smooth():
-        U, W = _smoothed_descent(A, Us[:, :r] * s[:r], Vt[:r].copy(), eps, cfg["lbfgs"])
-        return consider(U, W, "smoothed-descent") or polish(_orth_rows(W), "smoothed-descent")
+    def smoothed(self) -> bool:
+        Us, s, Vt = self.svd
+        r = self.r
+        U, W = _smoothed_descent(self.A, Us[:, :r] * s[:r], Vt[:r].copy(), self.eps,
+                                 self.cfg["lbfgs"])
+        return (self.consider(U, W, "smoothed-descent")
+                or self.polish(_orth_rows(W), "smoothed-descent"))
 
-    def perturb():
-        B = upper_witness.U @ upper_witness.W
+    def perturb(self) -> bool:
+        """From the upper witness: its top right singular vectors, then its own right factor
+        with one row dropped (the rows of least weight first)."""
+        wit, r = self.upper_witness, self.r
+        B = wit.U @ wit.W
         _, _, Vb = np.linalg.svd(B, full_matrices=False)
-        if polish(Vb[:r], "witness-svd"):
+        if self.polish(Vb[:r], "witness-svd"):
             return True
-        Wu = upper_witness.W
-        if Wu.shape[0] == k:
-            weight = np.linalg.norm(upper_witness.U, axis=0) * np.linalg.norm(Wu, axis=1)
-            for j in np.argsort(weight)[: cfg["drops"]]:
+        Wu = wit.W
+        if Wu.shape[0] == self.k:
+            weight = np.linalg.norm(wit.U, axis=0) * np.linalg.norm(Wu, axis=1)
+            for j in np.argsort(weight)[: self.cfg["drops"]]:
                 Wd = np.delete(Wu, j, axis=0)
-                if np.linalg.matrix_rank(Wd) == r and polish(_orth_rows(Wd), f"witness-drop[{j}]"):
+                if (np.linalg.matrix_rank(Wd) == r
+                        and self.polish(_orth_rows(Wd), f"witness-drop[{j}]")):
                     return True
         return False
 
-    def registered(con):
+    def construction(self, con) -> bool:
+        """A construction of the one interface, asked for a witness at ``eps``."""
         from .certifiers.interface import as_certifier
         from .operators import Operator
 
         c = as_certifier(con)
-        w = c.witness(operator if operator is not None else Operator(A=A), eps)
-        return w is not None and w.rank <= r and consider(w.U, w.W, f"construction:{c.name}")
+        op = self.operator if self.operator is not None else Operator(A=self.A)
+        w = c.witness(op, self.eps)
+        return w is not None and w.rank <= self.r and self.consider(w.U, w.W,
+                                                                     f"construction:{c.name}")
 
-    plan = [(f"construction:{getattr(c, 'name', type(c).__name__)}", lambda c=c: registered(c))
-            for c in constructions]
-    plan.append(("truncated-svd", tsvd))
-    plan += [(f"alternating-l1[{i}]", lambda i=i: alt(i)) for i in range(cfg["starts"] + 1)]
-    plan.append(("smoothed-descent", smooth))
-    if upper_witness is not None and upper_witness.rank >= k:
-        plan.append(("witness-perturbation", perturb))
-    for name, fn in plan:
-        if run(name, fn):
-            break
-    res.seconds = time.perf_counter() - t0
-    return res
+    # -- the plan
+
+    def plan(self) -> list:
+        """``[(method name, callable)]`` in the order they are tried."""
+        m, N = self.A.shape
+        if self.r == 0:
+            return [("zero", self.zero)]
+        if self.r >= min(m, N):
+            # B = A has rank <= min(m, N) <= r: the claim exceeds what any matrix needs
+            return [("identity", self.identity)]
+        self.svd = np.linalg.svd(self.A, full_matrices=False)
+        plan = [(f"construction:{getattr(c, 'name', type(c).__name__)}",
+                 lambda c=c: self.construction(c)) for c in self.constructions]
+        plan.append(("truncated-svd", self.truncated_svd))
+        plan += [(f"alternating-l1[{i}]", lambda i=i: self.alternating(i))
+                 for i in range(self.cfg["starts"] + 1)]
+        plan.append(("smoothed-descent", self.smoothed))
+        if self.upper_witness is not None and self.upper_witness.rank >= self.k:
+            plan.append(("witness-perturbation", self.perturb))
+        return plan
+
+    def run(self) -> AttackResult:
+        """Try the plan's methods in order until one succeeds."""
+        t0 = time.perf_counter()
+        for name, fn in self.plan():
+            if self.attempt(name, fn):
+                break
+        self.result.seconds = time.perf_counter() - t0
+        return self.result
 
 
 class AttackStage:
