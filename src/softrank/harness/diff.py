@@ -30,9 +30,11 @@ import sqlite3
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import get_args
 
 import numpy as np
 
+from ..certifiers.interface import Status, Verdict
 from ..errors import InvalidArgumentError
 from .report import cell_diagnostics, group_key, not_run
 from .store import normal_identity
@@ -115,8 +117,9 @@ def _read_csv(path: Path, arg: str) -> list[dict]:
     return rows
 
 
-_VERDICTS = ("resolved", "open", "unsound", "error")
-_STATUSES = ("ok", "declined", "skipped", "failed", "rejected")
+# the literals of the one interface: a status or verdict added there is known here too
+_VERDICTS = get_args(Verdict)
+_STATUSES = get_args(Status)
 
 
 def _cell(r: dict, arg: str, where: str) -> tuple:
