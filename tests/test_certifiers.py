@@ -546,7 +546,7 @@ def no_screening(monkeypatch):
     """Candidates that never screen a row or key: every decision of the LP-based methods
     then rests on its LPs (the screening itself is tested below, with the LPs failing)."""
     from softrank.certifiers.lower import subspace as lower_mod
-    from softrank.certifiers import upper as upper_mod
+    from softrank.certifiers.upper import refit as upper_mod  # where L1Refit screens
 
     monkeypatch.setattr(upper_mod, "l1_candidates", lambda A, W, **kw: (
         np.zeros((A.shape[0], W.shape[0])), np.full(A.shape[0], np.inf)))

@@ -1,0 +1,276 @@
+"""The l1 refit (docs/theory/witnesses.md#l1-refit): a right basis ``W`` and each row of
+``U`` by an exact l1 regression, after the rows are screened by :func:`l1_candidates`; on
+the top right singular vectors (:class:`L1Refit`), on rows of ``A`` (the row basis), and
+with the heaviest key columns kept exactly (:class:`Hybrid`)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...checker import UpperWitness
+from ..linalg import weighted_solves
+from ..lp import L1Regression
+from .basic import least_feasible, safe_target
+
+__all__ = ["l1_candidates", "L1Refit", "Hybrid"]
+
+
+def l1_candidates(A: np.ndarray, W: np.ndarray, iters: int = 8, delta: float = 1e-8,
+                  U0: np.ndarray | None = None, target: float = -np.inf):
+    """Cheap candidates for ``min_u ||a_i - u W||_1`` on every row of ``A`` at once.
+
+    Least squares (or the given start ``U0``), then up to ``iters`` steps of iteratively
+    reweighted least squares (weights ``1 / max(|r_ij|, delta)``; each step a majorisation
+    of the l1 loss) on the rows whose best error is still above ``target``, keeping each
+    row's best iterate. The systems ``G_i = W diag(w_i) W^T`` of those rows are formed by
+    one matrix product (:func:`softrank.certifiers.linalg.weighted_solves`). Any ``u``
+    bounds its row's l1 optimum from above, so a row whose candidate error is within a
+    target needs no LP (docs/theory/witnesses.md#l1-refit).
+
+    Parameters
+    ----------
+    A : (m, N) float64 ndarray
+    W : (k, N) float64 ndarray
+        Basis (rows).
+    iters : int
+        Reweighting steps after the start.
+    delta : float
+        Floor of ``|r_ij|`` in the weights.
+    U0 : (m, k) float64 ndarray, optional
+        Start instead of least squares.
+    target : float
+        A row whose best error is at most ``target`` stops iterating.
+
+    Returns
+    -------
+    U : (m, k) float64 ndarray
+        Each row's best coefficients found.
+    err : (m,) float64 ndarray
+        ``||a_i - U_i W||_1`` as computed in float64 (``inf`` where not finite).
+    """
+    m, N = A.shape
+    k = W.shape[0]
+    with np.errstate(all="ignore"):
+        if U0 is None:
+            try:
+                U = np.linalg.lstsq(W.T, A.T, rcond=None)[0].T
+            except np.linalg.LinAlgError:
+                U = np.zeros((m, k))
+        else:
+            U = np.array(U0, dtype=np.float64)
+        err = np.abs(A - U @ W).sum(axis=1)
+        err[~np.isfinite(err)] = np.inf
+        best_U, best_err = U.copy(), err.copy()
+        idx = np.arange(m)
+        for _ in range(iters):
+            keep = best_err[idx] > target
+            if not keep.any():
+                break
+            idx, U = idx[keep], U[keep]
+            Ai = A[idx]
+            wt = 1.0 / np.maximum(np.abs(Ai - U @ W), delta)
+            try:
+                U = weighted_solves(W, wt, (wt * Ai) @ W.T)
+            except np.linalg.LinAlgError:
+                break
+            if not np.isfinite(U).all():
+                break
+            err = np.abs(Ai - U @ W).sum(axis=1)
+            better = np.isfinite(err) & (err < best_err[idx])
+            best_U[idx[better]], best_err[idx[better]] = U[better], err[better]
+    return best_U, best_err
+
+
+class L1Refit:
+    """l1 refit on nested bases: the first ``k`` rows of ``Vt`` (docs/theory/witnesses.md: l1 refit, row basis).
+
+    ``feasible(k, eps)`` decides whether every row's optimum of ``min_u ||a_i - u Vt[:k]||_1``
+    is ``<= eps``, solving as few rows exactly (HiGHS) as it can:
+
+    1. the row that ended the last infeasible rank, if any, is solved first: a rank that
+       fails usually fails there;
+    2. the other rows are screened (:func:`l1_candidates`: least squares for all rows,
+       then reweighted least squares for the rows still above the target): a row whose
+       candidate is within the target needs no LP, since any candidate bounds its row's
+       optimum from above;
+    3. the remaining rows are solved exactly, largest candidate error first, stopping at the
+       first whose optimum exceeds the target.
+
+    The decision is the one of solving every row exactly: a row is feasible iff some ``u``
+    meets the target. Candidates and exact solutions are cached per ``k``, so all
+    tolerances share them. A row that needs its LP and whose LP is not optimal makes the
+    rank unavailable (never feasible).
+    With ``Vt`` the right singular vectors this is the *l1 refit*; with ``Vt`` the rows of
+    ``A`` in greedy farthest-row order (column-pivoted QR of ``A^T``) it is the *row basis*
+    construction.
+    """
+
+    method = "l1-refit"
+
+    def __init__(self, A: np.ndarray, Vt: np.ndarray, method: str | None = None):
+        self.A = A
+        self.Vt = Vt
+        if method:
+            self.method = method
+        self._cache: dict[int, dict] = {}
+        self._hardest: int | None = None
+
+    def _state(self, k: int) -> dict:
+        st = self._cache.get(k)
+        if st is None:
+            m = self.A.shape[0]
+            st = {"U": np.full((m, k), np.nan), "err": np.full(m, np.nan), "cU": None,
+                  "cerr": None, "refined": np.zeros(m, dtype=bool), "solver": None,
+                  "failed": False, "complete": False, "max": None}
+            self._cache[k] = st
+        return st
+
+    def _screen(self, st: dict, k: int, tgt: float) -> None:
+        """Candidates for every row (least squares, once per ``k``), refined by reweighted
+        least squares on the unsolved rows still above ``tgt``."""
+        W = self.Vt[:k]
+        if st["cU"] is None:
+            st["cU"], st["cerr"] = l1_candidates(self.A, W, iters=0)
+        rows = np.nonzero(~st["refined"] & np.isnan(st["err"]) & ~(st["cerr"] <= tgt))[0]
+        if rows.size:
+            U, e = l1_candidates(self.A[rows], W, U0=st["cU"][rows], target=tgt)
+            better = e < st["cerr"][rows]
+            st["cU"][rows[better]], st["cerr"][rows[better]] = U[better], e[better]
+            st["refined"][rows] = True
+
+    def _solve_row(self, st: dict, k: int, i: int) -> float | None:
+        """Row ``i``'s exact l1 optimum (cached); None when its LP is not optimal."""
+        if not np.isnan(st["err"][i]):
+            return float(st["err"][i])
+        W = self.Vt[:k]
+        if st["solver"] is None:
+            st["solver"] = L1Regression(W)
+        u = st["solver"].solve(self.A[i])
+        if u is None:
+            return None
+        e = float(np.abs(self.A[i] - u @ W).sum())
+        if not np.isfinite(e):
+            return None
+        st["U"][i], st["err"][i] = u, e
+        return e
+
+    def _best(self, st: dict, i: int) -> float:
+        """Row ``i``'s smallest known error (exact or candidate; nan if neither)."""
+        c = np.nan if st["cerr"] is None else st["cerr"][i]
+        return float(np.fmin(st["err"][i], c))
+
+    def feasible(self, k: int, eps: float) -> bool:
+        """True when every row's l1 optimum at rank ``k`` is ``<= eps`` (with slack)."""
+        tgt = safe_target(eps)
+        if k == 0:
+            return bool(self.A.sum(axis=1).max() <= tgt)
+        st = self._state(k)
+        if st["failed"]:
+            return False
+        best = st["err"] if st["cerr"] is None else np.fmin(st["err"], st["cerr"])
+        if (best[~np.isnan(st["err"])] > tgt).any():
+            return False  # a solved row's optimum is above the target
+        h = self._hardest
+        if h is not None and not self._best(st, h) <= tgt:
+            e = self._solve_row(st, k, h)
+            if e is None:
+                st["failed"] = True
+                return False
+            if self._best(st, h) > tgt:
+                return False
+        self._screen(st, k, tgt)
+        need = np.nonzero(np.isnan(st["err"]) & ~(st["cerr"] <= tgt))[0]
+        for i in need[np.argsort(-st["cerr"][need], kind="stable")]:  # hardest first
+            e = self._solve_row(st, k, int(i))
+            if e is None:
+                st["failed"] = True
+                return False
+            if self._best(st, int(i)) > tgt:
+                self._hardest = int(i)
+                return False
+        st["complete"] = True
+        return True
+
+    def max_error(self, k: int) -> float | None:
+        """The exact max-row l1 optimum at rank ``k`` once ``feasible(k, .)`` has held
+        (None before): rows solved exactly, largest candidate first, until no remaining
+        candidate exceeds the largest optimum found (each candidate bounds its row's
+        optimum from above). Used to predict ranks from exactly solved rows only."""
+        st = self._cache.get(k)
+        if st is None or not st["complete"] or st["failed"]:
+            return None
+        if st["max"] is None:
+            solved = ~np.isnan(st["err"])
+            worst = float(np.max(st["err"][solved])) if solved.any() else -np.inf
+            self._screen(st, k, worst)  # refine every candidate that could exceed it
+            for i in np.argsort(-st["cerr"], kind="stable"):
+                if not np.isnan(st["err"][i]):
+                    continue
+                if not st["cerr"][i] > worst:
+                    break  # every remaining candidate, so every remaining optimum, is <= worst
+                e = self._solve_row(st, k, int(i))
+                if e is None:
+                    return None
+                worst = max(worst, e)
+            st["max"] = worst
+        return st["max"]
+
+    def least_rank(self, eps: float, lo: int, hi: int) -> int | None:
+        """Least ``k`` in ``[lo, hi]`` that is feasible, by bisection (monotone in ``k``)."""
+        return least_feasible(lambda k: self.feasible(k, eps), lo, hi)
+
+    def witness(self, eps: float, k: int) -> UpperWitness:
+        st = self._cache[k]
+        exact = ~np.isnan(st["err"]) & ~(st["err"] > st["cerr"])
+        U = np.where(exact[:, None], st["U"], st["cU"])
+        return UpperWitness(eps, U, self.Vt[:k], self.method)
+
+
+class Hybrid:
+    """Heavy key columns kept exactly plus an l1 refit of the rest (docs/theory/witnesses.md#hybrid).
+
+    For ``h`` heavy keys ``H`` (largest column sums of ``A``), ``B = [A_H | U W]`` on the
+    columns ``H`` and the rest, with ``U W`` an l1 refit of ``A[:, rest]`` on its own top
+    right singular vectors. ``rank(B) <= h + k``.
+    """
+
+    method = "hybrid"
+
+    def __init__(self, A: np.ndarray, max_heavy: int = 3, plain: bool = False):
+        """``plain`` adds ``h = 0`` (no heavy key: the l1 refit of ``A`` itself). Inside a
+        bracket it is left out: the l1-refit construction runs that same fit first, over a
+        window that contains hybrid's, and its error is non-increasing in ``k`` (nested
+        subspaces), so ``h = 0`` could not improve the upper end there."""
+        self.A = A
+        m, N = A.shape
+        colmass = A.sum(axis=0)
+        order = np.argsort(-colmass, kind="stable")
+        # a key is "heavy" when it carries more than twice a uniform key's mass
+        heavy = [int(j) for j in order[:max_heavy] if colmass[j] > 2.0 * m / N]
+        self.options = []
+        for h in range(0 if plain else 1, len(heavy) + 1):
+            H = np.array(sorted(heavy[:h]), dtype=np.intp)
+            rest = np.setdiff1d(np.arange(N), H)
+            _, _, Vt = np.linalg.svd(A[:, rest], full_matrices=False)
+            self.options.append((H, rest, L1Refit(A[:, rest], Vt, method="hybrid")))
+
+    def least_rank(self, eps: float, lo: int, hi: int):
+        """Least total rank in ``[lo, hi]`` over the heavy-key options: ``(rank, witness)``."""
+        best = None
+        for H, rest, fit in self.options:
+            h = H.size
+            cap = (best[0] - 1) if best else hi
+            k = fit.least_rank(eps, max(lo - h, 1), cap - h)
+            if k is None:
+                continue
+            best = (h + k, H, rest, fit, k)
+        if best is None:
+            return None
+        total, H, rest, fit, k = best
+        sub = fit.witness(eps, k)
+        m, N = self.A.shape
+        U = np.hstack([self.A[:, H], sub.U])
+        W = np.zeros((H.size + k, N))
+        W[np.arange(H.size), H] = 1.0
+        W[H.size:, rest] = sub.W
+        return total, UpperWitness(eps, U, W, self.method)
