@@ -47,17 +47,16 @@ extensions = [
 # woff fonts): it sets mathjax_path to "mathjax/tex-chtml.js" and copies the files into
 # _static/mathjax after a successful build, so the site carries its renderer (24 MB);
 # _ext/softrank_mathjax.py wraps it to declare parallel builds safe and to ship MathJax's
-# licence notice. Chosen
-# over KaTeX rendered at build time (sphinxcontrib-katex's prerender needs Node.js for every
-# build and KaTeX's CSS and fonts from npm) and over MathJax from npm (a second lock, and
-# files copied by hand): the pages keep the TeX that MathJax reads, and the build needs only
-# Python. tests/test_docs_site.py opens the built pages in headless Chromium and checks that
+# licence notice. Chosen over KaTeX rendered at build time (sphinxcontrib-katex's prerender
+# needs Node.js for every build and KaTeX's CSS and fonts from npm) and over MathJax from npm
+# (a second lock, and files copied by hand): the pages keep the TeX that MathJax reads, and
+# the build needs only Python. tests/test_docs_site.py opens the built pages in headless Chromium and checks that
 # every formula was typeset and that no page loads anything from another host.
 #
 # An undefined macro is a TeX error, not red text: MathJax's noundefined package (loaded by
 # default) would draw "\Reals" in red where the browser test sees a typeset formula.
 mathjax3_config = {"tex": {"packages": {"[-]": ["noundefined"]}}}
-#
+
 # No sphinx.ext.intersphinx: the build must not download inventories. References to
 # numpy, scipy, the standard library, ... are therefore unresolvable and ignored below
 # (nitpick_ignore_regex), not linked.

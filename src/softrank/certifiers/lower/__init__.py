@@ -32,7 +32,8 @@ subspace climb and its starts). Every public name is re-exported here.
 
 from __future__ import annotations
 
-from .basic import coattended_groups, frobenius, group_families, key_groups, row_order, trivial
+from .basic import (SLACK, coattended_groups, frobenius, group_families, key_groups,  # noqa: F401
+                    largest_certified, row_order, trivial)  # SLACK, largest_certified: as before
 from .climb import SubspaceClimb
 from .decoders import LPDecoder, truncated_pseudoinverse
 from .starts import climb_starts
