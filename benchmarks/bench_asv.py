@@ -71,7 +71,7 @@ class Constructions(_Base):
         from softrank.certifiers import upper as up_
 
         super().setup(name, n)
-        self.hi = up_.TruncatedSVD(self.A, self.svd).least_rank(EPS)
+        self.hi = up_.TruncatedSVD(self.A, self.svd).least_rank(EPS).rank
         kg = lo_.key_groups(self.A, EPS)
         self.lo = kg.rank if kg is not None else 1
 
@@ -80,18 +80,17 @@ class Constructions(_Base):
         from softrank.certifiers import upper as up_
 
         A, svd, lo, hi = self.A, self.svd, self.lo, self.hi
-        if name == "truncated-svd":
-            return up_.TruncatedSVD(A, svd).least_rank(EPS)
         if name == "key-support":
             w = up_.key_support(A, EPS)
-            return None if w is None else w.rank
-        if name == "hybrid":
-            out = up_.Hybrid(A).least_rank(EPS, lo, hi)
-            return None if out is None else out[0]
-        con = {"l1-refit": lambda: up_.L1Refit(A, svd[2]),
-               "row-basis": lambda: up_.L1Refit(A, A[lo_.row_order(A)], "row-basis"),
-               "alternating-l1": lambda: up_.AlternatingL1(A, svd)}[name]()
-        return con.least_rank(EPS, lo, hi)
+        else:  # every search: least_rank(eps, lo, hi) -> the witness, or None
+            con = {"truncated-svd": lambda: up_.TruncatedSVD(A, svd),
+                   "hybrid": lambda: up_.Hybrid(A),
+                   "l1-refit": lambda: up_.L1Refit(A, svd[2]),
+                   "row-basis": lambda: up_.L1Refit(A, A[lo_.row_order(A)], "row-basis"),
+                   "alternating-l1": lambda: up_.AlternatingL1(A, svd)}[name]()
+            w = con.least_rank(EPS, 1, None) if name == "truncated-svd" else \
+                con.least_rank(EPS, lo, hi)
+        return None if w is None else w.rank
 
     def time_least_rank(self, name, n):
         self._run(name)
@@ -127,7 +126,7 @@ class LowerFamilies(_Base):
         from softrank.certifiers.upper import TruncatedSVD
 
         c = self._run(name)
-        return TruncatedSVD(self.A, self.svd).least_rank(EPS) - (0 if c is None else c.rank)
+        return TruncatedSVD(self.A, self.svd).least_rank(EPS).rank - (0 if c is None else c)
 
 
 class WeightedSolves:
@@ -214,7 +213,7 @@ class Climb:
 
         c = self._run()
         svd = np.linalg.svd(self.A, full_matrices=False)
-        return TruncatedSVD(self.A, svd).least_rank(0.1) - (0 if c is None else c.rank)
+        return TruncatedSVD(self.A, svd).least_rank(0.1).rank - (0 if c is None else c.rank)
 
 
 class Checker(_Base):
@@ -232,7 +231,7 @@ class Checker(_Base):
         super().setup(name, n)
         if name == "upper":
             t = TruncatedSVD(self.A, self.svd)
-            self.cert = t.witness(EPS, t.least_rank(EPS))
+            self.cert = t.least_rank(EPS)
         else:
             self.cert = LOWER_TESTS["subspace"].certify(Operator(A=self.A), EPS)
 

@@ -103,13 +103,15 @@ def test_a_live_lock_refuses_a_second_run(tmp_path, capsys, resume):
 def test_a_live_lock_refuses_run_audit_too(tmp_path):
     """The library entry (also used by `softrank study`) takes the same lock."""
     from softrank.generators.synthetic import planted_blocks
+    from softrank.audit import AuditConfig
     from softrank.harness.audit import run_audit
 
     out = tmp_path / "o"
     _write_lock(out, os.getpid())
     op = planted_blocks(12, 12, 2, 0.05, seed=0)
     with pytest.raises(SoftrankError, match=f"in use by a running audit \\(pid {os.getpid()}"):
-        run_audit([op], [0.5], out, workers=1, progress=False, attacks="none")
+        run_audit([op], AuditConfig(eps=(0.5,), attacks="none"), out, workers=1,
+                  progress=False)
     assert not (out / "ledger.sqlite").exists()
 
 

@@ -109,7 +109,7 @@ def test_row_basis_reaches_the_exact_rank(seed):
     A = _exact_rank(24, 20, k, seed)
     rows = lo.row_order(A)
     con = up.L1Refit(A, A[rows], method="row-basis")
-    kr = con.least_rank(1e-6, 1, 20)
+    kr = con.least_feasible_rank(1e-6, 1, 20)
     assert kr is not None and kr <= k
     assert check(A, con.witness(1e-6, kr)).ok
 
@@ -124,7 +124,7 @@ def test_alternating_l1_reaches_the_exact_rank(seed, floor):
     k = 3
     A = _exact_rank(20, 24, k, seed)
     con = up.AlternatingL1(A, np.linalg.svd(A, full_matrices=False), **floor)
-    kr = con.least_rank(1e-6, 1, 20)
+    kr = con.least_feasible_rank(1e-6, 1, 20)
     assert kr is not None and kr <= k
     assert check(A, con.witness(1e-6, kr)).ok
 
@@ -262,7 +262,8 @@ def test_hybrid_keeps_a_sink_exactly():
     rest = rng.dirichlet(np.ones(N - 1))
     A = np.column_stack([sink, (1 - sink)[:, None] * rest[None, :]])
     hy = up.Hybrid(A)
-    k, w = hy.least_rank(1e-6, 1, N)
+    w = hy.least_rank(1e-6, 1, N)
+    k = w.rank
     assert k <= 2 and w.rank == k and check(A, w).ok
 
 

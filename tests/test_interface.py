@@ -317,7 +317,7 @@ def test_panel_certifier_entries(tmp_path, monkeypatch):
 
 
 def test_audit_refuses_builtin_and_clashing_certifiers(tmp_path, monkeypatch):
-    from softrank.harness.audit import load_certifiers
+    from softrank.certifiers.registry import load_certifiers
 
     monkeypatch.syspath_prepend(str(_panel(tmp_path).parent / "user"))
     with pytest.raises(SoftrankError, match="built-in methods run in every audit"):

@@ -9,8 +9,8 @@ from softrank.certifiers.bracket import Bracket, bracket
 from softrank.certifiers.upper import AlternatingL1
 from softrank.checker import FrobeniusCertificate, check, load_certificate
 from softrank.generators.synthetic import planted
-from softrank.attacks import AttackStage
-from softrank.cells import OperatorCells
+from softrank.audit.attack_stage import AttackStage
+from softrank.audit import OperatorCells
 from softrank.harness.cli import main
 
 
@@ -62,14 +62,18 @@ def _offbyone_cell(tmp_path):
     br = bracket(op, 0.1)
     br = Bracket(eps=0.1, lower=4, upper=br.upper, lower_certificate=fake,
                  upper_witness=br.upper_witness, verdict="open")
-    cells = OperatorCells(op, (0.1,), out=tmp_path, brackets=[br])
+    cells = OperatorCells(op, (0.1,), out=tmp_path)
+    cells.publish("bracket", [br])
     (row,) = AttackStage("quick").run(cells)
-    return op, br, row
+    return op, br, row, cells
 
 
 def test_audit_attack_refutes_an_unsound_lower_bound(tmp_path, capsys):
-    op, br, row = _offbyone_cell(tmp_path)
-    assert row["attack"] == "SUCCEEDED" and row["verdict"] == br.verdict == "unsound"
+    op, br, row, cells = _offbyone_cell(tmp_path)
+    assert row["attack"] == "SUCCEEDED" and "verdict" not in row  # the pipeline sets it
+    (ref,) = cells.refutations(0)
+    assert (ref.by, ref.claimed) == ("attack", 4) and ref.found <= 3
+    assert br.verdict == "open"  # the bracket is left as the bracket stage made it
     d = tmp_path / "counterexamples" / f"{op.operator_id}-eps0.1"
     wit, A, header = load_certificate(d / "witness.npz")
     assert wit.rank <= 3 and check(A, wit).ok

@@ -33,7 +33,7 @@ from .checker import UpperWitness, check
 from .errors import InvalidArgumentError
 from .validation import check_choice, check_fraction, check_int
 
-__all__ = ["AttackResult", "attack", "RankReductionAttack", "EFFORTS", "AttackStage"]
+__all__ = ["AttackResult", "attack", "RankReductionAttack", "EFFORTS"]
 
 #: Effort levels: random restarts of alternating l1, rows dropped from the upper witness,
 #: L-BFGS iterations per continuation step.
@@ -374,76 +374,3 @@ class RankReductionAttack:
                 break
         self.result.seconds = time.perf_counter() - t0
         return self.result
-
-
-class AttackStage:
-    """The audit stage that attacks each cell's lower certificate (see :mod:`softrank.cells`).
-
-    Every lower certificate of rank ``>= 2`` is attacked with :func:`attack` at ``effort``,
-    on the matrix the certificate is about (in validated mode, the enclosure's midpoint). A
-    success (a witness the checker accepts) makes the cell ``unsound`` and, when the audit
-    has an output directory, saves the certificate and its counterexample under
-    ``OUT/counterexamples/OPERATOR-epsEPS/`` (``lower.npz``, ``witness.npz``; re-check with
-    ``softrank verify``). An attack that raises is recorded as ``error: TYPE``, never as a
-    verdict.
-
-    Parameters
-    ----------
-    effort : {"quick", "standard", "hard", "none"}
-        See :data:`EFFORTS`; ``"none"`` attacks nothing (the columns stay empty).
-
-    Notes
-    -----
-    Columns: ``attack`` (``held``, ``held(partial)`` when a method failed, ``SUCCEEDED``,
-    empty when nothing was attacked), ``attack_closest`` (the least max-row error found over
-    ``eps``; unchecked, near 1 means nearly tight) and ``attack_seconds``. Rewrites
-    ``verdict`` to ``unsound`` on a success.
-    """
-
-    name = "attack"
-    columns = ("attack", "attack_closest", "attack_seconds")
-    rewrites = ("verdict",)
-
-    def __init__(self, effort: str = "quick"):
-        self.effort = check_choice(effort, "effort", [*sorted(EFFORTS), "none"])
-
-    def run(self, cells) -> list[dict]:
-        if self.effort == "none":
-            return [{} for _ in cells.eps]
-        if not cells.brackets:
-            raise InvalidArgumentError("attack: no brackets to attack (the bracket stage "
-                                       "must run first)")
-        A = cells.certified_matrix()
-        rows = []
-        for br in cells.brackets:
-            try:
-                rows.append(self._cell(cells, br, A))
-            except Exception as exc:  # noqa: BLE001 - recorded; a crash is never a verdict
-                rows.append({"attack": f"error: {type(exc).__name__}", "attack_closest": "",
-                             "attack_seconds": ""})
-        return rows
-
-    def _cell(self, cells, br, A) -> dict:
-        c = br.lower_certificate
-        if c is None or c.rank < 2 or br.verdict == "error":
-            return {}
-        res = attack(A, c.eps, c, upper_witness=br.upper_witness, effort=self.effort)
-        row = {"attack": "held(partial)" if res.failures else "held",
-               "attack_closest": round(res.best_error / c.eps, 4),
-               "attack_seconds": round(res.seconds, 4)}
-        if res.succeeded:
-            row["attack"] = "SUCCEEDED"
-            row["verdict"] = br.verdict = "unsound"
-            if cells.out is not None:
-                import re
-                from pathlib import Path
-
-                from .checker import save_certificate
-
-                op = cells.operator
-                name = re.sub(r"[^\w.-]+", "_", f"{op.operator_id}-eps{br.eps:g}").lstrip(".")
-                d = Path(cells.out) / "counterexamples" / name
-                save_certificate(d / "lower.npz", c, A, producer=f"softrank {c.method}")
-                save_certificate(d / "witness.npz", res.witness, A, producer="softrank attack",
-                                 refutes={"claimed": c.rank, "eps": c.eps, "by": c.method})
-        return row

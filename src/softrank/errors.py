@@ -14,6 +14,7 @@ __all__ = [
     "InvalidOperatorError",
     "InvalidArgumentError",
     "CertificateError",
+    "MalformedRecord",
     "CheckpointError",
     "PanelError",
     "InvalidFileError",
@@ -60,6 +61,11 @@ class ResourceLimitError(SoftrankError):
 
 class MalformedCertificate(CertificateError):
     """A certificate whose data is inconsistent or unreadable (the checker rejects it)."""
+
+
+class MalformedRecord(SoftrankError, ValueError):
+    """An audit's cell row whose structured columns (``diagnostics``, ``stages``), ends or
+    verdict are not softrank's record (:mod:`softrank.audit.record`)."""
 
 
 class CertifierError(SoftrankError, AssertionError):

@@ -39,7 +39,6 @@ __all__ = [
     "interaction", "column_offset", "interaction_dimension", "InteractionDimension",
     "retained_part", "tau", "tau_bound", "kappa", "kappa_upper", "profile",
     "Descriptor", "intrinsic_descriptor", "intrinsic_descriptors",
-    "NativeGeometryStage", "IntrinsicDescriptorStage",
 ]
 
 
@@ -419,43 +418,3 @@ def intrinsic_descriptors(A, eps_list, margin: float = 0.5,
         out.append(Descriptor(float(eps), int(r), t, float(k), log_q, kappa_method,
                               float(margin)))
     return out
-
-
-class NativeGeometryStage:
-    """The audit stage that writes the native geometry of the factors beside every cell
-    (:meth:`softrank.operators.Operator.native_geometry`; see :mod:`softrank.cells`).
-
-    Columns ``rho_Q``, ``rho_K``, ``Gamma`` and ``sv_Q``, ``sv_K`` (singular values,
-    space-separated, descending); empty without factors. Gauge-dependent by design: they
-    describe the model's chosen factorisation, not ``A``.
-    """
-
-    name = "native-geometry"
-    columns = ("rho_Q", "rho_K", "Gamma", "sv_Q", "sv_K")
-
-    def run(self, cells) -> list[dict]:
-        g = cells.operator.native_geometry()
-        if g is None:
-            return [{} for _ in cells.eps]
-        row = {**{k: g[k] for k in ("rho_Q", "rho_K", "Gamma")},
-               **{k: " ".join(f"{x:.6g}" for x in g[k]) for k in ("sv_Q", "sv_K")}}
-        return [dict(row) for _ in cells.eps]
-
-
-class IntrinsicDescriptorStage:
-    """The audit stage that writes the intrinsic descriptor (:func:`intrinsic_descriptors`)
-    of every cell: ``int_r`` (the retained rank), ``int_tau``, ``int_kappa`` and
-    ``int_logq`` (``log`` of the profile ``q``); see :mod:`softrank.cells`.
-
-    A descriptor, never a bound. It needs a common positive support or the factors; where
-    it cannot be computed the stage fails and its columns stay empty, with the reason in
-    the ``stages`` column.
-    """
-
-    name = "intrinsic-descriptor"
-    columns = ("int_r", "int_tau", "int_kappa", "int_logq")
-
-    def run(self, cells) -> list[dict]:
-        ds = intrinsic_descriptors(cells.operator, list(cells.eps))
-        return [{"int_r": d.r, "int_tau": round(d.tau, 6), "int_kappa": round(d.kappa, 6),
-                 "int_logq": round(d.log_q, 6)} for d in ds]

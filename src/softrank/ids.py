@@ -19,7 +19,8 @@ Anything else is kept as given, e.g. ``.``, ``,``, ``:``, ``=``, ``+``, brackets
 spaces and non-ASCII letters (``grid-d2-n8-c0.5``, ``gpt2-wk0-8q[9,11]-L0H1-os.path``,
 ``matrix-my head``). A refused value is refused, never rewritten.
 
-This module depends on :mod:`softrank.errors` only.
+It also names a cell's family group in an audit (:func:`group_key`). This module depends
+on :mod:`softrank.errors` only.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import unicodedata
 
 from .errors import InvalidArgumentError
 
-__all__ = ["MAX_ID_BYTES", "check_id_part"]
+__all__ = ["MAX_ID_BYTES", "check_id_part", "group_key"]
 
 #: Longest accepted id or id part, in bytes of UTF-8: ids name files (``ID.npz``, certificate
 #: directories ``ID-epsE``), and file names are limited to 255 bytes on common file systems.
@@ -98,3 +99,23 @@ def check_id_part(value: object, arg: str,
         return value
     shown = repr(value) if len(value) <= 80 else f"{value[:60]!r}... ({len(value)} characters)"
     raise error(f"{arg}: {why} (it becomes part of operator ids and file names), got {shown}")
+
+
+def group_key(row) -> str:
+    """The report's family group of an audit cell.
+
+    Parameters
+    ----------
+    row : mapping
+        A cell row with at least ``family`` and ``n`` (the number of keys); ``checkpoint``
+        is non-empty for heads of a user's checkpoint.
+
+    Returns
+    -------
+    str
+        ``FAMILY-wN`` for learned heads (one group per width ``N``), the family otherwise.
+    """
+    fam = row["family"]
+    if fam == "minilm" or row.get("checkpoint"):  # learned heads: one group per width
+        return f"{fam}-w{row['n']}"
+    return fam

@@ -30,10 +30,9 @@ from ..errors import InvalidArgumentError, SoftrankError
 from ..operators import Operator
 from ..validation import check_positive
 from .interface import Certifier, Context, Diagnostics, MethodRecord, Verdict, as_certifier
-from .registry import default_constructions, default_lower_tests, load_certifier, load_certifiers
+from .registry import default_constructions, default_lower_tests, load_certifier
 
-__all__ = ["Bracket", "bracket", "validate_eps", "memory_estimate", "BracketStage",
-           "svd_seconds",
+__all__ = ["Bracket", "bracket", "validate_eps", "memory_estimate", "check_effort",
            "BASE_MEMORY", "EFFORTS"]
 
 #: The engine's efforts: ``full`` runs every built-in method; ``fast`` skips the late
@@ -493,7 +492,7 @@ def bracket(A, eps, *, interval: bool = True, validated: bool = False,
         Called with one line of text after every method of every tolerance (its side,
         name, outcome, rank and seconds): ``softrank bracket --progress`` prints them.
     """
-    _check_effort(effort)
+    check_effort(effort)
     op = A if isinstance(A, Operator) else Operator(A=A)
     eps_list = validate_eps(eps)
     cons = default_constructions() + _as_methods(constructions, "upper")
@@ -548,96 +547,9 @@ def bracket(A, eps, *, interval: bool = True, validated: bool = False,
     return res[0] if _is_scalar_eps(eps) else res
 
 
-def _check_effort(effort) -> str:
+def check_effort(effort) -> str:
     """``effort`` if it is one of :data:`EFFORTS`; else :class:`InvalidArgumentError`."""
     if not (isinstance(effort, str) and effort in EFFORTS):
         raise InvalidArgumentError(f"effort must be one of {', '.join(map(repr, EFFORTS))}, "
                                    f"got {effort!r}")
     return effort
-
-
-def _check_label(rep) -> str:
-    if rep is None:
-        return ""
-    iv = rep.interval
-    tag = "float64" + (f"+{iv.backend}({iv.rows_checked})" if iv is not None else "")
-    return ("pass:" if rep.ok else "FAIL:") + tag
-
-
-def svd_seconds(A: np.ndarray, repeats: int = 3) -> float:
-    """Median wall time (s) of one float64 SVD of ``A`` over ``repeats`` runs: the floor every
-    certifier pays, against which a cell's ``seconds`` are compared."""
-    ts = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        np.linalg.svd(A, full_matrices=False)
-        ts.append(time.perf_counter() - t)
-    return float(np.median(ts))
-
-
-class BracketStage:
-    """The audit stage that brackets every cell of an operator (see :mod:`softrank.cells`).
-
-    Runs :func:`bracket` once for all tolerances of the operator, with softrank's own
-    methods and the third-party ones named by ``certifiers``. An operator whose bracket
-    raises is recorded as ``error`` cells with the reason, never as a bound.
-
-    Parameters
-    ----------
-    certifiers : sequence of str
-        ``MODULE:OBJECT`` specs of third-party constructions and lower tests
-        (:func:`~softrank.certifiers.registry.load_certifiers`; loaded by name in each
-        worker process).
-    time_limit : float, optional
-        Seconds per cell (:func:`bracket`'s ``time_limit``).
-    effort : {"full", "fast"}
-        :func:`bracket`'s ``effort``.
-
-    Notes
-    -----
-    Columns: ``lower``, ``upper`` (the checked ends), ``ratio`` (upper / lower),
-    ``lower_method``, ``upper_method``, ``verdict``, ``seconds`` (the cell's share of the
-    engine's time), ``svd_seconds`` (:func:`svd_seconds` of ``A``), ``lower_check``,
-    ``upper_check`` (the checker's verdict and arithmetics), ``validated_rho`` (the
-    enclosure radius in validated mode) and ``diagnostics`` (JSON, every method's outcome).
-    """
-
-    name = "bracket"
-    columns = ("lower", "upper", "ratio", "lower_method", "upper_method", "verdict", "seconds",
-               "svd_seconds", "lower_check", "upper_check", "validated_rho", "diagnostics")
-
-    def __init__(self, certifiers=(), time_limit: float | None = None, effort: str = "full"):
-        self.certifiers = tuple(certifiers)
-        self.time_limit = time_limit
-        self.effort = _check_effort(effort)
-
-    def run(self, cells) -> list[dict]:
-        import json
-
-        op = cells.operator
-        validated = cells.validated and op.Q is not None
-        cons, tests = load_certifiers(self.certifiers)
-        try:
-            brs = bracket(op, list(cells.eps), validated=validated, time_limit=self.time_limit,
-                          constructions=cons, lower_tests=tests, effort=self.effort)
-        except Exception as exc:  # an operator that crashes is recorded, never a bound
-            brs = [Bracket(eps=float(e), lower=0, upper=-1, verdict="error",
-                           diagnostics=Diagnostics(error=f"{type(exc).__name__}: {exc}"))
-                   for e in cells.eps]
-        cells.brackets = brs
-        svd_s = svd_seconds(op.A)
-        rows = []
-        for br in brs:
-            ratio = br.upper / br.lower if br.lower > 0 and br.upper > 0 else ""
-            rows.append({
-                "lower": br.lower, "upper": br.upper,
-                "ratio": round(ratio, 6) if ratio != "" else "",
-                "lower_method": br.lower_method, "upper_method": br.upper_method,
-                "verdict": br.verdict, "seconds": round(br.seconds, 4),
-                "svd_seconds": round(svd_s, 6),
-                "lower_check": _check_label(br.checks.get("lower")),
-                "upper_check": _check_label(br.checks.get("upper")),
-                "validated_rho": f"{br.rho:.3g}" if validated else "",
-                "diagnostics": json.dumps(br.diagnostics.to_dict(), separators=(",", ":")),
-            })
-        return rows

@@ -45,8 +45,9 @@ class TruncatedSVDConstruction:
     def witness(self, operator, eps, context=None):
         ctx = _ctx(operator, context)
         t = ctx.shared("tsvd", lambda: up_.TruncatedSVD(ctx.A, ctx.svd))
-        k = t.least_rank(eps)
-        return None if k is None else t.witness(eps, k)
+        # up to min(m, N) itself (the window stops below it: the identity witness has it)
+        lo, _ = ctx.window()
+        return t.least_rank(eps, lo, min(ctx.upper, ctx.p + 1) - 1)
 
 
 class KeySupportConstruction:
@@ -68,10 +69,7 @@ class _WindowSearch:
 
     def witness(self, operator, eps, context=None):
         ctx = _ctx(operator, context)
-        lo, hi = ctx.window()
-        con = self._con(ctx)
-        k = con.least_rank(eps, lo, hi)
-        return None if k is None else con.witness(eps, k)
+        return self._con(ctx).least_rank(eps, *ctx.window())
 
 
 class L1RefitConstruction(_WindowSearch):
@@ -122,8 +120,7 @@ class HybridConstruction:
         lo, _ = ctx.window()
         # alone (the suites), h = 0 too: without heavy keys hybrid is the l1 refit itself
         hy = ctx.shared("hybrid", lambda: up_.Hybrid(ctx.A, plain=context is None))
-        out = hy.least_rank(eps, lo, min(ctx.upper, ctx.p + 1) - 1)
-        return None if out is None else out[1]
+        return hy.least_rank(eps, lo, min(ctx.upper, ctx.p + 1) - 1)
 
 
 class TrustRegionConstruction:

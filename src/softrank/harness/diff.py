@@ -23,21 +23,17 @@ on it.
 
 from __future__ import annotations
 
-import csv
-import json
 import math
-import sqlite3
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import get_args
 
 import numpy as np
 
-from ..certifiers.interface import Status, Verdict
-from ..errors import InvalidArgumentError
-from .report import cell_diagnostics, group_key, not_run
-from .store import normal_identity
+from ..audit.record import cell_key, group_key, read_cell
+from ..errors import InvalidArgumentError, MalformedRecord
+from .report import not_run
+from .store import normal_identity, read_csv, read_ledger, read_summary
 
 __all__ = ["Audit", "load_audit", "diff_audits", "render_markdown", "verdict"]
 
@@ -54,7 +50,8 @@ class Audit:
     path : Path
         The directory (or ``brackets.csv``) given.
     rows : dict
-        ``(operator_id, eps) -> row`` (the ``brackets.csv`` columns).
+        ``(operator_id, eps) -> row``: the ``brackets.csv`` columns, typed by
+        :func:`softrank.audit.record.read_cell`.
     identity : dict or None
         The run identity stored in ``ledger.sqlite`` (None for a bare ``brackets.csv``).
     summary : dict
@@ -73,107 +70,16 @@ class Audit:
         return f"{self.path} (panel {panel}" + (f", softrank {version})" if version else ")")
 
 
-def _read_ledger(path: Path, arg: str) -> tuple[dict, list[dict], str]:
-    from .lock import LOCK_NAME
-
-    # read-only; when no audit runs there (no lock file) and no write-ahead log holds data
-    # that is not in the file itself, also immutable, so that reading leaves no -shm / -wal
-    # files in the audit it reads
-    wal = Path(str(path) + "-wal")
-    quiet = not (path.parent / LOCK_NAME).exists() and (not wal.exists() or wal.stat().st_size == 0)
-    immutable = "&immutable=1" if quiet else ""
+def _cell(r: dict, arg: str, where: str) -> tuple[tuple, dict]:
+    """One cell read and validated (:func:`softrank.audit.record.read_cell`): its key and
+    its typed row."""
     try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro{immutable}", uri=True, timeout=60.0)
-        try:
-            run = dict(conn.execute("SELECT key, value FROM run").fetchall())
-            rows = [json.loads(r[0]) for r in
-                    conn.execute("SELECT row FROM cells ORDER BY operator_index, rowid")]
-        finally:
-            conn.close()
-        identity = json.loads(run["identity"])
-        if not isinstance(identity, dict):
-            raise ValueError("its run identity is not a JSON object")
-    except (sqlite3.Error, KeyError, ValueError) as exc:
-        raise InvalidArgumentError(f"{arg}: {str(path)!r} is not a readable softrank ledger "
-                                   f"({type(exc).__name__}: {exc})") from None
-    return identity, rows, run.get("status", "unknown")
-
-
-def _read_csv(path: Path, arg: str) -> list[dict]:
-    try:
-        with path.open(newline="") as fh:
-            rows = list(csv.DictReader(fh))
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise InvalidArgumentError(f"{arg}: cannot read {str(path)!r} ({exc})") from None
-    need = {"operator_id", "eps", "lower", "upper", "verdict"}
-    if rows and not need <= set(rows[0]):
-        raise InvalidArgumentError(f"{arg}: {str(path)!r} is not a softrank brackets.csv "
-                                   f"(missing columns {sorted(need - set(rows[0]))})")
-    for i, r in enumerate(rows, start=1):
-        if None in r or None in r.values():  # fields missing (a cut file) or extra
-            raise InvalidArgumentError(
-                f"{arg}: {str(path)!r}: row {i} does not have the header's fields (a truncated "
-                "or edited file)")
-    return rows
-
-
-# the literals of the one interface: a status or verdict added there is known here too
-_VERDICTS = get_args(Verdict)
-_STATUSES = get_args(Status)
-
-
-def _cell(r: dict, arg: str, where: str) -> tuple:
-    """Validate one cell in place (ends, verdict, seconds, diagnostics); its key."""
-    def bad(what):
+        c = read_cell(r)
+    except MalformedRecord as exc:
         op, eps = r.get("operator_id", "?"), r.get("eps", "?")
-        return InvalidArgumentError(f"{arg}: malformed cell {op} at eps {eps} in {where}: {what}")
-
-    for col, conv in (("operator_id", str), ("eps", float), ("lower", int), ("upper", int)):
-        try:
-            conv(r[col])
-        except KeyError:
-            raise bad(f"no column {col!r}") from None
-        except (TypeError, ValueError):
-            raise bad(f"{col} {r[col]!r} is not {'an integer' if conv is int else 'a number'}") from None
-    key = (str(r["operator_id"]), float(r["eps"]))
-    lo, up = int(r["lower"]), int(r["upper"])
-    if not (key[0] and 0 < key[1] < 1):
-        raise bad("expected an operator id and 0 < eps < 1")
-    verdict = r.get("verdict")
-    if verdict not in _VERDICTS:
-        raise bad(f"verdict {verdict!r} is not one of {_VERDICTS}")
-    if verdict == "error":
-        if (lo, up) != (0, -1):
-            raise bad(f"an error cell has ends (0, -1), got ({lo}, {up})")
-    elif lo < 0 or up < 0 or (verdict == "resolved") != (lo == up) or \
-            (verdict == "unsound") != (lo > up):
-        raise bad(f"ends ({lo}, {up}) do not fit the verdict {verdict!r}")
-    r["lower"], r["upper"] = lo, up
-    sec = r.get("seconds", "")
-    if sec not in ("", None):
-        try:
-            r["seconds"] = float(sec)
-        except (TypeError, ValueError):
-            raise bad(f"seconds {sec!r} is not a number") from None
-        if not (r["seconds"] >= 0 and math.isfinite(r["seconds"])):
-            raise bad(f"seconds {sec!r} is not a finite number >= 0")
-    d = r.get("diagnostics", "")
-    if d not in ("", None):
-        try:
-            d = json.loads(d) if isinstance(d, str) else d
-            methods = d.get("methods", [])
-            ok = isinstance(methods, list) and all(
-                isinstance(m, dict) and isinstance(m.get("name"), str)
-                and m.get("side") in ("lower", "upper") and m.get("status") in _STATUSES
-                and (m.get("rank") is None or isinstance(m.get("rank"), int))
-                and isinstance(m.get("seconds", 0), (int, float)) for m in methods)
-        except (AttributeError, ValueError):
-            ok = False
-        if not ok:
-            raise bad("its diagnostics are not softrank's records (JSON with a list of "
-                      "methods, each with name, side, status, rank and seconds)")
-        r["diagnostics"] = d
-    return key
+        raise InvalidArgumentError(f"{arg}: malformed cell {op} at eps {eps} in {where}: "
+                                   f"{exc}") from None
+    return cell_key(c), c
 
 
 def load_audit(path, arg: str = "audit") -> Audit:
@@ -199,33 +105,26 @@ def load_audit(path, arg: str = "audit") -> Audit:
     if p.is_dir() and not ledger.is_file() and not csv_path.is_file():
         raise InvalidArgumentError(f"{arg}: {str(p)!r} holds no softrank audit (no "
                                    "ledger.sqlite or brackets.csv)")
-    summary: dict = {}
-    if (d / "summary.json").is_file():
-        try:
-            summary = json.loads((d / "summary.json").read_text())
-        except (OSError, ValueError):
-            summary = {}
-        if not isinstance(summary, dict):
-            summary = {}
+    summary = read_summary(d)
     identity, rows = None, None
     if ledger.is_file():
-        identity, rows, status = _read_ledger(ledger, arg)
+        identity, rows, status = read_ledger(ledger, arg)
         if status != "complete":
             raise InvalidArgumentError(
                 f"{arg}: the audit in {str(d)!r} is unfinished ({len(rows)} cells stored; "
                 "still running, or interrupted); let it finish, or finish it with softrank "
                 "audit --resume, first")
-    exported = _read_csv(csv_path, arg) if csv_path.is_file() else None
+    exported = read_csv(csv_path, arg) if csv_path.is_file() else None
     if rows is None:
         rows = exported
     where = str(ledger if rows is not exported else csv_path)
     cells = {}
     for r in rows:
-        key = _cell(r, arg, where)
+        key, c = _cell(r, arg, where)
         if key in cells:
             raise InvalidArgumentError(f"{arg}: cell {key[0]} at eps {key[1]:g} appears twice "
                                        f"in {where}")
-        cells[key] = r
+        cells[key] = c
     if not cells:
         raise InvalidArgumentError(f"{arg}: {str(p)!r} holds no cells")
     if exported is not None and rows is not exported:
@@ -306,7 +205,7 @@ def _same_panel(a: Audit, b: Audit) -> list[str]:
 def _cells_effort(audit: Audit) -> str:
     """``"fast"`` if the late searches were skipped at ``--effort fast`` in every cell with
     a bracket, ``"full"`` if in none, ``"mixed"`` otherwise (an audit without its ledger)."""
-    fast = [any(not_run(m) for m in cell_diagnostics(r).get("methods", []))
+    fast = [any(not_run(m) for m in r["diagnostics"].methods)
             for r in audit.rows.values() if r.get("verdict") != "error"]
     return "fast" if fast and all(fast) else "full" if not any(fast) else "mixed"
 
@@ -317,16 +216,15 @@ def _method_table(a: Audit, b: Audit) -> list[dict]:
     recs = {"A": defaultdict(dict), "B": defaultdict(dict)}
     for tag, audit in (("A", a), ("B", b)):
         for key, r in audit.rows.items():
-            for m in cell_diagnostics(r).get("methods", []):
+            for m in r["diagnostics"].methods:
                 if not not_run(m):  # a late search skipped at --effort fast was not run
-                    recs[tag][(m["name"], m["side"])][key] = m
+                    recs[tag][(m.name, m.side)][key] = m
     out = []
     for name, side in sorted(set(recs["A"]) | set(recs["B"]), key=lambda t: (t[1], t[0])):
         ra, rb = recs["A"].get((name, side), {}), recs["B"].get((name, side), {})
 
         def ok_ranks(rs):
-            return {k: m["rank"] for k, m in rs.items() if m["status"] == "ok"
-                    and m.get("rank") is not None}
+            return {k: m.rank for k, m in rs.items() if m.status == "ok" and m.rank is not None}
 
         oa, ob = ok_ranks(ra), ok_ranks(rb)
         both = oa.keys() & ob.keys()
@@ -338,7 +236,7 @@ def _method_table(a: Audit, b: Audit) -> list[dict]:
             return float(np.median(vals)) if vals else None
 
         def count(rs, status):
-            return sum(m["status"] == status for m in rs.values())
+            return sum(m.status == status for m in rs.values())
 
         out.append({
             "name": name, "side": side,
@@ -347,8 +245,8 @@ def _method_table(a: Audit, b: Audit) -> list[dict]:
             "rejected": [count(ra, "rejected"), count(rb, "rejected")],
             "failed": [count(ra, "failed"), count(rb, "failed")],
             "median_rank": [med(list(oa.values())), med(list(ob.values()))],
-            "median_seconds": [med([m.get("seconds", 0.0) for m in ra.values()]),
-                               med([m.get("seconds", 0.0) for m in rb.values()])],
+            "median_seconds": [med([m.seconds for m in ra.values()]),
+                               med([m.seconds for m in rb.values()])],
             "paired_cells": len(both), "rank_better": better, "rank_worse": worse,
         })
     return out

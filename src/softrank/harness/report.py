@@ -15,7 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..cells import group_key
+from ..audit.record import group_key, read_diagnostics, read_stages
+from ..certifiers.interface import Diagnostics, MethodRecord
+from .plots import plot_families, plot_minilm
+from .store import SUMMARY_NAME, read_summary
 
 __all__ = ["summarize", "write_report", "PAPER", "group_key", "cell_diagnostics"]
 
@@ -70,27 +73,23 @@ def _method_family(m: str) -> str:
     return m.split("(")[0].split("/")[0] if m else "(none)"
 
 
-def cell_diagnostics(r) -> dict:
-    """The cell's diagnostics (JSON column): every method's record, checker disagreements,
-    the error of an ``error`` cell; empty for a row without them."""
-    d = r.get("diagnostics", "")
-    if isinstance(d, dict):
-        return d
-    try:
-        return json.loads(d) if d else {}
-    except ValueError:
-        return {}
+def cell_diagnostics(r) -> Diagnostics:
+    """The cell's :class:`~softrank.certifiers.interface.Diagnostics`: every method's record,
+    checker disagreements, the error of an ``error`` cell; empty for a row without them
+    (:func:`softrank.audit.record.read_diagnostics`, which raises
+    :class:`~softrank.errors.MalformedRecord` on a record that is not softrank's)."""
+    return read_diagnostics(r)
 
 
-def _records(r, side: str | None = None) -> list[dict]:
-    return [m for m in cell_diagnostics(r).get("methods", []) if side is None or m["side"] == side]
+def _records(r, side: str | None = None) -> list[MethodRecord]:
+    return [m for m in cell_diagnostics(r).methods if side is None or m.side == side]
 
 
 def _ok_rank(r, name: str):
     """Rank of method ``name``'s checked answer in cell ``r``, or None."""
     for m in _records(r):
-        if m["name"] == name and m["status"] == "ok":
-            return m["rank"]
+        if m.name == name and m.status == "ok":
+            return m.rank
     return None
 
 
@@ -139,20 +138,17 @@ def _stage_error_line(errs: dict, cut_short: int) -> str:
 
 def stage_errors(rows: list[dict]) -> dict:
     """``{stage: {"operators": n, "first": message}}`` for the stages that raised or broke
-    their protocol on some operator (from the ``stages`` column; :mod:`softrank.cells`)."""
+    their protocol on some operator (from the ``stages`` column;
+    :func:`softrank.audit.record.read_stages`)."""
     out: dict = {}
     seen = set()
     for r in rows:
-        if r["operator_id"] in seen or not r.get("stages"):
+        if r["operator_id"] in seen:
             continue
         seen.add(r["operator_id"])
-        try:
-            st = json.loads(r["stages"])
-        except ValueError:
-            continue
-        for name, rec in st.items():
-            if isinstance(rec, dict) and rec.get("error"):
-                e = out.setdefault(name, {"operators": 0, "first": str(rec["error"])[:300]})
+        for name, rec in read_stages(r).items():
+            if rec.error:
+                e = out.setdefault(name, {"operators": 0, "first": rec.error[:300]})
                 e["operators"] += 1
     return out
 
@@ -179,7 +175,7 @@ def summarize(rows: list[dict], panel: str, eps_list, wall_seconds: float, seed:
         "operators": len(ops),
         "cells": len(rows),
         "wall_seconds": round(wall_seconds, 1),
-        "cut_short": sum(bool(cell_diagnostics(r).get("cut_short")) for r in rows),
+        "cut_short": sum(cell_diagnostics(r).cut_short for r in rows),
         "effort": effort,
         "machine": {"python": platform.python_version(), "platform": platform.platform()},
         "overall": _stats(rows),
@@ -193,7 +189,7 @@ def summarize(rows: list[dict], panel: str, eps_list, wall_seconds: float, seed:
             "reported": 2 * sum(r["verdict"] != "error" for r in rows),
             "all_passed_checker": all_checked,
             "float64_interval_disagreements": sum(
-                int(cell_diagnostics(r).get("checker_disagreements", 0)) for r in rows),
+                cell_diagnostics(r).checker_disagreements for r in rows),
             "interval_backends": dict(Counter(
                 c.split("+", 1)[1].split("(")[0] for r in rows
                 for c in (r["lower_check"], r["upper_check"]) if "+" in c)),
@@ -221,14 +217,14 @@ def _by_method(rows, side: str) -> dict:
             continue
         for m in _records(r, side):
             if not not_run(m):
-                out.setdefault(m["name"], []).append((r, m))
+                out.setdefault(m.name, []).append((r, m))
     return out
 
 
-def not_run(record: dict) -> bool:
+def not_run(record: MethodRecord) -> bool:
     """A method record of a late search that ``--effort fast`` skipped (never tried, unlike
     a search skipped because nothing was left to improve, or past a time limit)."""
-    return record.get("status") == "skipped" and record.get("message") == "effort fast"
+    return record.status == "skipped" and record.message == "effort fast"
 
 
 def _median(v, nd=3):
@@ -241,111 +237,26 @@ def _method_stats(pairs) -> dict:
 
     ``within_eps`` (constructions) and ``certified`` (lower tests) count answers that the
     float64 checker accepted; ``rejected`` those it refused (never reported)."""
-    ok = [(r, m) for r, m in pairs if m["status"] == "ok"]
-    st = Counter(m["status"] for _, m in pairs)
-    side = pairs[0][1]["side"] if pairs else "upper"
+    ok = [(r, m) for r, m in pairs if m.status == "ok"]
+    st = Counter(m.status for _, m in pairs)
+    side = pairs[0][1].side if pairs else "upper"
     out = {
-        "origin": pairs[0][1]["origin"] if pairs else "",
+        "origin": pairs[0][1].origin if pairs else "",
         "cells": len(pairs),
         "declined": st["declined"],
         "skipped": st["skipped"],
         "failed": st["failed"],
         ("within_eps" if side == "upper" else "certified"): st["ok"],
         "rejected": st["rejected"],
-        "median_rank_over_lower": _median([m["rank"] / int(r["lower"]) for r, m in ok
+        "median_rank_over_lower": _median([m.rank / int(r["lower"]) for r, m in ok
                                            if int(r["lower"]) > 0]),
-        "median_rank_over_best_upper": _median([m["rank"] / int(r["upper"]) for r, m in ok
+        "median_rank_over_best_upper": _median([m.rank / int(r["upper"]) for r, m in ok
                                                 if int(r["upper"]) > 0]),
-        "median_seconds": _median([float(m["seconds"]) for _, m in pairs
-                                   if m["status"] != "skipped"], 4),
+        "median_seconds": _median([float(m.seconds) for _, m in pairs
+                                   if m.status != "skipped"], 4),
     }
-    out["reported"] = sum(cell_diagnostics(r).get("reported", {}).get(side) == m["name"]
-                          for r, m in pairs)
+    out["reported"] = sum(cell_diagnostics(r).reported.get(side) == m.name for r, m in pairs)
     return out
-
-
-def _plot_minilm(rows, eps, out: Path) -> list[str]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    files = []
-    widths = sorted({int(r["n"]) for r in rows if r["family"] == "minilm"})
-    for w in widths:
-        sel = [r for r in rows if r["family"] == "minilm" and int(r["n"]) == w
-               and abs(float(r["eps"]) - eps) < 1e-12 and r["layer"] != ""]
-        if not sel:
-            continue
-        L = np.full((6, 12), np.nan)
-        U = np.full((6, 12), np.nan)
-        for r in sel:
-            L[int(r["layer"]), int(r["head"])] = int(r["lower"])
-            U[int(r["layer"]), int(r["head"])] = int(r["upper"])
-        fig, axes = plt.subplots(1, 3, figsize=(15, 3.6), constrained_layout=True)
-        vmax = np.nanmax(U) if np.isfinite(U).any() else 1
-        R = U / L
-        for ax, M, title, fmt, kw in (
-            (axes[0], L, "lower (certified)", "{:.0f}", dict(vmin=0, vmax=vmax, cmap="viridis")),
-            (axes[1], U, "upper (witness)", "{:.0f}", dict(vmin=0, vmax=vmax, cmap="viridis")),
-            (axes[2], R, "upper / lower", "{:.1f}",
-             dict(vmin=1, vmax=max(2.0, float(np.nanmax(R))), cmap="magma_r")),
-        ):
-            im = ax.imshow(M, aspect="auto", **kw)
-            ax.set_title(f"{title}, width {w}, eps {eps:g}")
-            ax.set_xlabel("head")
-            ax.set_ylabel("layer")
-            ax.set_xticks(range(12))
-            ax.set_yticks(range(6))
-            for (i, j), v in np.ndenumerate(M):
-                if np.isfinite(v):
-                    r, g, b, _ = im.cmap(im.norm(v))
-                    ink = "k" if 0.299 * r + 0.587 * g + 0.114 * b > 0.5 else "w"
-                    ax.text(j, i, fmt.format(v), ha="center", va="center", fontsize=7, color=ink)
-            fig.colorbar(im, ax=ax, shrink=0.85)
-        name = f"minilm_w{w}_eps{eps:g}.png"
-        fig.savefig(out / name, dpi=110)
-        plt.close(fig)
-        files.append(name)
-    return files
-
-
-def _plot_families(summary, out: Path) -> str:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fams = list(summary["families"])
-    eps = [f"{e:g}" for e in summary["eps"]]
-    fig, axes = plt.subplots(1, 2, figsize=(13, 4), constrained_layout=True)
-    x = np.arange(len(fams))
-    wbar = 0.8 / max(len(eps), 1)
-    for t, e in enumerate(eps):
-        res = [summary["families"][f].get(e, {}).get("resolved_pct", np.nan) for f in fams]
-        rat = [summary["families"][f].get(e, {}).get("median_ratio") or np.nan for f in fams]
-        for ax, vals, fmt in ((axes[0], res, "{:.0f}"), (axes[1], rat, "{:.1f}")):
-            bars = ax.bar(x + t * wbar, vals, wbar, label=f"eps {e}")
-            for bar, v in zip(bars, vals):  # a 0 % bar is a value, not missing data
-                if np.isfinite(v):
-                    ax.annotate(fmt.format(v), (bar.get_x() + bar.get_width() / 2, v),
-                                ha="center", va="bottom", fontsize=6)
-        if e == "0.25":  # the paper's BERT-native figure, only where it compares
-            xs = [x[i] + t * wbar for i, f in enumerate(fams) if f.startswith("minilm")]
-            if xs:
-                axes[0].scatter(xs, [100 * PAPER["resolved_at_0.25"]["BERT native"]] * len(xs),
-                                marker="_", s=300, color="k", zorder=3,
-                                label="paper: BERT native, eps 0.25")
-    axes[1].axhspan(2.6, 3.8, color="0.85", zorder=0, label="paper: 2.6-3.8 by family")
-    for ax, title in ((axes[0], "resolved %"), (axes[1], "median upper / lower")):
-        ax.set_xticks(x + wbar * (len(eps) - 1) / 2)
-        ax.set_xticklabels(fams, rotation=35, ha="right", fontsize=8)
-        ax.set_title(title)
-        ax.legend(fontsize=7)
-    name = "families.png"
-    fig.savefig(out / name, dpi=110)
-    plt.close(fig)
-    return name
 
 
 def _table(headers, rows):
@@ -385,67 +296,18 @@ def _standing(s: dict) -> list[str]:
 _ORIGIN = {"builtin": "built-in", "reference": "reference", "third-party": "third-party"}
 
 
-#: One colour per origin in the Constructions plot: a user's construction stands out.
-_ORIGIN_COLOUR = {"builtin": "C0", "reference": "C1", "third-party": "C3"}
-
-
 def _plot_constructions(rows, out: Path) -> str | None:
-    """Each construction's checked rank against the cell's certified lower end (log-log), one
-    panel per construction on shared axes: its own cells in its origin's colour (marker
-    area grows with the number of cells at the same point), every construction's in light
-    grey behind, and the diagonal ``rank = lower`` that no sound witness lies below.
+    """The Constructions plot (:func:`softrank.harness.plots.plot_constructions`) of every
+    construction's checked ranks against the cells' certified lower ends."""
+    from .plots import plot_constructions
 
-    One panel each, not one scatter of every construction: with a dozen constructions on
-    one axis (15 on the default panel) the markers hid each other and the legend hid the
-    data."""
-    import math
-
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
-
-    by = _by_method(rows, "upper")
-    pts = {n: [(int(r["lower"]), m["rank"]) for r, m in ps if m["status"] == "ok"
-               and int(r["lower"]) > 0] for n, ps in by.items()}
-    pts = {n: v for n, v in pts.items() if v}
-    if not pts:
-        return None
-    every = np.array([p for v in pts.values() for p in v], dtype=float)
-    hi = max(1.0, float(every.max()))
-    ncols = min(4, len(pts))
-    nrows = math.ceil(len(pts) / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(2.9 * ncols + 0.7, 2.6 * nrows + 0.9),
-                             sharex=True, sharey=True, squeeze=False, constrained_layout=True)
-    for ax, (n, v) in zip(axes.flat, pts.items()):
-        origin = by[n][0][1]["origin"]
-        at, count = np.unique(np.array(v, dtype=float), axis=0, return_counts=True)
-        x, y = at.T
-        ax.scatter(every[:, 0], every[:, 1], s=5, color="0.85", linewidths=0, zorder=1)
-        ax.scatter(x, y, s=9 * np.sqrt(count) + 5, color=_ORIGIN_COLOUR.get(origin, "C2"),
-                   alpha=0.75, linewidths=0, zorder=2)
-        ax.plot([1, hi], [1, hi], "k--", lw=0.8, zorder=3)
-        ax.set_title(f"{n} ({_ORIGIN.get(origin, origin)}): {len(v)} "
-                     f"cell{'' if len(v) == 1 else 's'}", fontsize=8)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        for axis in (ax.xaxis, ax.yaxis):  # ranks read off as 1 2 5 10 20 50, not powers
-            axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-            axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-            axis.set_minor_locator(NullLocator())
-        ax.tick_params(labelsize=7)
-    for i in range(len(pts), nrows * ncols):  # empty panels of the last row
-        axes.flat[i].set_visible(False)
-        axes.flat[i - ncols].tick_params(labelbottom=True)  # the x labels go to the one above
-    fig.supxlabel("certified lower end of the cell", fontsize=9)
-    fig.supylabel("construction's checked rank", fontsize=9)
-    fig.suptitle("Constructions against the certified lower end (every cell, every eps; "
-                 "dashed: rank = certified lower; grey: every construction)", fontsize=9)
-    name = "constructions.png"
-    fig.savefig(out / name, dpi=110)
-    plt.close(fig)
-    return name
+    points = {}
+    for n, ps in _by_method(rows, "upper").items():
+        v = [(int(r["lower"]), m.rank) for r, m in ps if m.status == "ok" and int(r["lower"]) > 0]
+        if v:
+            origin = ps[0][1].origin
+            points[n] = (origin, _ORIGIN.get(origin, origin), v)
+    return plot_constructions(points, out)
 
 
 def _fmt_x(v):
@@ -521,9 +383,8 @@ def _why(r) -> str:
         return (f"lower {r['lower']} ({r['lower_method']}) above upper {r['upper']} "
                 f"({r['upper_method']})" if int(r["lower"]) > int(r["upper"])
                 else f"attack: {r.get('attack', '')}")
-    fails = [f"{m['name']}: {m.get('message', '')}" for m in d.get("methods", [])
-             if m["status"] == "failed"]
-    text = "; ".join(([d["error"]] if d.get("error") else []) + fails)
+    fails = [f"{m.name}: {m.message}" for m in d.methods if m.status == "failed"]
+    text = "; ".join(([d.error] if d.error else []) + fails)
     return " ".join(text.split())[:400].replace("|", "/")  # one table row: no newline, no |
 
 
@@ -556,12 +417,9 @@ _STUDY_FILES = tuple(f"{stem}.{ext}" for stem in ("laws", "blockwidth", "addon",
 def _previous_outputs(out: Path) -> list[Path]:
     """The plots a previous report in ``out`` listed in its summary.json, and the study files
     softrank writes in ``out/studies``: the files a new report may leave stale."""
-    found = []
-    try:
-        prev = json.loads((out / "summary.json").read_text())
-        found += [out / str(p) for p in prev.get("plots", []) if "/" not in str(p)]
-    except (OSError, ValueError, AttributeError):
-        pass
+    plots = read_summary(out).get("plots", [])
+    found = [out / str(p) for p in (plots if isinstance(plots, list) else [])
+             if "/" not in str(p)]
     found += [out / "studies" / n for n in _STUDY_FILES]
     return [p for p in found if p.is_file()]
 
@@ -578,11 +436,11 @@ def write_report(rows: list[dict], summary: dict, out: Path, study_boot: int = 1
     plots = []
     if any(r["family"] == "minilm" for r in rows):
         for e in summary["eps"]:
-            plots += _plot_minilm(rows, e, out)
-    plots.insert(0, _plot_families(summary, out))
+            plots += plot_minilm(rows, e, out)
+    plots.insert(0, plot_families(summary, out))
     cplot = _plot_constructions(rows, out)
     summary["plots"] = plots + ([cplot] if cplot else [])
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=False) + "\n")
+    (out / SUMMARY_NAME).write_text(json.dumps(summary, indent=2, sort_keys=False) + "\n")
 
     s = summary
     ov = s["overall"]

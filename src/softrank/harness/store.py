@@ -18,9 +18,13 @@ from pathlib import Path
 
 from ..errors import InvalidArgumentError
 
-__all__ = ["Ledger", "LEDGER_NAME", "identity_diff", "ledger_cells"]
+__all__ = ["Ledger", "LEDGER_NAME", "identity_diff", "ledger_cells", "read_ledger", "read_csv",
+           "read_summary", "SUMMARY_NAME"]
 
 LEDGER_NAME = "ledger.sqlite"
+
+#: The run's summary beside the ledger (written by the report).
+SUMMARY_NAME = "summary.json"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS run (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -321,3 +325,77 @@ class Ledger:
         pq.write_table(pa.table(data), tmp)
         tmp.replace(path)
         return path
+
+
+# ---------------------------------------------------------------------- reading a run back
+
+def read_ledger(path: Path, arg: str) -> tuple[dict, list[dict], str]:
+    """A finished or unfinished run's ``(identity, rows, status)`` from its ledger, read-only
+    (and immutable when no audit runs there, so that reading leaves no ``-shm`` or ``-wal``
+    file behind).
+
+    Raises
+    ------
+    InvalidArgumentError
+        When the file is not a readable softrank ledger (``arg`` names the argument).
+    """
+    from .lock import LOCK_NAME
+
+    # immutable only when no audit runs there (no lock file) and no write-ahead log holds
+    # data that is not in the file itself
+    wal = Path(str(path) + "-wal")
+    quiet = not (path.parent / LOCK_NAME).exists() and (not wal.exists() or wal.stat().st_size == 0)
+    immutable = "&immutable=1" if quiet else ""
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro{immutable}", uri=True, timeout=60.0)
+        try:
+            run = dict(conn.execute("SELECT key, value FROM run").fetchall())
+            rows = [json.loads(r[0]) for r in
+                    conn.execute("SELECT row FROM cells ORDER BY operator_index, rowid")]
+        finally:
+            conn.close()
+        identity = json.loads(run["identity"])
+        if not isinstance(identity, dict):
+            raise ValueError("its run identity is not a JSON object")
+    except (sqlite3.Error, KeyError, ValueError) as exc:
+        raise InvalidArgumentError(f"{arg}: {str(path)!r} is not a readable softrank ledger "
+                                   f"({type(exc).__name__}: {exc})") from None
+    return identity, rows, run.get("status", "unknown")
+
+
+def read_csv(path: Path, arg: str) -> list[dict]:
+    """The rows of an audit's ``brackets.csv`` as strings (validate them with
+    :func:`softrank.audit.record.read_cell`).
+
+    Raises
+    ------
+    InvalidArgumentError
+        When the file cannot be read, lacks the id, end or verdict columns, or has a row
+        without the header's fields (a truncated or edited file).
+    """
+    try:
+        with path.open(newline="") as fh:
+            rows = list(csv.DictReader(fh))
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise InvalidArgumentError(f"{arg}: cannot read {str(path)!r} ({exc})") from None
+    need = {"operator_id", "eps", "lower", "upper", "verdict"}
+    if rows and not need <= set(rows[0]):
+        raise InvalidArgumentError(f"{arg}: {str(path)!r} is not a softrank brackets.csv "
+                                   f"(missing columns {sorted(need - set(rows[0]))})")
+    for i, r in enumerate(rows, start=1):
+        if None in r or None in r.values():  # fields missing (a cut file) or extra
+            raise InvalidArgumentError(
+                f"{arg}: {str(path)!r}: row {i} does not have the header's fields (a truncated "
+                "or edited file)")
+    return rows
+
+
+def read_summary(directory) -> dict:
+    """The ``summary.json`` of the audit in ``directory`` as a dict; ``{}`` when it is
+    missing, unreadable or not a JSON object (a summary is a description, never data that
+    a comparison depends on)."""
+    try:
+        summary = json.loads((Path(directory) / SUMMARY_NAME).read_text())
+    except (OSError, ValueError):
+        return {}
+    return summary if isinstance(summary, dict) else {}

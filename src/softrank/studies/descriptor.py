@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..cells import group_key
+from ..ids import group_key
 from ..errors import InvalidArgumentError
 from ..validation import check_int
 

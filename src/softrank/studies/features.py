@@ -25,7 +25,7 @@ from numbers import Real
 from ..errors import InvalidArgumentError
 
 __all__ = ["B0", "B1", "G", "size_features", "baseline_features", "native_features",
-           "gauged_native", "GAUGE_RATIOS", "BaselineFeaturesStage", "GaugeFeaturesStage"]
+           "gauged_native", "GAUGE_RATIOS"]
 
 B0 = ("log_m", "log_N", "eps")
 B1 = ("b1_tsvd", "b1_stable", "b1_erank", "b1_entropy", "b1_peak")
@@ -144,34 +144,3 @@ def gauged_native(Q, K, beta: float, ratios=GAUGE_RATIOS) -> dict:
                                         np.linalg.svd(Qs, compute_uv=False),
                                         np.linalg.svd(Ks, compute_uv=False))
     return out
-
-
-class BaselineFeaturesStage:
-    """The audit stage that writes B1 (:func:`baseline_features`) beside every cell
-    (columns :data:`B1`; see :mod:`softrank.cells`). Descriptors, never bounds."""
-
-    name = "b1-features"
-    columns = B1
-
-    def run(self, cells) -> list[dict]:
-        A = cells.operator.A
-        return [{k: round(v, 6) for k, v in baseline_features(A, e).items()} for e in cells.eps]
-
-
-class GaugeFeaturesStage:
-    """The audit stage that writes G under the fixed diagonal gauges of
-    :data:`GAUGE_RATIOS` (:func:`gauged_native`) as JSON in the column ``gauge_native``
-    (empty without factors; see :mod:`softrank.cells`). The add-on test reads it to show
-    that native geometry moves under a gauge while ``A`` does not."""
-
-    name = "gauge-features"
-    columns = ("gauge_native",)
-
-    def run(self, cells) -> list[dict]:
-        import json
-
-        op = cells.operator
-        if op.Q is None:
-            return [{} for _ in cells.eps]
-        value = json.dumps({f"{c:g}": v for c, v in gauged_native(op.Q, op.K, op.beta).items()})
-        return [{"gauge_native": value} for _ in cells.eps]

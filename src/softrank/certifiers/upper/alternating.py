@@ -27,7 +27,7 @@ class AlternatingL1:
     polished exactly: every row of ``U`` by an l1 regression on ``W`` (HiGHS, an
     :class:`L1Refit` on ``W`` with its early exit). ``W`` depends on ``k`` only, so it and the
     polished rows are cached and shared by all tolerances; the method is a heuristic (not
-    monotone in ``k`` in general), so the bisection in :meth:`least_rank` may miss a smaller
+    monotone in ``k`` in general), so the bisection in :meth:`least_feasible_rank` may miss a smaller
     rank but never reports one that does not hold: the witness is checked.
 
     Parameters
@@ -51,7 +51,7 @@ class AlternatingL1:
         The factor of the annealed floor per iteration, in ``(0, 1]``; read only with
         ``delta_start``.
     tsvd_errors : (p,) ndarray, optional
-        The truncated-SVD error curve, for the rank prediction of :meth:`least_rank`.
+        The truncated-SVD error curve, for the rank prediction of :meth:`least_feasible_rank`.
     method : str, optional
         The name its witnesses carry (default ``"alternating-l1"``).
 
@@ -175,7 +175,7 @@ class AlternatingL1:
         ok = np.nonzero((e0 / e_svd[k0]) * e_svd[1:hi + 1] <= safe_target(eps))[0]
         return int(ok[0]) + 1 if ok.size else hi
 
-    def least_rank(self, eps: float, lo: int, hi: int) -> int | None:
+    def least_feasible_rank(self, eps: float, lo: int, hi: int) -> int | None:
         """Least ``k`` in ``[lo, hi]`` that is feasible: ``hi`` is tried first (most calls end
         there, when the construction cannot beat the best so far), then a search around the
         rank predicted from the truncated-SVD error curve (:func:`least_feasible`): the
@@ -183,6 +183,11 @@ class AlternatingL1:
         its wasted midpoint first, and every probe costs an IRLS run."""
         return least_feasible(lambda k: self.feasible(k, eps), lo, hi,
                               guess=lambda: self._predict(eps, hi))
+
+    def least_rank(self, eps: float, lo: int, hi: int) -> UpperWitness | None:
+        """The witness of :meth:`least_feasible_rank`, or None."""
+        k = self.least_feasible_rank(eps, lo, hi)
+        return None if k is None else self.witness(eps, k)
 
     def witness(self, eps: float, k: int) -> UpperWitness:
         return self._fits[k].witness(eps, k)

@@ -97,9 +97,15 @@ class TruncatedSVD:
         #: errors[k] = max row l1 error of the rank-k truncation (float64, unchecked)
         self.errors = errs
 
-    def least_rank(self, eps: float) -> int | None:
-        ok = np.nonzero(self.errors[1:] <= safe_target(eps))[0]
-        return int(ok[0]) + 1 if ok.size else None
+    def least_rank(self, eps: float, lo: int = 1, hi: int | None = None) -> UpperWitness | None:
+        """The truncation of the least rank ``k`` in ``[lo, hi]`` (default ``[1, min(m,
+        N)]``) whose float64 error is within ``eps`` (with :data:`SAFETY`'s slack), or None.
+        The first such ``k`` in order, not a bisection: the error need not be monotone in
+        ``k``."""
+        hi = self.s.size if hi is None else min(int(hi), self.s.size)
+        lo = max(int(lo), 1)
+        ok = np.nonzero(self.errors[lo:hi + 1] <= safe_target(eps))[0]
+        return self.witness(eps, int(ok[0]) + lo) if ok.size else None
 
     def witness(self, eps: float, k: int) -> UpperWitness:
         return UpperWitness(eps, self.U[:, :k] * self.s[:k], self.Vt[:k], self.method)

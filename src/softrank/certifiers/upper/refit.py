@@ -215,9 +215,14 @@ class L1Refit:
             st["max"] = worst
         return st["max"]
 
-    def least_rank(self, eps: float, lo: int, hi: int) -> int | None:
+    def least_feasible_rank(self, eps: float, lo: int, hi: int) -> int | None:
         """Least ``k`` in ``[lo, hi]`` that is feasible, by bisection (monotone in ``k``)."""
         return least_feasible(lambda k: self.feasible(k, eps), lo, hi)
+
+    def least_rank(self, eps: float, lo: int, hi: int) -> UpperWitness | None:
+        """The witness of :meth:`least_feasible_rank`, or None."""
+        k = self.least_feasible_rank(eps, lo, hi)
+        return None if k is None else self.witness(eps, k)
 
     def witness(self, eps: float, k: int) -> UpperWitness:
         st = self._cache[k]
@@ -254,23 +259,24 @@ class Hybrid:
             _, _, Vt = np.linalg.svd(A[:, rest], full_matrices=False)
             self.options.append((H, rest, L1Refit(A[:, rest], Vt, method="hybrid")))
 
-    def least_rank(self, eps: float, lo: int, hi: int):
-        """Least total rank in ``[lo, hi]`` over the heavy-key options: ``(rank, witness)``."""
+    def least_rank(self, eps: float, lo: int, hi: int) -> UpperWitness | None:
+        """The witness of the least total rank in ``[lo, hi]`` over the heavy-key options,
+        or None."""
         best = None
         for H, rest, fit in self.options:
             h = H.size
             cap = (best[0] - 1) if best else hi
-            k = fit.least_rank(eps, max(lo - h, 1), cap - h)
+            k = fit.least_feasible_rank(eps, max(lo - h, 1), cap - h)
             if k is None:
                 continue
             best = (h + k, H, rest, fit, k)
         if best is None:
             return None
-        total, H, rest, fit, k = best
+        _, H, rest, fit, k = best
         sub = fit.witness(eps, k)
         m, N = self.A.shape
         U = np.hstack([self.A[:, H], sub.U])
         W = np.zeros((H.size + k, N))
         W[np.arange(H.size), H] = 1.0
         W[H.size:, rest] = sub.W
-        return total, UpperWitness(eps, U, W, self.method)
+        return UpperWitness(eps, U, W, self.method)

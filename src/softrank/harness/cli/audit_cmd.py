@@ -18,10 +18,7 @@ def run(args) -> int:
 
     t0 = time.perf_counter()
     panel = build_panel(args.panel, seed=args.seed)
-    eps = args.eps or list(panel.eps)
-    from ...certifiers.bracket import validate_eps
-
-    eps = validate_eps(eps)
+    config = _config(args, panel)
     from ..audit import check_out_dir
 
     check_out_dir(args.out, "--out")
@@ -30,11 +27,31 @@ def run(args) -> int:
     fresh = not existed or not any(out.iterdir())
     try:
         with AuditLock(out, "--out"):  # one audit per --out, held until its report is written
-            return _audit_locked(args, panel, eps, out, t0)
+            return _audit_locked(args, panel, config, out, t0)
     except Exception:  # (an interrupt keeps its ledger: the run was cut, not refused)
         if fresh and not args.resume:
             _drop_empty_run(out, remove_dir=not existed)
         raise
+
+
+def _config(args, panel):
+    """The cells' settings from the options and the panel, validated once: every refusal
+    that needs no operator comes before any is built."""
+    from ...audit import AuditConfig
+    from ...certifiers.registry import load_certifier
+
+    if args.scheduler and args.executor != "dask":
+        raise SoftrankError("--scheduler: needs --executor dask")
+    for d in panel.certifier_paths:  # [[certifier]] path = "...": importable, here and in workers
+        if d not in sys.path:
+            sys.path.insert(0, d)
+    for spec in panel.certifiers:  # named as the panel file's, not as --certifier
+        load_certifier(spec, "panel: [[certifier]] spec")
+    return AuditConfig(eps=tuple(args.eps or panel.eps), validated=bool(args.validated),
+                       attacks=args.attacks, cell_timeout=args.cell_timeout,
+                       effort=args.effort,
+                       certifiers=tuple(panel.certifiers) + tuple(args.certifier),
+                       stages=tuple(args.stage))
 
 
 def _drop_empty_run(out: Path, remove_dir: bool) -> None:
@@ -57,7 +74,7 @@ def _drop_empty_run(out: Path, remove_dir: bool) -> None:
             pass
 
 
-def _audit_locked(args, panel, eps, out: Path, t0: float) -> int:
+def _audit_locked(args, panel, config, out: Path, t0: float) -> int:
     from ..audit import run_audit
     from ..panels import materialize
     from ..report import summarize, write_report
@@ -66,23 +83,11 @@ def _audit_locked(args, panel, eps, out: Path, t0: float) -> int:
         quiet_transformers()
     else:
         print(f"softrank audit: panel {panel.name!r}, {len(panel)} "
-              f"operator{'s' if len(panel) != 1 else ''} x {len(eps)} "
-              f"tolerance{'s' if len(eps) != 1 else ''} -> {out}/", file=sys.stderr, flush=True)
-    # everything that can be refused without the operators is refused before they are built
-    if args.scheduler and args.executor != "dask":
-        raise SoftrankError("--scheduler: needs --executor dask")
-    for d in panel.certifier_paths:  # [[certifier]] path = "...": importable, here and in workers
-        if d not in sys.path:
-            sys.path.insert(0, d)
-    certifiers = list(panel.certifiers) + list(args.certifier)
-    from ...certifiers.registry import load_certifier, load_certifiers
-    from ..audit import default_stages
+              f"operator{'s' if len(panel) != 1 else ''} x {len(config.eps)} "
+              f"tolerance{'s' if len(config.eps) != 1 else ''} -> {out}/", file=sys.stderr,
+              flush=True)
     from ..store import Ledger
 
-    for spec in panel.certifiers:  # named as the panel file's, not as --certifier
-        load_certifier(spec, "panel: [[certifier]] spec")
-    load_certifiers(certifiers)
-    default_stages(args.attacks, certifiers, args.cell_timeout, args.stage, args.effort)
     Ledger.check_can_open(out, args.resume)
     cache = operator_cache(args)
     ops = materialize(panel.specs, cache)
@@ -97,14 +102,11 @@ def _audit_locked(args, panel, eps, out: Path, t0: float) -> int:
         big = max(ops, key=lambda o: o.shape[0] * o.shape[1] * min(o.shape))
         n = min(len(ops), args.workers or os.cpu_count() or 1)
         check_memory(big.shape, f"--panel: operator {big.operator_id!r}", args, workers=n)
-    rows = run_audit(ops, eps, out, workers=args.workers, progress=not args.quiet,
-                     certifiers=certifiers, stages=args.stage,
-                     validated=args.validated, attacks=args.attacks, executor=args.executor,
-                     scheduler=args.scheduler, cell_timeout=args.cell_timeout,
-                     resume=args.resume, identity={"panel": args.panel, "seed": args.seed},
-                     effort=args.effort)
-    summary = summarize(rows, panel.name, eps, time.perf_counter() - t0, args.seed,
-                        effort=args.effort)
+    rows = run_audit(ops, config, out, workers=args.workers, progress=not args.quiet,
+                     executor=args.executor, scheduler=args.scheduler, resume=args.resume,
+                     identity={"panel": args.panel, "seed": args.seed})
+    summary = summarize(rows, panel.name, config.eps, time.perf_counter() - t0, args.seed,
+                        effort=config.effort)
     summary["operator_build"] = {"seconds": round(t_ops, 1),
                                  **(cache.summary() if cache is not None else {"directory": None})}
     if args.study_boot and not args.quiet:

@@ -101,8 +101,10 @@ def _study_rows(args, out: Path | None):
     from ..panels import materialize
 
     ops = materialize(_study_specs(args), operator_cache(args))
-    return run_audit(ops, [args.eps], out / "audit", workers=args.workers, progress=True,
-                     attacks="none", identity={"study": args.study})
+    from ...audit import AuditConfig
+
+    return run_audit(ops, AuditConfig(eps=(args.eps,), attacks="none"), out / "audit",
+                     workers=args.workers, progress=True, identity={"study": args.study})
 
 
 _STUDY_STEMS = {"block-width": "blockwidth", "addon": "addon", "descriptor": "descriptor"}

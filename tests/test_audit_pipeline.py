@@ -1,4 +1,5 @@
-"""The audit as a pipeline of stages (softrank.cells): order, records, failures, user stages."""
+"""The audit as a pipeline of stages (softrank.audit.pipeline, softrank.audit.config): order,
+records, failures, refutations, user stages, the frozen settings."""
 
 import csv
 import json
@@ -7,12 +8,14 @@ import textwrap
 import numpy as np
 import pytest
 
-from softrank.attacks import AttackStage
-from softrank.cells import ID_COLUMNS, OperatorCells, check_stages, run_stages, stage_columns
-from softrank.certifiers.bracket import BracketStage
+from softrank.audit import (ID_COLUMNS, AuditConfig, OperatorCells, Refutation, check_stages,
+                            default_stages, load_stages, read_stages, run_stages,
+                            stage_columns)
+from softrank.audit.attack_stage import AttackStage
+from softrank.audit.bracket_stage import BracketStage
 from softrank.errors import InvalidArgumentError, SoftrankError
 from softrank.generators.synthetic import planted_blocks
-from softrank.harness.audit import CSV_COLUMNS, default_stages, load_stages, run_audit
+from softrank.harness.audit import CSV_COLUMNS, run_audit
 from softrank.harness.cli import main
 
 
@@ -63,9 +66,9 @@ def test_stages_run_in_order_and_are_recorded_by_name():
     for r in rows:
         assert (r["lower"], r["upper"]) == (3, 3)  # the planted rank, from both sides
         assert r["gap"] == 0
-        rec = json.loads(r["stages"])
+        rec = read_stages(r)
         assert list(rec) == ["bracket", "doubler", "gap"]
-        assert all(v["seconds"] >= 0 and "error" not in v for v in rec.values())
+        assert all(v.seconds >= 0 and not v.error for v in rec.values())
     assert list(rows[0]) == stage_columns([BracketStage(), Doubler(), Gap()])
 
 
@@ -73,25 +76,64 @@ def test_a_failing_stage_leaves_its_columns_empty_and_the_rest_runs():
     rows = run_stages(_op(), [0.1], [BracketStage(), Broken(), Doubler()])
     (r,) = rows
     assert r["never"] == "" and r["two_eps"] == 0.2 and r["lower"] == 3
-    rec = json.loads(r["stages"])
-    assert rec["broken"]["error"] == "RuntimeError: this stage always fails"  # one line
+    assert read_stages(r)["broken"].error == "RuntimeError: this stage always fails"  # one line
 
 
 def test_a_stage_cannot_write_columns_it_does_not_declare():
     (r,) = run_stages(_op(), [0.1], [BracketStage(), Trespasser()])
     assert r["lower"] == 3 and r["mine"] == ""
-    assert "does not declare" in json.loads(r["stages"])["trespasser"]["error"]
+    assert "does not declare" in read_stages(r)["trespasser"].error
 
 
 def test_the_attack_stage_needs_the_bracket_first():
     (r,) = run_stages(_op(), [0.1], [AttackStage("quick")])
-    assert "bracket stage must run first" in json.loads(r["stages"])["attack"]["error"]
+    assert "bracket stage must run first" in read_stages(r)["attack"].error
 
 
-def test_the_attack_stage_may_rewrite_the_verdict_only():
-    assert AttackStage.rewrites == ("verdict",)
+def test_the_attack_stage_rewrites_nothing():
+    assert not hasattr(AttackStage, "rewrites")
     cells = OperatorCells(_op(), (0.1,))
     assert AttackStage("none").run(cells) == [{}]
+
+
+class Refuter:
+    """Refutes the second cell's lower certificate (as the attack does on a success)."""
+    name = "refuter"
+    columns = ("refuted",)
+
+    def run(self, cells):
+        cells.refute(1, Refutation(self.name, cells.brackets[1].lower, 1))
+        return [{"refuted": i == 1} for i in range(len(cells.eps))]
+
+
+def test_a_refutation_makes_the_cell_unsound_and_leaves_the_bracket_alone():
+    seen = {}
+
+    class Keep:
+        name = "keep"
+        columns = ()
+
+        def run(self, cells):
+            seen["brackets"] = cells.brackets
+            return [{} for _ in cells.eps]
+
+    rows = run_stages(_op(), [0.1, 0.3], [BracketStage(), Refuter(), Keep()])
+    assert [r["verdict"] for r in rows] == ["resolved", "unsound"]
+    assert [(r["lower"], r["upper"]) for r in rows] == [(3, 3), (3, 3)]
+    # the bracket stage's own result is what it published: resolved at both tolerances
+    assert [b.verdict for b in seen["brackets"]] == ["resolved", "resolved"]
+
+
+def test_a_stage_publishes_once_one_result_per_tolerance():
+    cells = OperatorCells(_op(), (0.1, 0.3))
+    with pytest.raises(InvalidArgumentError, match="one per tolerance"):
+        cells.publish("x", [1])
+    cells.publish("x", [1, 2])
+    assert cells.published("x") == (1, 2) and cells.published("y") == ()
+    with pytest.raises(InvalidArgumentError, match="already"):
+        cells.publish("x", [3, 4])
+    with pytest.raises(InvalidArgumentError, match="index"):
+        cells.refute(2, Refutation("x", 3, 2))
 
 
 @pytest.mark.parametrize("stages, words", [
@@ -103,6 +145,8 @@ def test_the_attack_stage_may_rewrite_the_verdict_only():
     ([object()], "is not a stage"),
     ([type("C", (), {"name": "c", "columns": "abc", "run": lambda self, c: []})()],
      "tuple of column names"),
+    ([type("R", (), {"name": "r", "columns": ("x",), "rewrites": ("verdict",),
+                     "run": lambda self, c: []})()], "writes its own columns only"),
 ])
 def test_check_stages_refuses_clashes(stages, words):
     with pytest.raises(InvalidArgumentError, match=words):
@@ -110,7 +154,7 @@ def test_check_stages_refuses_clashes(stages, words):
 
 
 def test_default_stages_make_the_documented_columns():
-    names = [st.name for st in default_stages("none")]
+    names = [st.name for st in default_stages(AuditConfig(eps=(0.25,), attacks="none"))]
     assert names == ["bracket", "attack", "native-geometry", "b1-features",
                      "intrinsic-descriptor", "gauge-features"]
     assert CSV_COLUMNS[:len(ID_COLUMNS)] == list(ID_COLUMNS) and CSV_COLUMNS[-1] == "stages"
@@ -125,10 +169,11 @@ def test_a_descriptor_failure_is_recorded_not_silent():
     A[0] = [1.0, 0, 0, 0]
     from softrank.operators import Operator
 
-    (r,) = run_stages(Operator(A=A), [0.25], default_stages("none"))
-    rec = json.loads(r["stages"])
-    assert r["int_r"] == "" and "error" in rec["intrinsic-descriptor"]
-    assert r["lower"] != "" and "error" not in rec["bracket"]
+    (r,) = run_stages(Operator(A=A), [0.25],
+                      default_stages(AuditConfig(eps=(0.25,), attacks="none")))
+    rec = read_stages(r)
+    assert r["int_r"] == "" and rec["intrinsic-descriptor"].error
+    assert r["lower"] != "" and not rec["bracket"].error
 
 
 @pytest.fixture
@@ -160,16 +205,18 @@ def test_user_stage_by_spec_in_an_audit_and_resume_checks_it(tmp_path, stage_mod
     assert [r["keys"] for r in rows] == ["10", "10"]
     cols = list(rows[0])
     assert cols.index("keys") == len(cols) - 2 and cols[-1] == "stages"
-    assert "key-count" in json.loads(rows[0]["stages"])
+    assert "key-count" in read_stages(rows[0])
 
 
 def test_resume_without_a_stage_is_another_run(tmp_path, stage_module):
     op, out = _op(), tmp_path / "out"
-    run_audit([op], [0.1], out, workers=1, progress=False, attacks="none",
-              stages=[f"{stage_module}:KeyCount"])
+    run_audit([op], AuditConfig(eps=(0.1,), attacks="none",
+                                stages=(f"{stage_module}:KeyCount",)),
+              out, workers=1, progress=False)
     # the ledger's identity names the stages: resuming without the stage is refused
     with pytest.raises(SoftrankError, match="stages"):
-        run_audit([op], [0.1], out, workers=1, progress=False, attacks="none", resume=True)
+        run_audit([op], AuditConfig(eps=(0.1,), attacks="none"), out, workers=1,
+                  progress=False, resume=True)
 
 
 @pytest.mark.parametrize("spec, words", [
@@ -222,3 +269,43 @@ def test_a_bad_stage_spec_is_refused_before_any_operator_is_built(tmp_path, monk
         assert main(["audit", "--panel", str(panel), "--out", str(out), "--quiet", *opt]) == 2
         assert opt[0] in capsys.readouterr().err
         assert not out.exists()  # a refused run leaves no directory behind
+
+
+# ---------------------------------------------------------------- the settings: AuditConfig
+
+@pytest.mark.parametrize("kw, words", [
+    ({"eps": ()}, "eps: expected at least one"),
+    ({"eps": (0.1, 1.5)}, "0 < eps < 1"),
+    ({"eps": (0.1,), "attacks": "fierce"}, "attacks"),
+    ({"eps": (0.1,), "effort": "medium"}, "effort"),
+    ({"eps": (0.1,), "cell_timeout": -1}, "cell_timeout"),
+    ({"eps": (0.1,), "validated": "yes"}, "validated"),
+    ({"eps": (0.1,), "certifiers": "mypkg:C"}, "certifiers: expected a list"),
+    ({"eps": (0.1,), "certifiers": ("nosuch_module_xyz:C",)}, "cannot import"),
+    ({"eps": (0.1,), "stages": ("nosuch_module_xyz:S",)}, "cannot import"),
+])
+def test_audit_config_refuses_bad_settings_by_name(kw, words):
+    with pytest.raises(InvalidArgumentError, match=words):
+        AuditConfig(**kw)
+
+
+def test_audit_config_is_frozen_and_its_identity_is_the_ledgers():
+    import dataclasses
+    import pickle
+
+    c = AuditConfig(eps=[0.3, 0.1], cell_timeout=5, effort="fast")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        c.effort = "full"
+    assert c.eps == (0.3, 0.1) and c.cell_timeout == 5.0
+    assert c.identity() == {"eps": [0.3, 0.1], "validated": False, "attacks": "quick",
+                            "cell_timeout": 5.0, "effort": "fast", "certifiers": [],
+                            "stages": ["bracket", "attack", "native-geometry", "b1-features",
+                                       "intrinsic-descriptor", "gauge-features"]}
+    assert list(c.columns) == CSV_COLUMNS
+    back = pickle.loads(pickle.dumps(c))  # what a worker receives
+    assert back == c and back.identity() == c.identity() and back.columns == c.columns
+
+
+def test_run_audit_takes_a_config(tmp_path):
+    with pytest.raises(InvalidArgumentError, match="AuditConfig"):
+        run_audit([_op()], [0.1], tmp_path / "out", workers=1, progress=False)

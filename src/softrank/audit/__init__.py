@@ -1,0 +1,33 @@
+"""The audit of one operator's cells, as a pipeline of stages.
+
+What a cell goes through, module by module, in order:
+
+* :mod:`~softrank.audit.config`: :class:`AuditConfig`, the frozen settings every cell is
+  computed with (tolerances, effort, attacks, time limit, third-party certifiers, extra
+  stages), validated once and used as the run's identity;
+* :mod:`~softrank.audit.worker`: :func:`run_operator`, a worker's task: one operator's cells
+  through the pipeline;
+* :mod:`~softrank.audit.pipeline`: the :class:`Stage` interface, the operator's typed
+  record (:class:`OperatorCells`) and :func:`run_stages`;
+* the stages, in the order they run: :mod:`~softrank.audit.bracket_stage` (the certified
+  bracket), :mod:`~softrank.audit.attack_stage` (the attack on its lower certificate),
+  :mod:`~softrank.audit.geometry_stages` and :mod:`~softrank.audit.feature_stages`
+  (descriptors beside the bracket);
+* :mod:`~softrank.audit.record`: the row a cell becomes, written once and read back by the
+  report and ``softrank diff`` (:func:`read_cell`).
+
+Scheduling the operators over workers, the ledger and the exports are the harness's
+(:mod:`softrank.harness.audit`).
+"""
+
+from .config import ATTACKS, AuditConfig
+from .pipeline import (OperatorCells, Refutation, Stage, check_stages, default_stages,
+                       load_stages, run_stages, stage_columns)
+from .record import (ID_COLUMNS, STAGES_COLUMN, StageRecord, group_key, read_cell,
+                     read_diagnostics, read_stages)
+from .worker import run_operator
+
+__all__ = ["ATTACKS", "AuditConfig", "OperatorCells", "Refutation", "Stage", "check_stages",
+           "default_stages", "load_stages", "run_stages", "stage_columns", "ID_COLUMNS",
+           "STAGES_COLUMN", "StageRecord", "group_key", "read_cell", "read_diagnostics",
+           "read_stages", "run_operator"]

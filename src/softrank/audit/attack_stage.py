@@ -1,0 +1,92 @@
+"""The attack stage: a targeted attack on every cell's lower certificate (docs/theory/attacks.md).
+
+Runs after the bracket stage (:mod:`softrank.audit.pipeline`) and reads the brackets it
+published. A witness within ``eps`` below the certified rank that the checker accepts is a
+refutation: it is saved with the certificate it refutes and recorded with
+:meth:`~softrank.audit.pipeline.OperatorCells.refute`, and the pipeline makes the cell
+``unsound``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..attacks import EFFORTS, attack
+from ..checker import save_certificate
+from ..errors import InvalidArgumentError
+from ..validation import check_choice
+from .record import Refutation
+
+__all__ = ["AttackStage"]
+
+
+class AttackStage:
+    """The audit stage that attacks each cell's lower certificate (see
+    :mod:`softrank.audit.pipeline`).
+
+    Every lower certificate of rank ``>= 2`` is attacked with :func:`softrank.attacks.attack`
+    at ``effort``,
+    on the matrix the certificate is about (in validated mode, the enclosure's midpoint). A
+    success (a witness the checker accepts) makes the cell ``unsound`` and, when the audit
+    has an output directory, saves the certificate and its counterexample under
+    ``OUT/counterexamples/OPERATOR-epsEPS/`` (``lower.npz``, ``witness.npz``; re-check with
+    ``softrank verify``). An attack that raises is recorded as ``error: TYPE``, never as a
+    verdict.
+
+    Parameters
+    ----------
+    effort : {"quick", "standard", "hard", "none"}
+        See :data:`softrank.attacks.EFFORTS`; ``"none"`` attacks nothing (the columns stay empty).
+
+    Notes
+    -----
+    Columns: ``attack`` (``held``, ``held(partial)`` when a method failed, ``SUCCEEDED``,
+    empty when nothing was attacked), ``attack_closest`` (the least max-row error found over
+    ``eps``; unchecked, near 1 means nearly tight) and ``attack_seconds``. A success is
+    recorded as a :class:`~softrank.audit.pipeline.Refutation` of the cell, which the
+    pipeline turns into the verdict ``unsound``; the bracket itself is left as it was.
+    """
+
+    name = "attack"
+    columns = ("attack", "attack_closest", "attack_seconds")
+
+    def __init__(self, effort: str = "quick"):
+        self.effort = check_choice(effort, "effort", [*sorted(EFFORTS), "none"])
+
+    def run(self, cells) -> list[dict]:
+        if self.effort == "none":
+            return [{} for _ in cells.eps]
+        if not cells.brackets:
+            raise InvalidArgumentError("attack: no brackets to attack (the bracket stage "
+                                       "must run first)")
+        A = cells.certified_matrix()
+        rows = []
+        for i, br in enumerate(cells.brackets):
+            try:
+                rows.append(self._cell(cells, i, br, A))
+            except Exception as exc:  # noqa: BLE001 - recorded; a crash is never a verdict
+                rows.append({"attack": f"error: {type(exc).__name__}", "attack_closest": "",
+                             "attack_seconds": ""})
+        return rows
+
+    def _cell(self, cells, i: int, br, A) -> dict:
+        c = br.lower_certificate
+        if c is None or c.rank < 2 or br.verdict == "error":
+            return {}
+        res = attack(A, c.eps, c, upper_witness=br.upper_witness, effort=self.effort)
+        row = {"attack": "held(partial)" if res.failures else "held",
+               "attack_closest": round(res.best_error / c.eps, 4),
+               "attack_seconds": round(res.seconds, 4)}
+        if res.succeeded:
+            row["attack"] = "SUCCEEDED"
+            saved = None
+            if cells.out is not None:
+                op = cells.operator
+                name = re.sub(r"[^\w.-]+", "_", f"{op.operator_id}-eps{br.eps:g}").lstrip(".")
+                saved = cells.out / "counterexamples" / name
+                save_certificate(saved / "lower.npz", c, A, producer=f"softrank {c.method}")
+                save_certificate(saved / "witness.npz", res.witness, A,
+                                 producer="softrank attack",
+                                 refutes={"claimed": c.rank, "eps": c.eps, "by": c.method})
+            cells.refute(i, Refutation(self.name, c.rank, res.witness.rank, saved))
+        return row

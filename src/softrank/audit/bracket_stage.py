@@ -1,0 +1,105 @@
+"""The bracket stage: every cell's certified bracket (docs/theory/checker.md).
+
+The first stage of an audit cell (:mod:`softrank.audit.pipeline`): :func:`softrank.bracket`
+once for all tolerances of the operator, its :class:`~softrank.certifiers.bracket.Bracket`
+objects published for the stages after it, and the checked ends, the methods that made them
+and the bracket's diagnostics as the row's columns.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..certifiers.bracket import Bracket, bracket, check_effort
+from ..certifiers.interface import Diagnostics
+from ..certifiers.registry import load_certifiers
+from .record import encode_diagnostics
+
+__all__ = ["BracketStage", "svd_seconds"]
+
+
+def svd_seconds(A: np.ndarray, repeats: int = 3) -> float:
+    """Median wall time (s) of one float64 SVD of ``A`` over ``repeats`` runs: the floor every
+    certifier pays, against which a cell's ``seconds`` are compared."""
+    ts = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        np.linalg.svd(A, full_matrices=False)
+        ts.append(time.perf_counter() - t)
+    return float(np.median(ts))
+
+
+def _check_label(rep) -> str:
+    if rep is None:
+        return ""
+    iv = rep.interval
+    tag = "float64" + (f"+{iv.backend}({iv.rows_checked})" if iv is not None else "")
+    return ("pass:" if rep.ok else "FAIL:") + tag
+
+
+class BracketStage:
+    """The audit stage that brackets every cell of an operator (see :mod:`softrank.audit.pipeline`).
+
+    Runs :func:`bracket` once for all tolerances of the operator, with softrank's own
+    methods and the third-party ones named by ``certifiers``. An operator whose bracket
+    raises is recorded as ``error`` cells with the reason, never as a bound.
+
+    Parameters
+    ----------
+    certifiers : sequence of str
+        ``MODULE:OBJECT`` specs of third-party constructions and lower tests
+        (:func:`~softrank.certifiers.registry.load_certifiers`; loaded by name in each
+        worker process).
+    time_limit : float, optional
+        Seconds per cell (:func:`bracket`'s ``time_limit``).
+    effort : {"full", "fast"}
+        :func:`bracket`'s ``effort``.
+
+    Notes
+    -----
+    Columns: ``lower``, ``upper`` (the checked ends), ``ratio`` (upper / lower),
+    ``lower_method``, ``upper_method``, ``verdict``, ``seconds`` (the cell's share of the
+    engine's time), ``svd_seconds`` (:func:`svd_seconds` of ``A``), ``lower_check``,
+    ``upper_check`` (the checker's verdict and arithmetics), ``validated_rho`` (the
+    enclosure radius in validated mode) and ``diagnostics`` (JSON, every method's outcome).
+    """
+
+    name = "bracket"
+    columns = ("lower", "upper", "ratio", "lower_method", "upper_method", "verdict", "seconds",
+               "svd_seconds", "lower_check", "upper_check", "validated_rho", "diagnostics")
+
+    def __init__(self, certifiers=(), time_limit: float | None = None, effort: str = "full"):
+        self.certifiers = tuple(certifiers)
+        self.time_limit = time_limit
+        self.effort = check_effort(effort)
+
+    def run(self, cells) -> list[dict]:
+        op = cells.operator
+        validated = cells.validated and op.Q is not None
+        cons, tests = load_certifiers(self.certifiers)
+        try:
+            brs = bracket(op, list(cells.eps), validated=validated, time_limit=self.time_limit,
+                          constructions=cons, lower_tests=tests, effort=self.effort)
+        except Exception as exc:  # an operator that crashes is recorded, never a bound
+            brs = [Bracket(eps=float(e), lower=0, upper=-1, verdict="error",
+                           diagnostics=Diagnostics(error=f"{type(exc).__name__}: {exc}"))
+                   for e in cells.eps]
+        cells.publish(self.name, brs)
+        svd_s = svd_seconds(op.A)
+        rows = []
+        for br in brs:
+            ratio = br.upper / br.lower if br.lower > 0 and br.upper > 0 else ""
+            rows.append({
+                "lower": br.lower, "upper": br.upper,
+                "ratio": round(ratio, 6) if ratio != "" else "",
+                "lower_method": br.lower_method, "upper_method": br.upper_method,
+                "verdict": br.verdict, "seconds": round(br.seconds, 4),
+                "svd_seconds": round(svd_s, 6),
+                "lower_check": _check_label(br.checks.get("lower")),
+                "upper_check": _check_label(br.checks.get("upper")),
+                "validated_rho": f"{br.rho:.3g}" if validated else "",
+                "diagnostics": encode_diagnostics(br.diagnostics),
+            })
+        return rows

@@ -1,0 +1,108 @@
+"""The settings of an audit's cells: one frozen :class:`AuditConfig`, validated once.
+
+The CLI (``softrank audit``) builds it from its options, :func:`softrank.harness.audit.run_audit`
+keys the run's ledger by :meth:`AuditConfig.identity`, and every worker receives the same
+object and runs one operator's cells with :func:`softrank.audit.worker.run_operator`. How
+the cells are scheduled (workers, executor, resume) is not part of it: results do not
+depend on it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..attacks import EFFORTS as ATTACK_EFFORTS
+from ..certifiers.bracket import check_effort, validate_eps
+from ..certifiers.registry import load_certifiers
+from ..errors import InvalidArgumentError
+from ..validation import check_choice, check_positive
+from .pipeline import default_stages, stage_columns
+
+__all__ = ["AuditConfig", "ATTACKS"]
+
+#: The attack efforts an audit accepts: ``"none"`` and :data:`softrank.attacks.EFFORTS`.
+ATTACKS = ("none", *sorted(ATTACK_EFFORTS))
+
+
+@dataclass(frozen=True)
+class AuditConfig:
+    """What every cell of an audit is computed with (frozen; validated when made).
+
+    Parameters
+    ----------
+    eps : sequence of float
+        Tolerances in ``(0, 1)``, one cell each per operator (:func:`softrank.validate_eps`).
+    validated : bool
+        Bracket the exact softmax of each operator's factors when it has them
+        (docs/theory/checker.md#validated-input); ``validated_rho`` is then the enclosure
+        radius.
+    attacks : {"none", "quick", "standard", "hard"}
+        Effort of the targeted attack on every lower certificate of rank ``>= 2``
+        (docs/theory/attacks.md).
+    cell_timeout : float, optional
+        Seconds per cell (:func:`softrank.bracket`'s ``time_limit``).
+    effort : {"full", "fast"}
+        :func:`softrank.bracket`'s ``effort``.
+    certifiers : sequence of str
+        Third-party ``MODULE:OBJECT`` specs run beside the built-ins in every cell (loaded
+        here, so a bad spec fails before any work; workers load them by name).
+    stages : sequence of Stage or str
+        Extra stages run after the default ones (objects, or ``MODULE:OBJECT`` specs; see
+        :mod:`softrank.audit.pipeline`).
+
+    Raises
+    ------
+    InvalidArgumentError
+        Naming the first setting that is not valid, or a stage or certifier that cannot be
+        loaded or clashes with another.
+    """
+
+    eps: tuple[float, ...]
+    validated: bool = False
+    attacks: str = "quick"
+    cell_timeout: float | None = None
+    effort: str = "full"
+    certifiers: tuple[str, ...] = ()
+    stages: tuple[Any, ...] = ()
+    _stage_names: tuple[str, ...] = field(init=False, repr=False, compare=False, default=())
+    _columns: tuple[str, ...] = field(init=False, repr=False, compare=False, default=())
+
+    def __post_init__(self):
+        put = object.__setattr__.__get__(self)
+        put("eps", tuple(validate_eps(self.eps)))
+        if not isinstance(self.validated, bool):
+            raise InvalidArgumentError(f"validated: expected True or False, got {self.validated!r}")
+        put("attacks", check_choice(self.attacks, "attacks", ATTACKS))
+        if self.cell_timeout is not None:
+            put("cell_timeout", float(check_positive(self.cell_timeout, "cell_timeout (seconds)")))
+        put("effort", check_effort(self.effort))
+        for name in ("certifiers", "stages"):
+            v = getattr(self, name)
+            if isinstance(v, (str, bytes)) or not isinstance(v, (list, tuple)):
+                raise InvalidArgumentError(f"{name}: expected a list, got {v!r:.80}")
+            put(name, tuple(v))
+        if not all(isinstance(c, str) for c in self.certifiers):
+            raise InvalidArgumentError("certifiers: expected MODULE:OBJECT strings, got "
+                                       f"{list(self.certifiers)!r:.120}")
+        load_certifiers(self.certifiers)
+        pipeline = self.pipeline()
+        put("_stage_names", tuple(st.name for st in pipeline))
+        put("_columns", tuple(stage_columns(pipeline)))
+
+    def pipeline(self) -> list:
+        """The stages of every cell, in order (:func:`softrank.audit.pipeline.default_stages`)."""
+        return default_stages(self)
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The columns of every row (``brackets.csv``), in order."""
+        return self._columns
+
+    def identity(self) -> dict:
+        """The settings as the run's ledger records them (JSON-ready): a resumed run must
+        match them, and ``softrank diff`` lists those that differ."""
+        return {"eps": list(self.eps), "validated": self.validated, "attacks": self.attacks,
+                "cell_timeout": self.cell_timeout, "effort": self.effort,
+                "certifiers": list(self.certifiers), "stages": list(self._stage_names)}
+

@@ -1,0 +1,327 @@
+"""The audit's pipeline: the stages every cell of an operator goes through, in order.
+
+Each operator's cells (one per tolerance ``eps``) are measured by **stages**, run in order on
+all its cells at once (:func:`run_stages`):
+
+1. ``bracket`` (:mod:`softrank.audit.bracket_stage`): the certified bracket;
+2. ``attack`` (:mod:`softrank.audit.attack_stage`): the targeted attack on its lower
+   certificate;
+3. ``native-geometry`` and 5. ``intrinsic-descriptor``
+   (:mod:`softrank.audit.geometry_stages`): the factors' geometry and the descriptor;
+4. ``b1-features`` and 6. ``gauge-features`` (:mod:`softrank.audit.feature_stages`): the
+   add-on study's baseline features and the gauged native ones;
+
+then any stage a user adds (``softrank audit --stage MODULE:OBJECT``).
+
+A stage is any object with a ``name``, the ``columns`` it writes and a ``run(cells) ->
+list[dict]`` method returning one dict per tolerance with its own columns only
+(:class:`Stage`). What a stage hands to the stages after it goes into the operator's typed
+record, :class:`OperatorCells`: the bracket stage publishes its
+:class:`~softrank.certifiers.bracket.Bracket` objects, which the attack reads; the attack
+records a checked counterexample with :meth:`OperatorCells.refute`. No stage rewrites
+another's result: the pipeline alone writes the cell's final ``verdict`` (the bracket's, or
+``unsound`` when a stage refuted the lower certificate).
+
+A stage that raises leaves its columns empty and its error is recorded, never a value; each
+row's ``stages`` column records, by stage name, the seconds each stage took on the operator
+and its error if any (:class:`~softrank.audit.record.StageRecord`). Only the bracket stage's
+certificates (checked by :mod:`softrank.checker`) are bounds.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from ..errors import InvalidArgumentError
+from .record import ID_COLUMNS, STAGES_COLUMN, Refutation, StageRecord, cell_identity, encode_stages
+
+__all__ = ["OperatorCells", "Refutation", "Stage", "check_stages", "stage_columns",
+           "run_stages", "default_stages", "load_stages"]
+
+
+@dataclass
+class OperatorCells:
+    """All cells of one operator, as the stages see them: the operator, the tolerances and
+    what the earlier stages published.
+
+    Attributes
+    ----------
+    operator : Operator
+        The operator (``A`` (m, N) float64, row-stochastic; ``Q``, ``K``, ``beta`` when
+        known).
+    eps : tuple of float
+        The tolerances, one cell each, in the order of the rows.
+    validated : bool
+        Whether the bracket is certified for the exact softmax of the factors (validated
+        input mode; then :meth:`certified_matrix` is the enclosure's midpoint).
+    out : pathlib.Path or None
+        The audit's output directory (a stage may save files under it, e.g. the attack's
+        counterexamples), or None.
+    """
+
+    operator: Any
+    eps: tuple[float, ...]
+    validated: bool = False
+    out: Path | None = None
+    _published: dict = field(default_factory=dict, repr=False)
+    _refutations: dict = field(default_factory=dict, repr=False)
+    _shared: dict = field(default_factory=dict, repr=False)
+
+    def publish(self, stage: str, results: Sequence[Any]) -> None:
+        """Hand one typed result per tolerance to the later stages, under the stage's name
+        (once per stage).
+
+        Raises
+        ------
+        InvalidArgumentError
+            If ``stage`` has published already, or ``results`` is not one per tolerance.
+        """
+        if stage in self._published:
+            raise InvalidArgumentError(f"stage {stage!r} has published its results already")
+        results = tuple(results)
+        if len(results) != len(self.eps):
+            raise InvalidArgumentError(f"stage {stage!r}: expected {len(self.eps)} results, "
+                                       f"one per tolerance, got {len(results)}")
+        self._published[stage] = results
+
+    def published(self, stage: str) -> tuple:
+        """The results ``stage`` published (one per tolerance), or ``()``."""
+        return self._published.get(stage, ())
+
+    @property
+    def brackets(self) -> tuple:
+        """The bracket stage's :class:`~softrank.certifiers.bracket.Bracket` per tolerance
+        (``()`` before it runs, or when it failed)."""
+        return self.published("bracket")
+
+    def refute(self, index: int, refutation: Refutation) -> None:
+        """Record a checked counterexample to the lower certificate of cell ``index``: the
+        pipeline makes the cell's verdict ``unsound``."""
+        if not (isinstance(index, int) and 0 <= index < len(self.eps)):
+            raise InvalidArgumentError(f"index: expected a cell index in [0, {len(self.eps)}), "
+                                       f"got {index!r}")
+        self._refutations.setdefault(index, []).append(refutation)
+
+    def refutations(self, index: int) -> tuple:
+        """The refutations recorded for cell ``index``."""
+        return tuple(self._refutations.get(index, ()))
+
+    def shared(self, key: str, make: Callable[[], Any]) -> Any:
+        """``make()`` once per operator, shared by every stage that asks for ``key``."""
+        if key not in self._shared:
+            self._shared[key] = make()
+        return self._shared[key]
+
+    def certified_matrix(self):
+        """The matrix the bracket's certificates are about: ``A``, or in validated mode the
+        midpoint of the enclosure of the exact softmax of the factors."""
+        op = self.operator
+        if not (self.validated and op.Q is not None):
+            return op.A
+
+        def enclose():
+            from ..checker.validated import enclose_softmax
+
+            return enclose_softmax(op.Q, op.K, op.beta)[0]
+
+        return self.shared("certified_matrix", enclose)
+
+
+@runtime_checkable
+class Stage(Protocol):
+    """One per-cell measurement of an audit (see the module docstring).
+
+    Attributes
+    ----------
+    name : str
+        Unique among the audit's stages; the key of its record in the ``stages`` column.
+    columns : tuple of str
+        The columns it adds to each row (distinct from every other stage's and from
+        :data:`~softrank.audit.record.ID_COLUMNS`).
+
+    Methods
+    -------
+    run(cells)
+        Returns a list of ``len(cells.eps)`` dicts, one per tolerance in order, whose keys
+        are among its own ``columns`` (missing keys are left empty). It may read what earlier
+        stages published (:meth:`OperatorCells.published`), publish its own typed results
+        and record refutations; it never writes another stage's columns.
+    """
+
+    name: str
+    columns: tuple[str, ...]
+
+    def run(self, cells: OperatorCells) -> list[dict]:
+        ...
+
+
+def check_stages(stages: Sequence[Any]) -> list:
+    """The stages as a list, validated before any work.
+
+    Raises
+    ------
+    InvalidArgumentError
+        If an entry lacks ``name``, ``columns`` or ``run``, two stages share a name or a
+        column, a column is one of the identity columns or ``stages``, or a stage declares
+        ``rewrites`` (a stage writes its own columns only; see :meth:`OperatorCells.refute`).
+    """
+    out, names, owner = [], set(), {c: "the operator's identity" for c in ID_COLUMNS}
+    owner[STAGES_COLUMN] = "the stage record"
+    for st in stages:
+        name = getattr(st, "name", None)
+        cols = getattr(st, "columns", None)
+        if not isinstance(name, str) or not name or not callable(getattr(st, "run", None)):
+            raise InvalidArgumentError(f"stages: {st!r:.80} is not a stage (expected an object "
+                                       "with a str name, a tuple of columns and run(cells))")
+        if not isinstance(cols, (tuple, list)) or not all(isinstance(c, str) and c for c in cols):
+            raise InvalidArgumentError(f"stages: {name!r}: columns: expected a tuple of column "
+                                       f"names, got {cols!r:.80}")
+        if getattr(st, "rewrites", ()):
+            raise InvalidArgumentError(
+                f"stages: {name!r} declares rewrites={st.rewrites!r}: a stage writes its own "
+                "columns only (a checked counterexample is recorded with cells.refute(), and the "
+                "pipeline sets the verdict)")
+        if name in names:
+            raise InvalidArgumentError(f"stages: the name {name!r} is given twice")
+        names.add(name)
+        for c in cols:
+            if c in owner:
+                raise InvalidArgumentError(f"stages: {name!r}: column {c!r} is already written "
+                                           f"by {owner[c]}")
+            owner[c] = f"stage {name!r}"
+        out.append(st)
+    return out
+
+
+def stage_columns(stages: Sequence[Any]) -> list[str]:
+    """The row's columns: the identity columns, each stage's in order, then ``stages``."""
+    cols = list(ID_COLUMNS)
+    for st in stages:
+        cols += list(st.columns)
+    return cols + [STAGES_COLUMN]
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:300]}"
+
+
+def _run_one(st, cells: OperatorCells, n: int) -> tuple[list[dict], str]:
+    """One stage on the operator's cells: its rows and its error (``""`` when none)."""
+    try:
+        got = st.run(cells)
+        if not isinstance(got, list) or len(got) != n or not all(isinstance(g, dict) for g in got):
+            raise InvalidArgumentError(f"stage {st.name!r} returned {type(got).__name__} "
+                                       f"of {len(got) if hasattr(got, '__len__') else '?'} "
+                                       f"entries, expected a list of {n} dicts")
+        extra = sorted({k for g in got for k in g} - set(st.columns))
+        if extra:
+            raise InvalidArgumentError(f"stage {st.name!r} wrote columns it does not "
+                                       f"declare: {extra[:5]}")
+        return got, ""
+    except Exception as exc:  # noqa: BLE001 - recorded by name; never a value
+        return [{} for _ in range(n)], _one_line(exc)
+
+
+def run_stages(operator, eps: Sequence[float], stages: Sequence[Any], *,
+               validated: bool = False, out: Path | None = None) -> list[dict]:
+    """Every cell of ``operator`` as a row: the stages run in order on all its cells.
+
+    Parameters
+    ----------
+    operator : Operator
+    eps : sequence of float
+        Tolerances, one row each, in this order.
+    stages : sequence of Stage
+        Validated with :func:`check_stages`.
+    validated, out
+        See :class:`OperatorCells`.
+
+    Returns
+    -------
+    list of dict
+        One row per tolerance with the keys :func:`stage_columns` (empty strings where a
+        stage wrote nothing or failed). A cell with a refutation has verdict ``unsound``.
+
+    Raises
+    ------
+    InvalidArgumentError
+        If the stages are malformed (before any runs). A stage that raises while it runs,
+        or returns rows of the wrong number or keys, is recorded in the ``stages`` column
+        with its error and its columns are left empty; nothing else stops the operator.
+    """
+    stages = check_stages(stages)
+    cells = OperatorCells(operator, tuple(float(e) for e in eps), bool(validated),
+                          None if out is None else Path(out))
+    rows = [cell_identity(operator, e) for e in cells.eps]
+    record: dict[str, StageRecord] = {}
+    for st in stages:
+        t0 = time.perf_counter()
+        got, error = _run_one(st, cells, len(rows))
+        record[st.name] = StageRecord(time.perf_counter() - t0, error)
+        for row, g in zip(rows, got):
+            for c in st.columns:
+                row[c] = g.get(c, "")
+    for i, row in enumerate(rows):
+        if cells.refutations(i) and "verdict" in row:
+            row["verdict"] = "unsound"
+    stamp = encode_stages(record)
+    for row in rows:
+        row[STAGES_COLUMN] = stamp
+    return rows
+
+
+def default_stages(config) -> list:
+    """The stages of an audit cell under ``config`` (an
+    :class:`~softrank.audit.config.AuditConfig`), in the order they run (see the module
+    docstring), then the config's extra stages."""
+    from .attack_stage import AttackStage
+    from .bracket_stage import BracketStage
+    from .feature_stages import BaselineFeaturesStage, GaugeFeaturesStage
+    from .geometry_stages import IntrinsicDescriptorStage, NativeGeometryStage
+
+    stages = [BracketStage(config.certifiers, config.cell_timeout, config.effort),
+              AttackStage(config.attacks), NativeGeometryStage(), BaselineFeaturesStage(),
+              IntrinsicDescriptorStage(), GaugeFeaturesStage()]
+    return check_stages(stages + load_stages(config.stages))
+
+
+_LOADED_STAGES: dict = {}
+
+
+def load_stages(specs) -> list:
+    """Stages from ``MODULE:OBJECT`` specs (a class is instantiated without arguments;
+    loaded once per process, so workers load them by name); objects are returned as given.
+
+    Raises
+    ------
+    InvalidArgumentError
+        A malformed spec, one that cannot be imported, or an object that is not a stage
+        (:class:`Stage`).
+    """
+    from ..certifiers.interface import load_object
+
+    out = []
+    for spec in specs:
+        if not isinstance(spec, str):
+            out.append(spec)
+            continue
+        st = _LOADED_STAGES.get(spec)
+        if st is None:
+            obj = load_object(spec, "--stage")
+            if isinstance(obj, type):
+                try:
+                    obj = obj()
+                except Exception as exc:
+                    raise InvalidArgumentError(f"--stage {spec!r}: the class could not be "
+                                               f"instantiated without arguments ({exc})") from exc
+            if not isinstance(obj, Stage):
+                raise InvalidArgumentError(f"--stage {spec!r}: expected an object with name, "
+                                           "columns and run(cells)")
+            st = _LOADED_STAGES[spec] = obj
+        out.append(st)
+    return check_stages(out)

@@ -1,0 +1,266 @@
+"""The audit's cell record: one row per cell, written once and read back through one set of types.
+
+A **cell** is one operator at one tolerance ``eps``. Its row holds the operator's identity
+(:data:`ID_COLUMNS`), every stage's columns (strings and numbers, as in ``brackets.csv``;
+the README lists them) and two structured columns, serialised here and nowhere else:
+
+* ``diagnostics``: the bracket's :class:`~softrank.certifiers.interface.Diagnostics` (every
+  method's :class:`~softrank.certifiers.interface.MethodRecord`, the checker's
+  disagreements, the ends carried from another tolerance, the error of an ``error`` cell),
+  written by :func:`encode_diagnostics` and read by :func:`read_diagnostics`;
+* ``stages`` (:data:`STAGES_COLUMN`): ``{stage name: StageRecord}``, the seconds each stage
+  took on the operator and its error, written by :func:`encode_stages` and read by
+  :func:`read_stages`.
+
+The pipeline (:mod:`softrank.audit.pipeline`) writes rows; the ledger stores them as they are
+and exports them to ``brackets.csv`` and ``brackets.parquet``; the report and ``softrank
+diff`` read them back with :func:`read_cell` (a validated, typed copy of a row), so the
+verdicts and statuses they accept are the interface's :data:`Verdict` and :data:`Status`
+literals and a record that is not softrank's is refused by name.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, get_args
+
+from ..certifiers.interface import Diagnostics, MethodRecord, Status, Verdict
+from ..errors import MalformedRecord
+from ..ids import group_key
+
+__all__ = ["ID_COLUMNS", "STAGES_COLUMN", "VERDICTS", "STATUSES", "StageRecord", "group_key",
+           "Refutation", "cell_identity", "encode_diagnostics", "read_diagnostics", "encode_stages",
+           "read_stages", "read_cell", "cell_key"]
+
+#: Columns every row carries before any stage runs: the operator's identity and the cell's
+#: tolerance.
+ID_COLUMNS = ("operator_id", "family", "source", "layer", "head", "block", "m", "n",
+              "checkpoint", "planted_rank", "eps")
+
+#: The last column: ``{stage name: {"seconds": s[, "error": "Type: message"]}}`` as JSON.
+STAGES_COLUMN = "stages"
+
+#: A cell's verdicts and a method's statuses: the interface's literals.
+VERDICTS = get_args(Verdict)
+STATUSES = get_args(Status)
+
+
+@dataclass(frozen=True)
+class StageRecord:
+    """What one stage did on one operator (the same for all its cells).
+
+    Attributes
+    ----------
+    seconds : float
+        Wall time of the stage's ``run`` on the operator's cells.
+    error : str
+        ``"Type: message"`` when it raised or broke its protocol (its columns are then
+        empty); empty otherwise.
+    """
+
+    seconds: float
+    error: str = ""
+
+    def to_dict(self) -> dict:
+        d: dict = {"seconds": round(self.seconds, 4)}
+        if self.error:
+            d["error"] = self.error
+        return d
+
+
+@dataclass(frozen=True)
+class Refutation:
+    """A checked counterexample to a cell's lower certificate, recorded by a stage.
+
+    Attributes
+    ----------
+    by : str
+        The stage's name.
+    claimed : int
+        The rank the lower certificate claimed.
+    found : int
+        The rank of the witness within ``eps`` that the checker accepted.
+    saved : pathlib.Path or None
+        Where the certificate and its counterexample were saved, if anywhere.
+    """
+
+    by: str
+    claimed: int
+    found: int
+    saved: Path | None = None
+
+
+def cell_identity(op, eps: float) -> dict:
+    """The :data:`ID_COLUMNS` of ``op``'s cell at ``eps`` (empty strings where unknown)."""
+    prov = op.provenance()
+    return {"operator_id": op.operator_id, "family": op.family, "source": op.source,
+            "layer": "" if op.layer is None else op.layer,
+            "head": "" if op.head is None else op.head, "block": op.block,
+            "m": op.shape[0], "n": op.shape[1], "checkpoint": prov.get("checkpoint", ""),
+            "planted_rank": prov.get("planted_rank", ""), "eps": float(eps)}
+
+
+def _compact(obj) -> str:
+    return json.dumps(obj, separators=(",", ":"))
+
+
+def encode_diagnostics(diag: Diagnostics) -> str:
+    """The ``diagnostics`` column of a cell: ``diag`` as compact JSON."""
+    return _compact(diag.to_dict())
+
+
+def encode_stages(records: Mapping[str, StageRecord]) -> str:
+    """The ``stages`` column: ``{name: record}`` as compact JSON, in the order run."""
+    return _compact({name: rec.to_dict() for name, rec in records.items()})
+
+
+def _method(m) -> MethodRecord:
+    if isinstance(m, MethodRecord):
+        return m
+    if not (isinstance(m, dict) and isinstance(m.get("name"), str)
+            and m.get("side") in ("lower", "upper") and m.get("status") in STATUSES
+            and (m.get("rank") is None or (isinstance(m.get("rank"), int)
+                                           and not isinstance(m.get("rank"), bool)))
+            and isinstance(m.get("seconds", 0.0), (int, float))
+            and isinstance(m.get("message", ""), str)
+            and set(m) <= {"name", "side", "origin", "status", "rank", "seconds", "message"}):
+        raise MalformedRecord("diagnostics: a method record is not softrank's (expected name, "
+                              f"side, origin, status, rank and seconds), got {m!r:.120}")
+    return MethodRecord(name=m["name"], side=m["side"], origin=m.get("origin", "builtin"),
+                        status=m["status"], rank=m.get("rank"),
+                        seconds=float(m.get("seconds", 0.0)), message=m.get("message", ""))
+
+
+def read_diagnostics(row: Mapping[str, Any]) -> Diagnostics:
+    """The cell's :class:`~softrank.certifiers.interface.Diagnostics` (empty when the row has
+    none: a stage error, or an audit older than the column).
+
+    Parameters
+    ----------
+    row : mapping
+        A cell row; its ``diagnostics`` is JSON text (``brackets.csv``, the ledger), a dict
+        or a :class:`Diagnostics`.
+
+    Raises
+    ------
+    MalformedRecord
+        When the column is not softrank's record (not JSON, or methods without name, side,
+        status, rank and seconds).
+    """
+    d = row.get("diagnostics", "")
+    if isinstance(d, Diagnostics):
+        return d
+    if d in ("", None):
+        return Diagnostics()
+    if isinstance(d, str):
+        try:
+            d = json.loads(d)
+        except ValueError as exc:
+            raise MalformedRecord(f"diagnostics: not JSON ({exc})") from None
+    if not isinstance(d, dict) or not isinstance(d.get("methods", []), list):
+        raise MalformedRecord("diagnostics: expected a JSON object with a list of methods, "
+                              f"got {d!r:.120}")
+    try:
+        diag = Diagnostics.from_dict({**d, "methods": []})
+    except (TypeError, ValueError) as exc:
+        raise MalformedRecord(f"diagnostics: {exc}") from None
+    diag.methods = [_method(m) for m in d.get("methods", [])]
+    return diag
+
+
+def read_stages(row: Mapping[str, Any]) -> dict[str, StageRecord]:
+    """``{stage name: StageRecord}`` from the row's ``stages`` column (empty without one).
+
+    Raises
+    ------
+    MalformedRecord
+        When the column is not a JSON object of ``{"seconds": s[, "error": e]}`` records.
+    """
+    st = row.get(STAGES_COLUMN, "")
+    if st in ("", None):
+        return {}
+    if isinstance(st, str):
+        try:
+            st = json.loads(st)
+        except ValueError as exc:
+            raise MalformedRecord(f"stages: not JSON ({exc})") from None
+    if not isinstance(st, dict):
+        raise MalformedRecord(f"stages: expected a JSON object, got {st!r:.120}")
+    out = {}
+    for name, rec in st.items():
+        if isinstance(rec, StageRecord):
+            out[name] = rec
+            continue
+        if not (isinstance(rec, dict) and isinstance(rec.get("seconds"), (int, float))
+                and isinstance(rec.get("error", ""), str)):
+            raise MalformedRecord(f"stages: the record of {name!r} is not softrank's, got "
+                                  f"{rec!r:.120}")
+        out[name] = StageRecord(float(rec["seconds"]), rec.get("error", ""))
+    return out
+
+
+def cell_key(row: Mapping[str, Any]) -> tuple[str, float]:
+    """``(operator_id, eps)``: what keys a cell in a run."""
+    return str(row["operator_id"]), float(row["eps"])
+
+
+def read_cell(row: Mapping[str, Any]) -> dict:
+    """A validated, typed copy of a cell row, as the report and ``softrank diff`` read it.
+
+    ``lower`` and ``upper`` become ints, ``eps`` and ``seconds`` floats (``seconds`` stays
+    ``""`` when empty), ``diagnostics`` a :class:`Diagnostics` and ``stages`` a dict of
+    :class:`StageRecord`; every other column is kept as it is.
+
+    Raises
+    ------
+    MalformedRecord
+        Naming what is wrong: a missing id column, ends that are not integers or do not fit
+        the verdict (an ``error`` cell has ends ``(0, -1)``), a verdict outside
+        :data:`VERDICTS`, seconds that are not a finite number ``>= 0``, or a structured
+        column that is not softrank's record.
+    """
+    r = dict(row)
+    for col, conv in (("operator_id", str), ("eps", float), ("lower", int), ("upper", int)):
+        if col not in r:
+            raise MalformedRecord(f"no column {col!r}")
+        try:
+            v = r[col]
+            if conv is int and (isinstance(v, bool) or (isinstance(v, float) and not v.is_integer())):
+                raise ValueError(v)
+            r[col] = conv(v)
+        except (TypeError, ValueError):
+            raise MalformedRecord(f"{col} {r[col]!r} is not "
+                                  f"{'an integer' if conv is int else 'a number'}") from None
+    lo, up, verdict = r["lower"], r["upper"], r.get("verdict")
+    if not (r["operator_id"] and 0 < r["eps"] < 1):
+        raise MalformedRecord("expected an operator id and 0 < eps < 1")
+    if verdict not in VERDICTS:
+        raise MalformedRecord(f"verdict {verdict!r} is not one of {VERDICTS}")
+    if verdict == "error":
+        if (lo, up) != (0, -1):
+            raise MalformedRecord(f"an error cell has ends (0, -1), got ({lo}, {up})")
+    elif lo < 0 or up < 0 or (
+            not (lo > up or _refuted(r)) if verdict == "unsound"
+            else (verdict == "resolved") != (lo == up) or lo > up):
+        raise MalformedRecord(f"ends ({lo}, {up}) do not fit the verdict {verdict!r}")
+    sec = r.get("seconds", "")
+    if sec not in ("", None):
+        try:
+            r["seconds"] = float(sec)
+        except (TypeError, ValueError):
+            raise MalformedRecord(f"seconds {sec!r} is not a number") from None
+        if not (r["seconds"] >= 0 and math.isfinite(r["seconds"])):
+            raise MalformedRecord(f"seconds {sec!r} is not a finite number >= 0")
+    r["diagnostics"] = read_diagnostics(r)
+    r[STAGES_COLUMN] = read_stages(r)
+    return r
+
+
+def _refuted(r: Mapping[str, Any]) -> bool:
+    """The cell's lower certificate was refuted by a checked counterexample (the attack
+    stage): its verdict is ``unsound`` whatever its ends."""
+    return r.get("attack") == "SUCCEEDED"

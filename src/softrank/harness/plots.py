@@ -1,0 +1,176 @@
+"""The audit report's plots (PNG, matplotlib's Agg backend): MiniLM heads by layer and head,
+the families' resolved shares and ratios, and the constructions against the certified lower
+ends. Each function writes one file into ``out`` and returns its name; the report
+(:mod:`softrank.harness.report`) decides what is plotted.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["plot_minilm", "plot_families", "plot_constructions"]
+
+
+def plot_minilm(rows, eps, out: Path) -> list[str]:
+    """Lower end, upper end and their ratio by layer and head, one PNG per MiniLM width at
+    ``eps``; returns the files' names."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    files = []
+    widths = sorted({int(r["n"]) for r in rows if r["family"] == "minilm"})
+    for w in widths:
+        sel = [r for r in rows if r["family"] == "minilm" and int(r["n"]) == w
+               and abs(float(r["eps"]) - eps) < 1e-12 and r["layer"] != ""]
+        if not sel:
+            continue
+        L = np.full((6, 12), np.nan)
+        U = np.full((6, 12), np.nan)
+        for r in sel:
+            L[int(r["layer"]), int(r["head"])] = int(r["lower"])
+            U[int(r["layer"]), int(r["head"])] = int(r["upper"])
+        fig, axes = plt.subplots(1, 3, figsize=(15, 3.6), constrained_layout=True)
+        vmax = np.nanmax(U) if np.isfinite(U).any() else 1
+        R = U / L
+        for ax, M, title, fmt, kw in (
+            (axes[0], L, "lower (certified)", "{:.0f}", dict(vmin=0, vmax=vmax, cmap="viridis")),
+            (axes[1], U, "upper (witness)", "{:.0f}", dict(vmin=0, vmax=vmax, cmap="viridis")),
+            (axes[2], R, "upper / lower", "{:.1f}",
+             dict(vmin=1, vmax=max(2.0, float(np.nanmax(R))), cmap="magma_r")),
+        ):
+            im = ax.imshow(M, aspect="auto", **kw)
+            ax.set_title(f"{title}, width {w}, eps {eps:g}")
+            ax.set_xlabel("head")
+            ax.set_ylabel("layer")
+            ax.set_xticks(range(12))
+            ax.set_yticks(range(6))
+            for (i, j), v in np.ndenumerate(M):
+                if np.isfinite(v):
+                    r, g, b, _ = im.cmap(im.norm(v))
+                    ink = "k" if 0.299 * r + 0.587 * g + 0.114 * b > 0.5 else "w"
+                    ax.text(j, i, fmt.format(v), ha="center", va="center", fontsize=7, color=ink)
+            fig.colorbar(im, ax=ax, shrink=0.85)
+        name = f"minilm_w{w}_eps{eps:g}.png"
+        fig.savefig(out / name, dpi=110)
+        plt.close(fig)
+        files.append(name)
+    return files
+
+
+def plot_families(summary, out: Path) -> str:
+    """Resolved share and median upper/lower by family group and tolerance (from the
+    summary); returns the file's name."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fams = list(summary["families"])
+    eps = [f"{e:g}" for e in summary["eps"]]
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4), constrained_layout=True)
+    x = np.arange(len(fams))
+    wbar = 0.8 / max(len(eps), 1)
+    for t, e in enumerate(eps):
+        res = [summary["families"][f].get(e, {}).get("resolved_pct", np.nan) for f in fams]
+        rat = [summary["families"][f].get(e, {}).get("median_ratio") or np.nan for f in fams]
+        for ax, vals, fmt in ((axes[0], res, "{:.0f}"), (axes[1], rat, "{:.1f}")):
+            bars = ax.bar(x + t * wbar, vals, wbar, label=f"eps {e}")
+            for bar, v in zip(bars, vals):  # a 0 % bar is a value, not missing data
+                if np.isfinite(v):
+                    ax.annotate(fmt.format(v), (bar.get_x() + bar.get_width() / 2, v),
+                                ha="center", va="bottom", fontsize=6)
+        if e == "0.25":  # the paper's BERT-native figure, only where it compares
+            xs = [x[i] + t * wbar for i, f in enumerate(fams) if f.startswith("minilm")]
+            if xs:
+                bert = summary["paper"]["resolved_at_0.25"]["BERT native"]
+                axes[0].scatter(xs, [100 * bert] * len(xs),
+                                marker="_", s=300, color="k", zorder=3,
+                                label="paper: BERT native, eps 0.25")
+    axes[1].axhspan(2.6, 3.8, color="0.85", zorder=0, label="paper: 2.6-3.8 by family")
+    for ax, title in ((axes[0], "resolved %"), (axes[1], "median upper / lower")):
+        ax.set_xticks(x + wbar * (len(eps) - 1) / 2)
+        ax.set_xticklabels(fams, rotation=35, ha="right", fontsize=8)
+        ax.set_title(title)
+        ax.legend(fontsize=7)
+    name = "families.png"
+    fig.savefig(out / name, dpi=110)
+    plt.close(fig)
+    return name
+
+
+#: One colour per origin in the Constructions plot: a user's construction stands out.
+_ORIGIN_COLOUR = {"builtin": "C0", "reference": "C1", "third-party": "C3"}
+
+
+def plot_constructions(points: dict, out: Path) -> str | None:
+    """Each construction's checked rank against the cell's certified lower end (log-log), one
+    panel per construction on shared axes: its own cells in its origin's colour (marker
+    area grows with the number of cells at the same point), every construction's in light
+    grey behind, and the diagonal ``rank = lower`` that no sound witness lies below.
+
+    One panel each, not one scatter of every construction: with a dozen constructions on
+    one axis (15 on the default panel) the markers hid each other and the legend hid the
+    data.
+
+    Parameters
+    ----------
+    points : dict
+        ``{construction: (origin, origin label, [(certified lower end, checked rank), ...])}``
+        in the order the constructions ran; origin is ``builtin``, ``reference`` or
+        ``third-party``.
+    out : pathlib.Path
+        Directory the PNG is written to.
+
+    Returns
+    -------
+    str or None
+        The file's name, or None when no construction has a point."""
+    import math
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
+
+    pts = {n: v for n, (_, _, v) in points.items() if v}
+    if not pts:
+        return None
+    every = np.array([p for v in pts.values() for p in v], dtype=float)
+    hi = max(1.0, float(every.max()))
+    ncols = min(4, len(pts))
+    nrows = math.ceil(len(pts) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(2.9 * ncols + 0.7, 2.6 * nrows + 0.9),
+                             sharex=True, sharey=True, squeeze=False, constrained_layout=True)
+    for ax, (n, v) in zip(axes.flat, pts.items()):
+        origin, label = points[n][:2]
+        at, count = np.unique(np.array(v, dtype=float), axis=0, return_counts=True)
+        x, y = at.T
+        ax.scatter(every[:, 0], every[:, 1], s=5, color="0.85", linewidths=0, zorder=1)
+        ax.scatter(x, y, s=9 * np.sqrt(count) + 5, color=_ORIGIN_COLOUR.get(origin, "C2"),
+                   alpha=0.75, linewidths=0, zorder=2)
+        ax.plot([1, hi], [1, hi], "k--", lw=0.8, zorder=3)
+        ax.set_title(f"{n} ({label}): {len(v)} "
+                     f"cell{'' if len(v) == 1 else 's'}", fontsize=8)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        for axis in (ax.xaxis, ax.yaxis):  # ranks read off as 1 2 5 10 20 50, not powers
+            axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+            axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            axis.set_minor_locator(NullLocator())
+        ax.tick_params(labelsize=7)
+    for i in range(len(pts), nrows * ncols):  # empty panels of the last row
+        axes.flat[i].set_visible(False)
+        axes.flat[i - ncols].tick_params(labelbottom=True)  # the x labels go to the one above
+    fig.supxlabel("certified lower end of the cell", fontsize=9)
+    fig.supylabel("construction's checked rank", fontsize=9)
+    fig.suptitle("Constructions against the certified lower end (every cell, every eps; "
+                 "dashed: rank = certified lower; grey: every construction)", fontsize=9)
+    name = "constructions.png"
+    fig.savefig(out / name, dpi=110)
+    plt.close(fig)
+    return name
