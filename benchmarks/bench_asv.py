@@ -106,7 +106,7 @@ class Constructions(_Base):
 class LowerFamilies(_Base):
     """Each lower-certificate family (docs/theory/lower.md)."""
 
-    params = (["trivial", "frobenius", "key-groups", "truncated-pseudoinverse", "lp-decoder",
+    params = (["trivial", "frobenius", "key-groups", "truncated-pseudoinverse", "lp-decoder-blocks2",
                "subspace"], SIZES)
     param_names = ["family", "n"]
 
@@ -280,7 +280,7 @@ class Brackets:
     def track_gap(self, ops, name):
         from softrank import bracket
 
-        b = bracket(self.A, EPS)
+        (b,) = bracket(self.A, EPS)
         return b.upper - b.lower
 
     def track_time_over_svd(self, ops, name):

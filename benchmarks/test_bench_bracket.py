@@ -48,7 +48,7 @@ def test_bracket_time_and_tightness(benchmark, name):
     for _ in range(5):
         np.linalg.svd(op.A)
     svd_s = (time.perf_counter() - t) / 5
-    br = benchmark.pedantic(bracket, args=(op, EPS), rounds=3, iterations=1)
+    (br,) = benchmark.pedantic(bracket, args=(op, EPS), rounds=3, iterations=1)
     benchmark.extra_info.update({
         "eps": EPS, "lower": br.lower, "upper": br.upper,
         "ratio": br.upper / br.lower, "lower_method": br.lower_method,

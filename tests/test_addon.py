@@ -9,7 +9,8 @@ import pytest
 
 from softrank.errors import InvalidArgumentError
 from softrank.studies import addon
-from softrank.studies.addon import addon_from_rows, addon_test, aggregate, write_addon
+from softrank.studies.addon import addon_test, aggregate
+from softrank.studies.addon_audit import addon_from_rows, write_addon
 from softrank.studies.features import (baseline_features, gauge_diagonal, gauged_native,
                                        native_features)
 

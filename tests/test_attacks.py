@@ -100,7 +100,7 @@ def test_exact_rank_of_planted_blocks_is_not_refuted(m, N, k, delta, eps):
     lo, hi = op.meta["exact_eps_range"]
     assert lo <= eps < hi
     # the exact value, from both sides, with checked certificates
-    br = softrank.bracket(op, eps)
+    (br,) = softrank.bracket(op, eps)
     assert br.lower == k == br.upper
     assert check(op.A, br.lower_certificate).ok and check(op.A, br.upper_witness).ok
     res = attack(op.A, eps, k, upper_witness=br.upper_witness, effort="quick")

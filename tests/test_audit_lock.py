@@ -235,14 +235,15 @@ def test_kill_9_of_a_running_audit_leaves_no_worker_behind(tmp_path, capsys):
     sleeping on their task queue for ever, and --resume finishes the run."""
     p = tmp_path / "slow.toml"
     # cells sleep 60 s while the file 'slow' exists: the workers are busy when the main
-    # process is killed; the resume runs without it
-    (tmp_path / "sleepymod.py").write_text(
+    # process is killed; the resume runs without it, in this process. The module's name is
+    # its own: another test's 'sleepymod' (which always sleeps) may be imported here already
+    (tmp_path / "sleepykill.py").write_text(
         "import os, time\nclass Sleepy:\n    name = 'sleepy'\n"
         "    def witness(self, operator, eps):\n"
         f"        if os.path.exists({str(tmp_path / 'slow')!r}):\n"
         "            time.sleep(60)\n        return None\n")
     (tmp_path / "slow").write_text("")
-    p.write_text("eps = [0.2, 0.5]\n[[certifier]]\nspec = 'sleepymod:Sleepy'\npath = '.'\n" + "".join(
+    p.write_text("eps = [0.2, 0.5]\n[[certifier]]\nspec = 'sleepykill:Sleepy'\npath = '.'\n" + "".join(
         f"[[synthetic]]\nfamily = 'gaussian_head'\nm = 8\nN = 8\nseed = {s}\n" for s in range(4)))
     out = tmp_path / "o"
     proc = subprocess.Popen([sys.executable, "-m", "softrank.harness.cli", "audit", "--panel",

@@ -110,7 +110,7 @@ def assert_consistent(brs):
 @pytest.mark.parametrize("eps", [0.1, 0.5, 0.9])
 def test_identity_is_full_rank(eps):
     I8 = np.eye(8)
-    br = bracket(I8, eps)
+    (br,) = bracket(I8, eps)
     assert (br.lower, br.upper, br.verdict) == (8, 8, "resolved")
     assert_sound(I8, br, eps)
 
@@ -131,7 +131,7 @@ def test_repeated_tolerance_is_rejected():
 @pytest.mark.parametrize("eps", [0.1, 0.5, 0.9])
 def test_constant_rows_rank_one(shape, eps):
     A = np.full(shape, 1.0 / shape[1])
-    br = bracket(A, eps)
+    (br,) = bracket(A, eps)
     assert (br.lower, br.upper) == (1, 1)
     assert_sound(A, br, eps)
 
@@ -192,7 +192,7 @@ def test_planted_lower_never_exceeds_k(seed):
 def test_property_planted_lower_at_most_k(k, dm, dn, delta, frac, seed, conc):
     op = planted(k + dm + 1, k + dn + 1, k, delta, seed=seed, concentration=conc)
     eps = delta + 1e-9 + frac * (0.999 - delta - 1e-9)
-    br = bracket(op, eps)
+    (br,) = bracket(op, eps)
     assert br.lower <= k
     assert_sound(op.A, br, eps, recheck=False)
 
@@ -342,17 +342,30 @@ def test_permutation_invariance_of_the_truth():
 
 def test_operator_and_array_inputs_agree():
     op = grid(1, 10)
-    a = bracket(op, 0.2)
-    b = bracket(np.array(op.A), 0.2)
+    (a,) = bracket(op, 0.2)
+    (b,) = bracket(np.array(op.A), 0.2)
     assert (a.lower, a.upper) == (b.lower, b.upper)
 
 
-def test_scalar_vs_list_return_types():
+def test_bracket_always_returns_a_list():
     A = np.eye(4)
-    assert not isinstance(bracket(A, 0.5), list)
-    assert isinstance(bracket(A, [0.5]), list) and len(bracket(A, [0.5])) == 1
-    assert bracket(A, np.float64(0.5)).lower == 4
+    for eps in (0.5, np.float64(0.5), np.array(0.5), [0.5], (0.5,), np.array([0.5])):
+        brs = bracket(A, eps)
+        assert isinstance(brs, list) and [(b.eps, b.lower, b.upper) for b in brs] == [(0.5, 4, 4)]
     assert [b.lower for b in bracket(A, np.array([0.5, 0.2]))] == [4, 4]
+
+
+def test_an_error_bracket_has_no_ends_and_says_why(monkeypatch):
+    import softrank.certifiers.bracket as engine
+
+    def crash(*a, **kw):
+        raise RuntimeError("the engine crashed")
+
+    monkeypatch.setattr(engine, "_bracket_one", crash)
+    (br,) = bracket(np.eye(4), 0.5)
+    assert br.verdict == "error" and (br.lower, br.upper) == (None, None)
+    assert not br.bounded and br.diagnostics.error == "RuntimeError: the engine crashed"
+    assert br.lower_certificate is None and br.upper_witness is None
 
 
 # ------------------------------------------------------------------------------ bad input
@@ -369,7 +382,7 @@ def test_bad_eps_raises_naming_eps(eps):
 @pytest.mark.parametrize("eps", [None, np.array(0.5)], ids=["None", "0-d"])
 def test_eps_none_or_zero_d_array(eps):
     try:
-        br = bracket(np.eye(3), eps)
+        (br,) = bracket(np.eye(3), eps)
     except InvalidArgumentError as exc:
         assert str(exc).startswith("eps:")
     else:
@@ -559,7 +572,7 @@ def _assert_no_lp_bound(op, brs, allow_error):
         if br.verdict == "error":
             assert allow_error, br.diagnostics
             assert br.lower_certificate is None and br.upper_witness is None
-            assert br.lower == 0 and br.upper == -1
+            assert br.lower is None and br.upper is None
             continue
         assert not br.lower_method.startswith(LP_METHODS), br.lower_method
         assert not br.upper_method.startswith(LP_METHODS), br.upper_method

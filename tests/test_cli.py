@@ -347,7 +347,7 @@ def test_effort_fast_skips_exactly_the_late_searches():
         assert not b.cut_short and (b.lower, b.upper) == (4, 4)
         assert b.lower_method not in LATE and b.upper_method not in LATE
         assert check(A, b.lower_certificate).ok and check(A, b.upper_witness).ok
-    full = bracket(A, 0.5)
+    (full,) = bracket(A, 0.5)
     assert not any(r.message == "effort fast" for r in full.diagnostics.methods)
     assert LATE <= {r.name for r in full.diagnostics.methods}
     for bad in ("quick", "FAST", None, 1, True):

@@ -218,8 +218,8 @@ def test_unfinished_or_missing_audits_are_refused(tmp_path, capsys):
     ("lower", "-5", "do not fit the verdict"),
     ("lower", "7", "do not fit the verdict 'open'"),  # lower 7 > upper 5, verdict open
     ("seconds", "abc", "seconds 'abc'"),
-    ("diagnostics", "[1, 2]", "diagnostics are not softrank's records"),
-    ("diagnostics", '{"methods": [{"name": "x"}]}', "diagnostics are not softrank's records"),
+    ("diagnostics", "[1, 2]", "diagnostics: not softrank's record"),
+    ("diagnostics", '{"methods": [{"name": "x"}]}', "diagnostics: not softrank's record"),
     ("eps", "1.5", "0 < eps < 1"),
     ("lower", "abc", "lower 'abc' is not an integer"),
 ])

@@ -156,7 +156,7 @@ def test_smoothed_alternating_restart_is_named_and_searches_below_the_best_witne
     w = con.witness(Operator(A=A), 1e-6)
     assert w is not None and w.rank == k and w.method == "alternating-l1-smooth"
     assert check(A, w).ok
-    br = bracket(A, 1e-6)
+    (br,) = bracket(A, 1e-6)
     assert (br.lower, br.upper) == (k, k)
     names = [r.name for r in br.diagnostics.methods if r.side == "upper"]
     assert names.index("alternating-l1-smooth") > names.index("trust-region")
@@ -214,7 +214,7 @@ def test_annealed_alternating_restart_runs_last_and_searches_below_the_best_witn
     w = CONSTRUCTIONS["alternating-l1-anneal"].witness(Operator(A=A), 1e-6)
     assert w is not None and w.rank == k and w.method == "alternating-l1-anneal"
     assert check(A, w).ok
-    br = bracket(A, 1e-6)
+    (br,) = bracket(A, 1e-6)
     assert (br.lower, br.upper) == (k, k)
     names = [r.name for r in br.diagnostics.methods if r.side == "upper"]
     assert names.index("alternating-l1-anneal") == names.index("alternating-l1-smooth") + 1

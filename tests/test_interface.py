@@ -75,11 +75,11 @@ def test_a_third_party_witness_that_beats_the_built_ins_is_reported_and_credited
     from softrank.generators.synthetic import gaussian_head
 
     op = gaussian_head(12, 12, 8, 1.0, seed=1)
-    base = bracket(op, 0.25)
+    (base,) = bracket(op, 0.25)
     assert (base.lower, base.upper) == (3, 5)
     found = attack(op.A, 0.25, base.upper, effort="standard")
     assert found.succeeded and found.witness.rank == 4
-    br = bracket(op, 0.25, constructions=[Oracle(found.witness.U, found.witness.W)])
+    (br,) = bracket(op, 0.25, constructions=[Oracle(found.witness.U, found.witness.W)])
     assert (br.upper, br.upper_method) == (4, "oracle")
     assert check(op.A, br.upper_witness).ok
     rec = br.diagnostics.record("oracle")
@@ -88,16 +88,16 @@ def test_a_third_party_witness_that_beats_the_built_ins_is_reported_and_credited
     # at equal rank an (early) built-in keeps the credit; the late searches look only
     # below the best witness so far, so they never tie with it
     op = gaussian_head(12, 12, 8, 1.0, seed=0)
-    base = bracket(op, 0.25)
+    (base,) = bracket(op, 0.25)
     assert (base.upper, base.upper_method) == (5, "alternating-l1")
-    br = bracket(op, 0.25, constructions=[Oracle(base.upper_witness.U, base.upper_witness.W)])
+    (br,) = bracket(op, 0.25, constructions=[Oracle(base.upper_witness.U, base.upper_witness.W)])
     assert br.upper_method == base.upper_method
 
 
 def test_a_wrong_witness_is_rejected_counted_and_never_reported():
     A, _, _ = _planted(seed=1)
-    base = bracket(A, 0.2)
-    br = bracket(A, 0.2, constructions=[Liar])  # a class is instantiated
+    (base,) = bracket(A, 0.2)
+    (br,) = bracket(A, 0.2, constructions=[Liar])  # a class is instantiated
     rec = br.diagnostics.record("liar")
     assert (rec.status, rec.rank) == ("rejected", 1)
     assert br.upper_method != "liar" and (br.lower, br.upper) == (base.lower, base.upper)
@@ -106,7 +106,7 @@ def test_a_wrong_witness_is_rejected_counted_and_never_reported():
 
 def test_a_wrong_certificate_is_rejected_and_a_raising_method_only_fails():
     A, _, _ = _planted(seed=2)
-    br = bracket(A, 0.3, lower_tests=[OverClaimingLowerTest()], constructions=[Raises()])
+    (br,) = bracket(A, 0.3, lower_tests=[OverClaimingLowerTest()], constructions=[Raises()])
     assert br.diagnostics.record("over-claim").status == "rejected"
     assert br.lower_method != "over-claim" and br.verdict in ("open", "resolved")
     rec = br.diagnostics.record("raises")
@@ -130,7 +130,7 @@ def test_extra_methods_are_named_uniquely_and_follow_their_protocol():
 
 def test_a_string_spec_loads_like_the_plugin():
     A, _, _ = _planted()
-    br = bracket(A, 0.3, constructions=["examples.my_construction:MyConstruction"])
+    (br,) = bracket(A, 0.3, constructions=["examples.my_construction:MyConstruction"])
     rec = br.diagnostics.record("my-construction")
     tsvd = br.diagnostics.record("truncated-svd")
     assert rec.status == "ok" and rec.rank == tsvd.rank  # both are the least SVD rank
@@ -138,7 +138,7 @@ def test_a_string_spec_loads_like_the_plugin():
 
 def test_diagnostics_record_every_method_and_round_trip():
     A, _, _ = _planted(seed=3)
-    br = bracket(A, 0.25)
+    (br,) = bracket(A, 0.25)
     names = [r.name for r in br.diagnostics.methods]
     # the run order: lower tests, constructions, reference constructions, then the late
     # searches (lower, upper) that every earlier method runs without
@@ -377,7 +377,7 @@ def test_late_searches_run_after_both_sides(monkeypatch):
 
     monkeypatch.setattr(bracket_mod, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
     monkeypatch.setattr(type(slow), "certify", sleepy)
-    br = bracket(A, 0.25, time_limit=0.5)
+    (br,) = bracket(A, 0.25, time_limit=0.5)
     assert br.diagnostics.record("truncated-svd").status == "ok"
     assert br.diagnostics.record("trust-region").status == "skipped"
     assert br.cut_short and br.upper < min(A.shape) and br.upper_method != "identity"

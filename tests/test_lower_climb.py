@@ -218,7 +218,7 @@ def test_climb_certifies_past_the_singular_subspaces(seed, n, scale, eps):
     assert cert.method == "subspace/svd+climb"
     rep = check(A, cert, interval=True)
     assert rep.ok and not rep.disagree
-    br = bracket(Operator(A=A), eps)
+    (br,) = bracket(Operator(A=A), eps)
     assert br.lower >= cert.rank and cert.rank <= br.upper
     assert br.diagnostics.record("subspace-climb").status in ("ok", "declined")
     assert TRAITS["subspace-climb"].late
@@ -232,7 +232,7 @@ def test_climb_at_one_eps_does_not_depend_on_the_others():
     L = 3 * np.random.default_rng(104).standard_normal((24, 24))
     A = np.exp(L - L.max(axis=1, keepdims=True))
     A /= A.sum(axis=1, keepdims=True)
-    alone = bracket(Operator(A=A), 0.1)
+    (alone,) = bracket(Operator(A=A), 0.1)
     among = bracket(Operator(A=A), [0.1, 0.25, 0.5])[0]
     assert among.lower == alone.lower and among.upper == alone.upper
     assert alone.lower_certificate is not None and check(A, alone.lower_certificate).ok

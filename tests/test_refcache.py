@@ -21,7 +21,7 @@ class Counting:
 
     def __call__(self, op, eps):
         self.calls += 1
-        return bracket(op, eps)
+        return bracket(op, eps)[0]
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +92,7 @@ def test_a_certificate_of_another_matrix_is_refused(op, tmp_path):
     ReferenceCache(tmp_path).get(op, 0.25, f)
     other = planted_blocks(24, 24, 3, 0.0, seed=1)
     entry = _entry(tmp_path)
-    br = bracket(other, 0.25)  # rank 3 at 0.25: its witness does not hold for op
+    (br,) = bracket(other, 0.25)  # rank 3 at 0.25: its witness does not hold for op
     save_certificate(entry / "upper.npz", br.upper_witness, other.A)
     ends = json.loads((entry / "ends.json").read_text())
     (entry / "ends.json").write_text(json.dumps({**ends, "upper": br.upper}))
@@ -110,7 +110,7 @@ def test_another_engine_is_another_key(op, tmp_path, monkeypatch):
 
 def test_an_error_bracket_is_not_stored(op, tmp_path):
     def failing(o, eps):
-        return Bracket(eps=eps, lower=0, upper=-1, verdict="error")
+        return Bracket.failed(eps, "RuntimeError: the engine crashed")
 
     c = ReferenceCache(tmp_path)
     assert c.get(op, 0.25, failing).verdict == "error" and c.stored == 0

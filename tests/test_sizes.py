@@ -72,7 +72,7 @@ def test_hybrid_alone_answers_without_heavy_keys():
     assert op.A.sum(axis=0).max() <= 2.0 * 32 / 32  # no key carries twice a uniform share
     w, v = builtin("hybrid").witness(op, 0.25), builtin("l1-refit").witness(op, 0.25)
     assert w is not None and w.rank == v.rank and check(op.A, w).ok
-    rec = bracket(op, 0.25).diagnostics.record("hybrid")
+    rec = bracket(op, 0.25)[0].diagnostics.record("hybrid")
     assert rec.status == "declined"
     # with heavy keys (a planted instance with a sink column), the heavy options stay
     A = planted(24, 24, 3, 0.05, seed=0).A

@@ -344,7 +344,7 @@ def test_planted_bound_is_respected_by_checked_lower_bounds(op, eps):
             assert k is None
     if k is None:
         return
-    br = softrank.bracket(op, eps)
+    (br,) = softrank.bracket(op, eps)
     # a sound (checked) lower bound never exceeds a true upper bound
     assert br.lower <= k, (br.lower, k, br.lower_method)
     if "exact_eps_range" in op.meta and eps < op.meta["exact_eps_range"][1]:

@@ -59,7 +59,7 @@ def _offbyone_cell(tmp_path):
     op = planted(24, 24, 3, 0.02, seed=1)
     fake = FrobeniusCertificate(0.1, np.arange(24), 3, "off-by-one")
     assert not check(op.A, fake).ok  # the checker alone already refuses it
-    br = bracket(op, 0.1)
+    (br,) = bracket(op, 0.1)
     br = Bracket(eps=0.1, lower=4, upper=br.upper, lower_certificate=fake,
                  upper_witness=br.upper_witness, verdict="open")
     cells = OperatorCells(op, (0.1,), out=tmp_path)

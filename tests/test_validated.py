@@ -110,13 +110,13 @@ def test_a_validated_bracket_is_certified_for_every_matrix_of_the_enclosure():
     softmax; the float64 bracket carries eps itself."""
     op, A_mid, rho = _last_bits_operator()
     eps = 0.3
-    br = bracket(op, eps, validated=True)
+    (br,) = bracket(op, eps, validated=True)
     assert br.verdict in ("resolved", "open") and br.rho == rho > 0
     lower, upper = br.lower_certificate, br.upper_witness
     assert lower.eps == eps + rho and upper.eps == eps - rho
     assert check(A_mid, lower).ok and check(A_mid, upper).ok
     assert (lower.rank, upper.rank) == (br.lower, br.upper) and br.lower <= br.upper
-    plain = bracket(op, eps)
+    (plain,) = bracket(op, eps)
     assert plain.rho == 0.0 and plain.lower_certificate.eps == eps
     assert plain.upper_witness.eps == eps
 

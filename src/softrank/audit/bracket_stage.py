@@ -13,7 +13,6 @@ import time
 import numpy as np
 
 from ..certifiers.bracket import Bracket, bracket, check_effort
-from ..certifiers.interface import Diagnostics
 from ..certifiers.registry import load_certifiers
 from .record import encode_diagnostics
 
@@ -59,7 +58,8 @@ class BracketStage:
 
     Notes
     -----
-    Columns: ``lower``, ``upper`` (the checked ends), ``ratio`` (upper / lower),
+    Columns: ``lower``, ``upper`` (the checked ends; empty where an ``error`` cell has no
+    certificate), ``ratio`` (upper / lower),
     ``lower_method``, ``upper_method``, ``verdict``, ``seconds`` (the cell's share of the
     engine's time), ``svd_seconds`` (:func:`svd_seconds` of ``A``), ``lower_check``,
     ``upper_check`` (the checker's verdict and arithmetics), ``validated_rho`` (the
@@ -83,16 +83,15 @@ class BracketStage:
             brs = bracket(op, list(cells.eps), validated=validated, time_limit=self.time_limit,
                           constructions=cons, lower_tests=tests, effort=self.effort)
         except Exception as exc:  # an operator that crashes is recorded, never a bound
-            brs = [Bracket(eps=float(e), lower=0, upper=-1, verdict="error",
-                           diagnostics=Diagnostics(error=f"{type(exc).__name__}: {exc}"))
-                   for e in cells.eps]
+            brs = [Bracket.failed(e, f"{type(exc).__name__}: {exc}") for e in cells.eps]
         cells.publish(self.name, brs)
         svd_s = svd_seconds(op.A)
         rows = []
         for br in brs:
-            ratio = br.upper / br.lower if br.lower > 0 and br.upper > 0 else ""
+            ratio = br.upper / br.lower if br.lower and br.upper else ""  # (None: no end)
             rows.append({
-                "lower": br.lower, "upper": br.upper,
+                "lower": "" if br.lower is None else br.lower,
+                "upper": "" if br.upper is None else br.upper,
                 "ratio": round(ratio, 6) if ratio != "" else "",
                 "lower_method": br.lower_method, "upper_method": br.upper_method,
                 "verdict": br.verdict, "seconds": round(br.seconds, 4),

@@ -39,7 +39,7 @@ from typing import Any, Protocol, runtime_checkable
 from ..errors import InvalidArgumentError
 from .record import ID_COLUMNS, STAGES_COLUMN, Refutation, StageRecord, cell_identity, encode_stages
 
-__all__ = ["OperatorCells", "Refutation", "Stage", "check_stages", "stage_columns",
+__all__ = ["OperatorCells", "Stage", "check_stages", "stage_columns",
            "run_stages", "default_stages", "load_stages"]
 
 

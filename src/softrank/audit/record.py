@@ -15,8 +15,8 @@ the README lists them) and two structured columns, serialised here and nowhere e
 The pipeline (:mod:`softrank.audit.pipeline`) writes rows; the ledger stores them as they are
 and exports them to ``brackets.csv`` and ``brackets.parquet``; the report and ``softrank
 diff`` read them back with :func:`read_cell` (a validated, typed copy of a row), so the
-verdicts and statuses they accept are the interface's :data:`Verdict` and :data:`Status`
-literals and a record that is not softrank's is refused by name.
+verdicts and statuses they accept are the interface's literals (:data:`VERDICTS`,
+:data:`STATUSES`) and a record that is not softrank's is refused by name.
 """
 
 from __future__ import annotations
@@ -128,8 +128,8 @@ def _method(m) -> MethodRecord:
             and isinstance(m.get("seconds", 0.0), (int, float))
             and isinstance(m.get("message", ""), str)
             and set(m) <= {"name", "side", "origin", "status", "rank", "seconds", "message"}):
-        raise MalformedRecord("diagnostics: a method record is not softrank's (expected name, "
-                              f"side, origin, status, rank and seconds), got {m!r:.120}")
+        raise MalformedRecord("diagnostics: not softrank's record (a method without name, side, "
+                              f"status, rank and seconds), got {m!r:.120}")
     return MethodRecord(name=m["name"], side=m["side"], origin=m.get("origin", "builtin"),
                         status=m["status"], rank=m.get("rank"),
                         seconds=float(m.get("seconds", 0.0)), message=m.get("message", ""))
@@ -160,10 +160,10 @@ def read_diagnostics(row: Mapping[str, Any]) -> Diagnostics:
         try:
             d = json.loads(d)
         except ValueError as exc:
-            raise MalformedRecord(f"diagnostics: not JSON ({exc})") from None
+            raise MalformedRecord(f"diagnostics: not softrank's record (not JSON: {exc})") from None
     if not isinstance(d, dict) or not isinstance(d.get("methods", []), list):
-        raise MalformedRecord("diagnostics: expected a JSON object with a list of methods, "
-                              f"got {d!r:.120}")
+        raise MalformedRecord("diagnostics: not softrank's record (expected a JSON object with "
+                              f"a list of methods), got {d!r:.120}")
     try:
         diag = Diagnostics.from_dict({**d, "methods": []})
     except (TypeError, ValueError) as exc:
@@ -211,42 +211,57 @@ def cell_key(row: Mapping[str, Any]) -> tuple[str, float]:
 def read_cell(row: Mapping[str, Any]) -> dict:
     """A validated, typed copy of a cell row, as the report and ``softrank diff`` read it.
 
-    ``lower`` and ``upper`` become ints, ``eps`` and ``seconds`` floats (``seconds`` stays
-    ``""`` when empty), ``diagnostics`` a :class:`Diagnostics` and ``stages`` a dict of
+    ``lower`` and ``upper`` become ints (None for an end without a certificate, in an
+    ``error`` cell),
+    ``eps`` and ``seconds`` floats (``seconds`` stays ``""`` when empty), ``diagnostics`` a :class:`Diagnostics` and ``stages`` a dict of
     :class:`StageRecord`; every other column is kept as it is.
 
     Raises
     ------
     MalformedRecord
         Naming what is wrong: a missing id column, ends that are not integers or do not fit
-        the verdict (an ``error`` cell has ends ``(0, -1)``), a verdict outside
+        the verdict (an ``error`` cell lacks at least one), a verdict outside
         :data:`VERDICTS`, seconds that are not a finite number ``>= 0``, or a structured
         column that is not softrank's record.
     """
     r = dict(row)
-    for col, conv in (("operator_id", str), ("eps", float), ("lower", int), ("upper", int)):
+    for col in ("operator_id", "eps", "lower", "upper"):
         if col not in r:
             raise MalformedRecord(f"no column {col!r}")
-        try:
-            v = r[col]
-            if conv is int and (isinstance(v, bool) or (isinstance(v, float) and not v.is_integer())):
-                raise ValueError(v)
-            r[col] = conv(v)
-        except (TypeError, ValueError):
-            raise MalformedRecord(f"{col} {r[col]!r} is not "
-                                  f"{'an integer' if conv is int else 'a number'}") from None
-    lo, up, verdict = r["lower"], r["upper"], r.get("verdict")
+    try:
+        r["operator_id"], r["eps"] = str(r["operator_id"]), float(r["eps"])
+    except (TypeError, ValueError):
+        raise MalformedRecord(f"eps {r['eps']!r} is not a number") from None
     if not (r["operator_id"] and 0 < r["eps"] < 1):
         raise MalformedRecord("expected an operator id and 0 < eps < 1")
+    verdict = r.get("verdict")
     if verdict not in VERDICTS:
         raise MalformedRecord(f"verdict {verdict!r} is not one of {VERDICTS}")
     if verdict == "error":
-        if (lo, up) != (0, -1):
-            raise MalformedRecord(f"an error cell has ends (0, -1), got ({lo}, {up})")
-    elif lo < 0 or up < 0 or (
-            not (lo > up or _refuted(r)) if verdict == "unsound"
-            else (verdict == "resolved") != (lo == up) or lo > up):
-        raise MalformedRecord(f"ends ({lo}, {up}) do not fit the verdict {verdict!r}")
+        # an end without a certificate is empty (audits of softrank 0.1 wrote 0 and -1)
+        for col, absent in (("lower", 0), ("upper", -1)):
+            v = r[col]
+            try:
+                r[col] = None if v in ("", None) or int(v) == absent else int(v)
+            except (TypeError, ValueError):
+                raise MalformedRecord(f"{col} {v!r} is not an integer") from None
+            if r[col] is not None and r[col] < 1:
+                raise MalformedRecord(f"{col} {v!r} is not a rank of a certificate")
+        if r["lower"] is not None and r["upper"] is not None:
+            raise MalformedRecord(f"an error cell with both ends ({r['lower']}, {r['upper']})")
+    else:
+        for col in ("lower", "upper"):
+            v = r[col]
+            try:
+                if isinstance(v, bool) or (isinstance(v, float) and not v.is_integer()):
+                    raise ValueError(v)
+                r[col] = int(v)
+            except (TypeError, ValueError):
+                raise MalformedRecord(f"{col} {v!r} is not an integer") from None
+        lo, up = r["lower"], r["upper"]
+        if lo < 0 or up < 0 or (not (lo > up or _refuted(r)) if verdict == "unsound"
+                                else (verdict == "resolved") != (lo == up) or lo > up):
+            raise MalformedRecord(f"ends ({lo}, {up}) do not fit the verdict {verdict!r}")
     sec = r.get("seconds", "")
     if sec not in ("", None):
         try:

@@ -79,8 +79,10 @@ class Bracket:
     ----------
     eps : float
         Tolerance (max-row-l1 error, dimensionless: rows of ``A`` have l1 norm 1).
-    lower, upper : int
-        ``lower <= r_eps(A) <= upper``; both backed by checked certificates.
+    lower, upper : int or None
+        ``lower <= r_eps(A) <= upper``; each backed by its checked certificate, and None
+        when there is none (then the verdict is ``error``: no bracket, and
+        ``diagnostics.error`` says why).
     lower_certificate, upper_witness :
         The certificates (see :mod:`softrank.checker.certificates`).
     lower_method, upper_method : str
@@ -106,8 +108,8 @@ class Bracket:
     """
 
     eps: float
-    lower: int
-    upper: int
+    lower: int | None
+    upper: int | None
     lower_certificate: object = field(default=None, repr=False)
     upper_witness: object = field(default=None, repr=False)
     lower_method: str = ""
@@ -121,6 +123,18 @@ class Bracket:
     @property
     def resolved(self) -> bool:
         return self.verdict == "resolved"
+
+    @property
+    def bounded(self) -> bool:
+        """The ends are a bracket: verdict ``resolved`` or ``open`` (an ``error`` has no
+        ends; an ``unsound`` one has ends that contradict each other)."""
+        return self.verdict in ("resolved", "open")
+
+    @classmethod
+    def failed(cls, eps: float, error: str) -> "Bracket":
+        """The ``error`` bracket at ``eps``: no ends, ``diagnostics.error`` saying why."""
+        return cls(eps=float(eps), lower=None, upper=None, verdict="error",
+                   diagnostics=Diagnostics(error=error))
 
     @property
     def cut_short(self) -> bool:
@@ -363,7 +377,8 @@ def _bracket_one(op: Operator, ctx: Context, eps_req: float, interval: bool,
     uppers.sort(key=lambda w: w.rank)  # stable: built-ins first among equal ranks
     uwit, urep = eng.first_passing(uppers, owner, "upper")
 
-    br = Bracket(eps=eps_req, lower=lcert.rank if lcert else 0, upper=uwit.rank if uwit else -1,
+    br = Bracket(eps=eps_req, lower=lcert.rank if lcert else None,
+                 upper=uwit.rank if uwit else None,
                  lower_certificate=lcert, upper_witness=uwit,
                  lower_method=lcert.method if lcert else "",
                  upper_method=uwit.method if uwit else "", diagnostics=eng.diag)
@@ -405,7 +420,8 @@ def _monotone(brs: list[Bracket], A: np.ndarray, interval: bool) -> None:
         for big in brs[i + 1:]:
             # lower side: carry a larger tolerance's certificate down
             c = big.lower_certificate
-            if c is not None and big.lower > small.lower and not small.diagnostics.error:
+            if c is not None and not small.diagnostics.error and small.lower is not None and \
+                    c.rank > small.lower:
                 moved = dataclasses.replace(c, eps=small.eps + small.rho,
                                             method=f"{c.method} (from eps {big.eps:g})")
                 rep = check(A, moved, interval=interval)
@@ -416,8 +432,8 @@ def _monotone(brs: list[Bracket], A: np.ndarray, interval: bool) -> None:
                     small.diagnostics.reported["lower"] = big.diagnostics.reported.get("lower")
             # upper side: carry a smaller tolerance's witness up
             w = small.upper_witness
-            if w is not None and (big.upper_witness is None or w.rank < big.upper) and (
-                    not big.diagnostics.error):
+            if w is not None and not big.diagnostics.error and (
+                    big.upper_witness is None or w.rank < big.upper):
                 moved = dataclasses.replace(w, eps=big.eps - big.rho,
                                             method=f"{w.method} (from eps {small.eps:g})")
                 rep = check(A, moved, interval=interval)
@@ -432,7 +448,7 @@ def _monotone(brs: list[Bracket], A: np.ndarray, interval: bool) -> None:
 
 def bracket(A, eps, *, interval: bool = True, validated: bool = False,
             time_limit: float | None = None, constructions=None,
-            lower_tests=None, progress=None, effort: str = "full") -> Bracket | list[Bracket]:
+            lower_tests=None, progress=None, effort: str = "full") -> list[Bracket]:
     """Certified brackets ``lower <= r_eps(A) <= upper`` (docs/theory/quantity.md, docs/theory/witnesses.md, docs/theory/lower.md).
 
     Parameters
@@ -474,8 +490,11 @@ def bracket(A, eps, *, interval: bool = True, validated: bool = False,
 
     Returns
     -------
-    Bracket or list of Bracket
-        One per tolerance (a list when ``eps`` is a sequence), in the order given.
+    list of Bracket
+        One per tolerance, in the order given (a list of one for a single ``eps``: ``(br,) =
+        bracket(A, 0.25)``). Each has an explicit ``verdict``; an ``error`` bracket (a set-up
+        failure, a crash, an end that no method could certify) has None for each end without
+        a checked certificate and says why in ``diagnostics.error``: never a bound.
 
     Raises
     ------
@@ -533,8 +552,7 @@ def bracket(A, eps, *, interval: bool = True, validated: bool = False,
             br = _bracket_one(op, ctx, e, interval, tests, cons, rho, deadline, progress,
                               effort)
         except Exception as exc:  # a crash is an error verdict, never a bound
-            br = Bracket(eps=e, lower=0, upper=-1, verdict="error",
-                         diagnostics=Diagnostics(error=f"{type(exc).__name__}: {exc}"))
+            br = Bracket.failed(e, f"{type(exc).__name__}: {exc}")
         t1 = time.perf_counter()
         br.seconds = t1 - t0
         br.rho = rho
@@ -543,8 +561,7 @@ def bracket(A, eps, *, interval: bool = True, validated: bool = False,
     if ctx is not None:
         _monotone(sorted(out, key=lambda b: b.eps), ctx.A, interval)
     by_eps = {b.eps: b for b in out}
-    res = [by_eps[e] for e in eps_list]
-    return res[0] if _is_scalar_eps(eps) else res
+    return [by_eps[e] for e in eps_list]
 
 
 def check_effort(effort) -> str:

@@ -1,9 +1,11 @@
 """The audit run: bracket every operator of a panel at every tolerance (docs/index.md, docs/theory/checker.md).
 
-Cells (operator x tolerance) are computed by an executor (:mod:`.executors`: a local
-process pool, or Dask distributed) and committed to the run's ledger (:mod:`.store`, SQLite
-in WAL mode) operator by operator, so an interrupted or killed run keeps every finished cell
-and ``--resume`` continues it; at the end ``brackets.csv`` and ``brackets.parquet`` are
+Each operator's cells (operator x tolerance) go through the pipeline of stages of
+:mod:`softrank.audit` (:func:`softrank.audit.worker.run_operator`, with the run's frozen
+:class:`~softrank.audit.config.AuditConfig`), scheduled by an executor (:mod:`.executors`: a
+local process pool, or Dask distributed); they are committed to the run's ledger
+(:mod:`.store`, SQLite in WAL mode) operator by operator, so an interrupted or killed run
+keeps every finished cell and ``--resume`` continues it; at the end ``brackets.csv`` and ``brackets.parquet`` are
 exported from the ledger in panel order and the summary, report and plots are made. Results
 do not depend on the executor, the number of workers or the completion order.
 """
@@ -66,7 +68,8 @@ class _Progress:
             print(f"\r[{bar}] {self.done}/{self.total} cells  {rate:6.1f} cells/min  "
                   f"~{_fmt_time(left)} left ", end="", file=self.stream, flush=True)
         else:
-            lo_up = " ".join(f"[{r['lower']},{r['upper']}]" for r in rows)
+            lo_up = " ".join("error" if r.get("verdict") == "error" else
+                             f"[{r['lower']},{r['upper']}]" for r in rows)
             print(f"[{self.done:5d}/{self.total} cells] {op_id[:44]:44s} {lo_up}  "
                   f"{rate:6.1f} cells/min, ~{_fmt_time(left)} left", file=self.stream, flush=True)
 
@@ -122,9 +125,9 @@ def run_audit(operators: list[Operator], config: AuditConfig, out: Path, *,
     ----------
     operators : list of Operator
     config : AuditConfig
-        What every cell is computed with (:class:`softrank.audit.AuditConfig`: tolerances,
+        What every cell is computed with (:class:`softrank.audit.config.AuditConfig`: tolerances,
         effort, attacks, time limit, third-party certifiers, extra stages); its
-        :meth:`~softrank.audit.AuditConfig.identity` is part of the run's: a resumed run
+        :meth:`~softrank.audit.config.AuditConfig.identity` is part of the run's: a resumed run
         must match it (a ledger of an older version, without ``effort``, ran at
         ``"full"``), and ``softrank diff`` lists the settings that differ.
     out : path
@@ -143,12 +146,12 @@ def run_audit(operators: list[Operator], config: AuditConfig, out: Path, *,
     -------
     list of dict
         Every cell of the run (also those of a resumed run's earlier part), in panel order
-        (read them with :func:`softrank.audit.read_cell`).
+        (read them with :func:`softrank.audit.record.read_cell`).
 
     Raises
     ------
     InvalidArgumentError
-        ``config`` is not an :class:`~softrank.audit.AuditConfig`, or ``out`` holds files
+        ``config`` is not an :class:`~softrank.audit.config.AuditConfig`, or ``out`` holds files
         but no audit.
     SoftrankError
         Repeated operator ids; ``out`` in use by another audit (its lock file
@@ -159,7 +162,7 @@ def run_audit(operators: list[Operator], config: AuditConfig, out: Path, *,
     from .lock import AuditLock
 
     if not isinstance(config, AuditConfig):
-        raise InvalidArgumentError(f"config: expected a softrank.audit.AuditConfig, got "
+        raise InvalidArgumentError(f"config: expected a softrank.audit.config.AuditConfig, got "
                                    f"{type(config).__name__}")
     out = Path(out)
     check_out_dir(out)

@@ -132,10 +132,11 @@ def load_audit(path, arg: str = "audit") -> Audit:
             f"{len(exported)} cells in the CSV, {len(cells)} in the ledger")
         for r in exported if mismatch is None else []:
             try:
-                key = (str(r["operator_id"]), float(r["eps"]))
-                same = key in cells and (int(r["lower"]), int(r["upper"]), r["verdict"]) == (
+                c = read_cell(r)
+                key = cell_key(c)
+                same = key in cells and (c["lower"], c["upper"], c["verdict"]) == (
                     cells[key]["lower"], cells[key]["upper"], cells[key]["verdict"])
-            except (KeyError, TypeError, ValueError):
+            except (KeyError, MalformedRecord):
                 same = False
             if not same:
                 mismatch = f"cell {r.get('operator_id')} at eps {r.get('eps')}"

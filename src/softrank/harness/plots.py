@@ -25,7 +25,8 @@ def plot_minilm(rows, eps, out: Path) -> list[str]:
     widths = sorted({int(r["n"]) for r in rows if r["family"] == "minilm"})
     for w in widths:
         sel = [r for r in rows if r["family"] == "minilm" and int(r["n"]) == w
-               and abs(float(r["eps"]) - eps) < 1e-12 and r["layer"] != ""]
+               and abs(float(r["eps"]) - eps) < 1e-12 and r["layer"] != ""
+               and r["verdict"] != "error"]  # (an error cell has no ends: left blank)
         if not sel:
             continue
         L = np.full((6, 12), np.nan)

@@ -99,7 +99,7 @@ def _tsvd_ratio(rows) -> dict:
     by = defaultdict(list)
     for r in rows:
         k = _ok_rank(r, "truncated-svd")
-        if k and int(r["upper"]) > 0:
+        if k and r["verdict"] != "error" and int(r["upper"]) > 0:
             by[group_key(r)].append(k / int(r["upper"]))
     return {g: round(float(np.median(v)), 3) for g, v in sorted(by.items())}
 

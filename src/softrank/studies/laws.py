@@ -113,7 +113,7 @@ def run_laws(eps: float = 0.25, n_boot: int = 1000, seed: int = 0, sweeps=None):
             for kw in kws:
                 op = (synthetic.grid(d, **kw) if fam == "grid"
                       else getattr(synthetic, fam)(d, seed=seed, **kw))
-                br = bracket(op, eps)
+                (br,) = bracket(op, eps)
                 if br.verdict not in ("open", "resolved"):
                     raise RuntimeError(f"{op.operator_id}: verdict {br.verdict}")
                 C = interaction(op)

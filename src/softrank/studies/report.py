@@ -126,7 +126,7 @@ def _body(md: Path) -> list[str]:
 def report_studies(rows: list[dict], out, n_boot: int = 1000, seed: int = 0) -> list[str]:
     """Run every study the cells support into ``out/studies`` and return the report section
     (Markdown lines)."""
-    from .addon import addon_from_rows, write_addon
+    from .addon_audit import addon_from_rows, write_addon
     from .blockwidth import budget_shares, write_block_width
     from .descriptor import descriptor_correlations, write_descriptor
 

@@ -31,6 +31,6 @@ def reference_bracket(operator, eps: float, disk=None):
     if br is None:
         if len(_CACHE) > 512:
             _CACHE.clear()
-        br = _CACHE[key] = (bracket(operator, float(eps)) if disk is None else
-                            disk.get(operator, float(eps), lambda op, e: bracket(op, e)))
+        br = _CACHE[key] = (bracket(operator, float(eps))[0] if disk is None else
+                            disk.get(operator, float(eps), lambda op, e: bracket(op, e)[0]))
     return br

@@ -225,7 +225,7 @@ def _construction_case(cert, test, op, eps, group):
     ref = reference_bracket(op, eps, CONFIG.reference_cache)
     CONFIG.record(cert.name, "upper", group, op, w.rank, ref)
     note(f"witness rank {w.rank}; softrank bracket [{ref.lower}, {ref.upper}]")
-    if ref.lower_certificate is not None and w.rank < ref.lower:
+    if ref.lower_certificate is not None and w.rank < ref.lower_certificate.rank:
         _fail(cert.name, test, op, eps,
               f"{cert.name}: witness of rank {w.rank} passes the checker but softrank certifies "
               f"r_eps >= {ref.lower} ({ref.lower_method}): one of the two is unsound",
@@ -280,7 +280,7 @@ def _lower_case(cert, test, op, eps, group):
     ref = reference_bracket(op, eps, CONFIG.reference_cache)
     CONFIG.record(cert.name, "lower", group, op, c.rank, ref)
     note(f"certificate rank {c.rank}; softrank bracket [{ref.lower}, {ref.upper}]")
-    if ref.upper_witness is not None and c.rank > ref.upper:
+    if ref.upper_witness is not None and c.rank > ref.upper_witness.rank:
         _fail(cert.name, test, op, eps,
               f"{cert.name}: claims r_eps >= {c.rank} but softrank's checked witness has rank "
               f"{ref.upper} ({ref.upper_method})", lower=c, witness=ref.upper_witness,
@@ -537,7 +537,7 @@ def test_bracket_gauge(case):
     _CTX.clear()
     _CTX["S"] = Sg
     op2, delta = _gauge_pair("softrank", "bracket_gauge", op, Sg, eps)
-    b1, b2 = bracket(op, eps), bracket(op2, eps)
+    (b1,), (b2,) = bracket(op, eps), bracket(op2, eps)
     note(f"[{b1.lower}, {b1.upper}] before, [{b2.lower}, {b2.upper}] after the gauge")
     if b1.lower != b2.lower:
         CONFIG.gauge_rank_changes += 1

@@ -18,7 +18,8 @@ def run(args) -> int:
 
     t0 = time.perf_counter()
     panel = build_panel(args.panel, seed=args.seed)
-    config = _config(args, panel)
+    if args.scheduler and args.executor != "dask":
+        raise SoftrankError("--scheduler: needs --executor dask")
     from ..audit import check_out_dir
 
     check_out_dir(args.out, "--out")
@@ -27,7 +28,7 @@ def run(args) -> int:
     fresh = not existed or not any(out.iterdir())
     try:
         with AuditLock(out, "--out"):  # one audit per --out, held until its report is written
-            return _audit_locked(args, panel, config, out, t0)
+            return _audit_locked(args, panel, out, t0)
     except Exception:  # (an interrupt keeps its ledger: the run was cut, not refused)
         if fresh and not args.resume:
             _drop_empty_run(out, remove_dir=not existed)
@@ -35,13 +36,12 @@ def run(args) -> int:
 
 
 def _config(args, panel):
-    """The cells' settings from the options and the panel, validated once: every refusal
-    that needs no operator comes before any is built."""
+    """The cells' settings from the options and the panel, validated once (under the
+    directory's lock, so that a refused run imports no user code): every refusal that needs
+    no operator comes before any is built."""
     from ...audit import AuditConfig
     from ...certifiers.registry import load_certifier
 
-    if args.scheduler and args.executor != "dask":
-        raise SoftrankError("--scheduler: needs --executor dask")
     for d in panel.certifier_paths:  # [[certifier]] path = "...": importable, here and in workers
         if d not in sys.path:
             sys.path.insert(0, d)
@@ -74,11 +74,12 @@ def _drop_empty_run(out: Path, remove_dir: bool) -> None:
             pass
 
 
-def _audit_locked(args, panel, config, out: Path, t0: float) -> int:
+def _audit_locked(args, panel, out: Path, t0: float) -> int:
     from ..audit import run_audit
     from ..panels import materialize
     from ..report import summarize, write_report
 
+    config = _config(args, panel)
     if args.quiet:
         quiet_transformers()
     else:

@@ -65,7 +65,8 @@ def run(args) -> int:
         w = max(6, *(len(repr(br.eps)) for br in brs))
         print(f"{'eps':>{w}}  {'lower':>5}  {'upper':>5}  verdict   lower method / upper method")
         for br in brs:
-            print(f"{br.eps!r:>{w}}  {br.lower:5d}  {br.upper:5d}  {br.verdict:8s}  "
+            lo, up = ("-", "-") if br.lower is None else (br.lower, br.upper)
+            print(f"{br.eps!r:>{w}}  {lo:>5}  {up:>5}  {br.verdict:8s}  "
                   f"{br.lower_method} / {br.upper_method}")
             if br.verdict == "error":
                 print(f"{'':>{w}}  error: {br.diagnostics.error}")

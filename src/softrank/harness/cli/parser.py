@@ -147,8 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "--softrank-certifier); the report's Constructions section compares it")
     a.add_argument("--stage", action="append", default=[], metavar="MODULE:OBJECT",
                    help="an extra per-cell measurement run after the built-in stages (repeatable; "
-                        "an object with name, columns and run(cells), see softrank.cells): its "
-                        "columns are added to brackets.csv")
+                        "an object with name, columns and run(cells), see "
+                        "softrank.audit.Stage): its columns are added to brackets.csv")
     _cache_args(a)
     a.add_argument("--study-boot", type=_study_boot, default=1000, metavar="N",
                    help="bootstrap resamples of the report's studies (scaling laws, block "

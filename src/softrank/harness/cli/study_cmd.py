@@ -125,7 +125,7 @@ def run(args) -> int:
         paths = write_block_width(budget_shares(rows, args.budgets, eps=eps), out)
         md = "blockwidth.md"
     elif args.study == "addon":
-        from ...studies.addon import addon_from_rows, write_addon
+        from ...studies.addon_audit import addon_from_rows, write_addon
 
         results, skipped = addon_from_rows(rows, eps=args.eps, n_boot=args.n_boot,
                                            n_perm=args.permutations, seed=args.seed)
