@@ -243,8 +243,9 @@ def test_kill_9_of_a_running_audit_leaves_no_worker_behind(tmp_path, capsys):
         f"        if os.path.exists({str(tmp_path / 'slow')!r}):\n"
         "            time.sleep(60)\n        return None\n")
     (tmp_path / "slow").write_text("")
-    p.write_text("eps = [0.2, 0.5]\n[[certifier]]\nspec = 'sleepykill:Sleepy'\npath = '.'\n" + "".join(
-        f"[[synthetic]]\nfamily = 'gaussian_head'\nm = 8\nN = 8\nseed = {s}\n" for s in range(4)))
+    p.write_text("eps = [0.2, 0.5]\n[[certifier]]\nspec = 'sleepykill:Sleepy'\npath = '.'\n"
+                 + "".join(f"[[synthetic]]\nfamily = 'gaussian_head'\nm = 8\nN = 8\nseed = {s}\n"
+                           for s in range(4)))
     out = tmp_path / "o"
     proc = subprocess.Popen([sys.executable, "-m", "softrank.harness.cli", "audit", "--panel",
                              str(p), "--out", str(out), "--workers", "2", "--quiet",
@@ -468,6 +469,11 @@ def test_identity_diff_counts_and_first_of_each_kind():
         'operators differ: the same ids in another order or repeated (first difference at '
         'position 0: "a:1" in the ledger, "b:2" in this run)')
     assert identity_diff(old, old) == ""
+    # stages and certifiers: the names that differ, not two cut lists
+    built_in = ["bracket", "attack", "native-geometry", "b1-features", "intrinsic-descriptor",
+                "gauge-features"]
+    assert identity_diff({"stages": built_in + ["flaky"]}, {"stages": built_in + ["other"]}) == (
+        'stages: ["flaky"] only in the ledger, ["other"] only in this run')
 
 
 def test_a_ledger_killed_while_being_created_is_interrupted(tmp_path, capsys):

@@ -306,6 +306,94 @@ def test_audit_config_is_frozen_and_its_identity_is_the_ledgers():
     assert back == c and back.identity() == c.identity() and back.columns == c.columns
 
 
+def test_a_stage_class_is_instantiated_like_a_spec():
+    (st,) = load_stages([Doubler])
+    assert isinstance(st, Doubler)
+    with pytest.raises(InvalidArgumentError, match="could not be instantiated"):
+        load_stages([Refutation])
+
+
 def test_run_audit_takes_a_config(tmp_path):
     with pytest.raises(InvalidArgumentError, match="AuditConfig"):
         run_audit([_op()], [0.1], tmp_path / "out", workers=1, progress=False)
+
+
+def test_a_refuted_cell_reads_back_and_names_its_refutation(tmp_path):
+    from softrank.audit import read_cell
+    from softrank.audit.record import refutations
+
+    rows = run_stages(_op(), [0.1, 0.3], [BracketStage(), Refuter()])
+    typed = [read_cell(r) for r in rows]  # an unsound cell with lower = upper is readable
+    assert [c["verdict"] for c in typed] == ["resolved", "unsound"]
+    assert refutations(rows[0]) == []
+    (ref,) = refutations(rows[1])
+    assert (ref.by, ref.claimed, ref.found) == ("refuter", 3, 1)
+    assert list(typed[1]["stages"]["refuter"].refuted) == [0.3]
+
+
+class RefutesThenFails:
+    name = "refutes-then-fails"
+    columns = ("x",)
+
+    def run(self, cells):
+        cells.refute(0, Refutation(self.name, cells.brackets[0].lower, 1))
+        raise RuntimeError("after the refutation")
+
+
+class RefutesBadly:
+    name = "refutes-badly"
+    columns = ()
+
+    def run(self, cells):
+        cells.refute(0, "not a refutation")
+        return [{} for _ in cells.eps]
+
+
+@pytest.mark.parametrize("stage, words", [
+    (RefutesThenFails(), "RuntimeError: after the refutation"),
+    (RefutesBadly(), "expected a softrank.audit.Refutation"),
+])
+def test_a_failed_stage_refutes_nothing(stage, words):
+    (r,) = run_stages(_op(), [0.1], [BracketStage(), stage])
+    rec = read_stages(r)[stage.name]
+    assert words in rec.error and not rec.refuted
+    assert r["verdict"] == "resolved"
+
+
+def test_a_refutation_must_be_of_a_smaller_rank():
+    cells = OperatorCells(_op(), (0.1,))
+    with pytest.raises(InvalidArgumentError, match="does not refute"):
+        cells.refute(0, Refutation("x", 3, 3))
+
+
+class NumpyValues:
+    name = "numpy-values"
+    columns = ("a", "b", "c")
+
+    def run(self, cells):
+        return [{"a": np.float32(1.5), "b": np.int64(3), "c": np.bool_(True)} for _ in cells.eps]
+
+
+class ArrayValue:
+    name = "array-value"
+    columns = ("d", "e")
+
+    def run(self, cells):
+        return [{"d": 1, "e": np.arange(3)} for _ in cells.eps]
+
+
+def test_stage_values_are_numbers_or_strings(tmp_path):
+    (r,) = run_stages(_op(), [0.1], [NumpyValues(), ArrayValue()])
+    assert (r["a"], r["b"], r["c"]) == (1.5, 3, True)
+    assert type(r["a"]) is float and type(r["b"]) is int
+    assert r["a"] == 1.5 and r["a"] != "" and not read_stages(r)["numpy-values"].error
+    rec = read_stages(r)["array-value"]
+    assert (r["d"], r["e"]) == ("", "")  # a stage that broke its protocol wrote nothing
+    assert "wrote a ndarray to column 'e'" in rec.error
+
+
+@pytest.mark.parametrize("eps, words", [([5.0], "0 < eps < 1"), ([0.3, 0.3], "repeat"),
+                                        (["x"], "expected a number")])
+def test_run_stages_validates_eps(eps, words):
+    with pytest.raises(InvalidArgumentError, match=words):
+        run_stages(_op(), eps, [Doubler()])

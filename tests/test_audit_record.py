@@ -1,11 +1,13 @@
 """The audit's cell record (softrank.audit.record): rows written once, read back typed."""
 
 import json
+from pathlib import Path
 
 import pytest
 
-from softrank.audit.record import (STATUSES, VERDICTS, StageRecord, encode_diagnostics,
-                                   encode_stages, read_cell, read_diagnostics, read_stages)
+from softrank.audit.record import (STATUSES, VERDICTS, Refutation, StageRecord,
+                                   encode_diagnostics, encode_stages, read_cell,
+                                   read_diagnostics, read_stages)
 from softrank.certifiers.interface import Diagnostics, MethodRecord
 from softrank.errors import MalformedRecord
 
@@ -29,18 +31,22 @@ def test_diagnostics_and_stages_round_trip():
                                           "ValueError: no")],
                     checker_disagreements=1, carried={"lower": 0.5},
                     reported={"upper": "truncated-svd"}, cut_short=True)
-    st = {"bracket": StageRecord(1.25), "mine": StageRecord(0.5, "RuntimeError: x")}
+    st = {"bracket": StageRecord(1.25), "mine": StageRecord(0.5, "RuntimeError: x"),
+          "attack": StageRecord(2.0, "", {0.25: Refutation("attack", 4, 3, Path("ce/x"))})}
     row = _row(diagnostics=encode_diagnostics(d), stages=encode_stages(st))
     back = read_diagnostics(row)
     assert back.to_dict() == d.to_dict()
     assert back.record("mine").message == "ValueError: no"
     assert read_stages(row) == st
-    assert list(json.loads(row["stages"])) == ["bracket", "mine"]  # in the order run
+    assert list(json.loads(row["stages"])) == ["bracket", "mine", "attack"]  # in the order run
 
 
 def test_read_cell_types_a_row():
     c = read_cell(_row())
     assert (c["lower"], c["upper"], c["eps"], c["seconds"]) == (2, 3, 0.25, 0.5)
+    # ends a tool rewrote as floats (a column with empty error ends read as float)
+    assert read_cell(_row(lower="2.0", upper=3.0))["lower"] == 2
+    assert read_cell(_row(upper=3.0))["upper"] == 3
     assert isinstance(c["diagnostics"], Diagnostics) and c["stages"] == {}
     assert c["family"] == "grid"  # every other column kept as it is
 
@@ -78,12 +84,15 @@ def test_a_refuted_cell_is_unsound_whatever_its_ends():
     ({"seconds": "nan"}, "finite number >= 0"),
     ({"diagnostics": "{not json"}, "not JSON"),
     ({"diagnostics": json.dumps({"methods": [{"name": "x", "side": "middle", "status": "ok",
-                                              "rank": 1, "seconds": 0}]})}, "not softrank's record"),
+                                              "rank": 1, "seconds": 0}]})},
+     "not softrank's record"),
     ({"diagnostics": json.dumps({"methods": [{"name": "x", "side": "upper",
                                               "status": "great", "rank": 1}]})}, "not softrank's"),
     ({"diagnostics": "[1, 2]"}, "expected a JSON object with a list of methods"),
     ({"stages": json.dumps({"bracket": {"error": "x"}})}, "record of 'bracket'"),
     ({"stages": "[]"}, "expected a JSON object"),
+    ({"stages": json.dumps({"a": {"seconds": 1, "refuted": [{"eps": 0.25}]}})}, "record of 'a'"),
+    ({"lower": "2.5"}, "lower '2.5' is not an integer"),
 ])
 def test_read_cell_refuses_what_is_not_softranks_record(kw, words):
     with pytest.raises(MalformedRecord, match=words):

@@ -21,13 +21,13 @@ Scheduling the operators over workers, the ledger and the exports are the harnes
 """
 
 from .config import ATTACKS, AuditConfig
-from .pipeline import (OperatorCells, Refutation, Stage, check_stages, default_stages,
+from .pipeline import (OperatorCells, Stage, check_stages, default_stages,
                        load_stages, run_stages, stage_columns)
-from .record import (ID_COLUMNS, STAGES_COLUMN, StageRecord, group_key, read_cell,
-                     read_diagnostics, read_stages)
+from .record import (ID_COLUMNS, STAGES_COLUMN, Refutation, StageRecord, group_key, read_cell,
+                     read_diagnostics, read_stages, refutations)
 from .worker import run_operator
 
 __all__ = ["ATTACKS", "AuditConfig", "OperatorCells", "Refutation", "Stage", "check_stages",
            "default_stages", "load_stages", "run_stages", "stage_columns", "ID_COLUMNS",
            "STAGES_COLUMN", "StageRecord", "group_key", "read_cell", "read_diagnostics",
-           "read_stages", "run_operator"]
+           "read_stages", "refutations", "run_operator"]

@@ -43,7 +43,7 @@ class AttackStage:
     Columns: ``attack`` (``held``, ``held(partial)`` when a method failed, ``SUCCEEDED``,
     empty when nothing was attacked), ``attack_closest`` (the least max-row error found over
     ``eps``; unchecked, near 1 means nearly tight) and ``attack_seconds``. A success is
-    recorded as a :class:`~softrank.audit.pipeline.Refutation` of the cell, which the
+    recorded as a :class:`~softrank.audit.record.Refutation` of the cell, which the
     pipeline turns into the verdict ``unsound``; the bracket itself is left as it was.
     """
 

@@ -32,7 +32,8 @@ class AuditConfig:
     Parameters
     ----------
     eps : sequence of float
-        Tolerances in ``(0, 1)``, one cell each per operator (:func:`softrank.certifiers.bracket.validate_eps`).
+        Tolerances in ``(0, 1)``, one cell each per operator
+        (:func:`softrank.certifiers.bracket.validate_eps`).
     validated : bool
         Bracket the exact softmax of each operator's factors when it has them
         (docs/theory/checker.md#validated-input); ``validated_rho`` is then the enclosure

@@ -12,8 +12,9 @@ __all__ = ["BaselineFeaturesStage", "GaugeFeaturesStage"]
 
 
 class BaselineFeaturesStage:
-    """The audit stage that writes B1 (:func:`~softrank.studies.features.baseline_features`) beside every cell
-    (columns :data:`~softrank.studies.features.B1`; see :mod:`softrank.audit.pipeline`). Descriptors, never bounds."""
+    """The audit stage that writes B1 (:func:`~softrank.studies.features.baseline_features`)
+    beside every cell (columns :data:`~softrank.studies.features.B1`; see
+    :mod:`softrank.audit.pipeline`). Descriptors, never bounds."""
 
     name = "b1-features"
     columns = B1
@@ -25,9 +26,10 @@ class BaselineFeaturesStage:
 
 class GaugeFeaturesStage:
     """The audit stage that writes G under the fixed diagonal gauges of
-    :data:`~softrank.studies.features.GAUGE_RATIOS` (:func:`~softrank.studies.features.gauged_native`) as JSON in the column ``gauge_native``
-    (empty without factors; see :mod:`softrank.audit.pipeline`). The add-on test reads it to show
-    that native geometry moves under a gauge while ``A`` does not."""
+    :data:`~softrank.studies.features.GAUGE_RATIOS`
+    (:func:`~softrank.studies.features.gauged_native`) as JSON in the column
+    ``gauge_native`` (empty without factors; see :mod:`softrank.audit.pipeline`). The add-on
+    test reads it to show that native geometry moves under a gauge while ``A`` does not."""
 
     name = "gauge-features"
     columns = ("gauge_native",)

@@ -31,8 +31,8 @@ class NativeGeometryStage:
 
 
 class IntrinsicDescriptorStage:
-    """The audit stage that writes the intrinsic descriptor (:func:`~softrank.geometry.intrinsic_descriptors`)
-    of every cell: ``int_r`` (the retained rank), ``int_tau``, ``int_kappa`` and
+    """The audit stage that writes the intrinsic descriptor
+    (:func:`~softrank.geometry.intrinsic_descriptors`) of every cell: ``int_r`` (the retained rank), ``int_tau``, ``int_kappa`` and
     ``int_logq`` (``log`` of the profile ``q``); see :mod:`softrank.audit.pipeline`.
 
     A descriptor, never a bound. It needs a common positive support or the factors; where

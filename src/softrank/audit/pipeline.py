@@ -36,8 +36,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from ..certifiers.bracket import validate_eps
 from ..errors import InvalidArgumentError
-from .record import ID_COLUMNS, STAGES_COLUMN, Refutation, StageRecord, cell_identity, encode_stages
+from .record import (ID_COLUMNS, STAGES_COLUMN, Refutation, StageRecord, cell_identity,
+                     encode_stages)
 
 __all__ = ["OperatorCells", "Stage", "check_stages", "stage_columns",
            "run_stages", "default_stages", "load_stages"]
@@ -68,7 +70,8 @@ class OperatorCells:
     validated: bool = False
     out: Path | None = None
     _published: dict = field(default_factory=dict, repr=False)
-    _refutations: dict = field(default_factory=dict, repr=False)
+    _refutations: list = field(default_factory=list, repr=False)  # (stage, index, refutation)
+    _running: str | None = field(default=None, repr=False)
     _shared: dict = field(default_factory=dict, repr=False)
 
     def publish(self, stage: str, results: Sequence[Any]) -> None:
@@ -99,16 +102,34 @@ class OperatorCells:
         return self.published("bracket")
 
     def refute(self, index: int, refutation: Refutation) -> None:
-        """Record a checked counterexample to the lower certificate of cell ``index``: the
-        pipeline makes the cell's verdict ``unsound``."""
-        if not (isinstance(index, int) and 0 <= index < len(self.eps)):
+        """Record a counterexample to the lower certificate of cell ``index`` that the stage
+        has checked (a witness within ``eps`` of rank below the certificate's that
+        :func:`softrank.checker.check` accepts): the pipeline makes the cell ``unsound`` and
+        records the refutation in the stage's record, unless the stage then fails (a
+        failed stage's refutations are dropped, like its columns).
+
+        Raises
+        ------
+        InvalidArgumentError
+            If ``index`` is not a cell's index or ``refutation`` not a
+            :class:`~softrank.audit.record.Refutation` of a smaller rank than it claims.
+        """
+        if isinstance(index, bool) or not (isinstance(index, int) and 0 <= index < len(self.eps)):
             raise InvalidArgumentError(f"index: expected a cell index in [0, {len(self.eps)}), "
                                        f"got {index!r}")
-        self._refutations.setdefault(index, []).append(refutation)
+        if not isinstance(refutation, Refutation):
+            raise InvalidArgumentError("refutation: expected a softrank.audit.Refutation, got "
+                                       f"{type(refutation).__name__}")
+        if not (isinstance(refutation.found, int) and isinstance(refutation.claimed, int)
+                and 0 <= refutation.found < refutation.claimed):
+            raise InvalidArgumentError(
+                f"refutation: a witness of rank {refutation.found!r} does not refute a lower "
+                f"certificate of rank {refutation.claimed!r}")
+        self._refutations.append((self._running or refutation.by, index, refutation))
 
     def refutations(self, index: int) -> tuple:
         """The refutations recorded for cell ``index``."""
-        return tuple(self._refutations.get(index, ()))
+        return tuple(r for _, i, r in self._refutations if i == index)
 
     def shared(self, key: str, make: Callable[[], Any]) -> Any:
         """``make()`` once per operator, shared by every stage that asks for ``key``."""
@@ -210,6 +231,20 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[:300]}"
 
 
+def _value(stage: str, col: str, v):
+    """A stage's value as the row holds it: a str, int, float or bool (a numpy scalar as the
+    Python number it holds); None as empty."""
+    if v is None:
+        return ""
+    if isinstance(v, (str, int, float)):
+        return v
+    item = getattr(v, "item", None)
+    if type(v).__module__ == "numpy" and getattr(v, "ndim", None) == 0 and callable(item):
+        return item()
+    raise InvalidArgumentError(f"stage {stage!r} wrote a {type(v).__name__} to column {col!r} "
+                               "(expected a str or a number)")
+
+
 def _run_one(st, cells: OperatorCells, n: int) -> tuple[list[dict], str]:
     """One stage on the operator's cells: its rows and its error (``""`` when none)."""
     try:
@@ -222,7 +257,7 @@ def _run_one(st, cells: OperatorCells, n: int) -> tuple[list[dict], str]:
         if extra:
             raise InvalidArgumentError(f"stage {st.name!r} wrote columns it does not "
                                        f"declare: {extra[:5]}")
-        return got, ""
+        return [{c: _value(st.name, c, v) for c, v in g.items()} for g in got], ""
     except Exception as exc:  # noqa: BLE001 - recorded by name; never a value
         return [{} for _ in range(n)], _one_line(exc)
 
@@ -250,19 +285,26 @@ def run_stages(operator, eps: Sequence[float], stages: Sequence[Any], *,
     Raises
     ------
     InvalidArgumentError
-        If the stages are malformed (before any runs). A stage that raises while it runs,
-        or returns rows of the wrong number or keys, is recorded in the ``stages`` column
-        with its error and its columns are left empty; nothing else stops the operator.
+        If the stages are malformed or ``eps`` is not a list of distinct tolerances in
+        ``(0, 1)`` (before any runs). A stage that raises while it runs, or returns rows of
+        the wrong number, keys or value types (a str or a number; numpy scalars are
+        converted), is recorded in the ``stages`` column with its error and its columns are
+        left empty; nothing else stops the operator.
     """
     stages = check_stages(stages)
-    cells = OperatorCells(operator, tuple(float(e) for e in eps), bool(validated),
+    cells = OperatorCells(operator, tuple(validate_eps(list(eps))), bool(validated),
                           None if out is None else Path(out))
     rows = [cell_identity(operator, e) for e in cells.eps]
     record: dict[str, StageRecord] = {}
     for st in stages:
         t0 = time.perf_counter()
+        cells._running, mark = st.name, len(cells._refutations)
         got, error = _run_one(st, cells, len(rows))
-        record[st.name] = StageRecord(time.perf_counter() - t0, error)
+        cells._running = None
+        if error:  # a failed stage's refutations go with its columns
+            del cells._refutations[mark:]
+        refuted = {cells.eps[i]: ref for _, i, ref in cells._refutations[mark:]}
+        record[st.name] = StageRecord(time.perf_counter() - t0, error, refuted)
         for row, g in zip(rows, got):
             for c in st.columns:
                 row[c] = g.get(c, "")
@@ -295,7 +337,8 @@ _LOADED_STAGES: dict = {}
 
 def load_stages(specs) -> list:
     """Stages from ``MODULE:OBJECT`` specs (a class is instantiated without arguments;
-    loaded once per process, so workers load them by name); objects are returned as given.
+    loaded once per process, so workers load them by name), classes (instantiated without
+    arguments) and objects (returned as given).
 
     Raises
     ------
@@ -307,6 +350,12 @@ def load_stages(specs) -> list:
 
     out = []
     for spec in specs:
+        if isinstance(spec, type):
+            try:
+                spec = spec()
+            except Exception as exc:
+                raise InvalidArgumentError(f"stages: the class {spec.__name__!r} could not be "
+                                           f"instantiated without arguments ({exc})") from exc
         if not isinstance(spec, str):
             out.append(spec)
             continue

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_args
 
@@ -33,8 +33,8 @@ from ..errors import MalformedRecord
 from ..ids import group_key
 
 __all__ = ["ID_COLUMNS", "STAGES_COLUMN", "VERDICTS", "STATUSES", "StageRecord", "group_key",
-           "Refutation", "cell_identity", "encode_diagnostics", "read_diagnostics", "encode_stages",
-           "read_stages", "read_cell", "cell_key"]
+           "Refutation", "cell_identity", "encode_diagnostics", "read_diagnostics",
+           "encode_stages", "read_stages", "read_cell", "cell_key", "refutations"]
 
 #: Columns every row carries before any stage runs: the operator's identity and the cell's
 #: tolerance.
@@ -59,16 +59,24 @@ class StageRecord:
         Wall time of the stage's ``run`` on the operator's cells.
     error : str
         ``"Type: message"`` when it raised or broke its protocol (its columns are then
-        empty); empty otherwise.
+        empty, and its refutations dropped); empty otherwise.
+    refuted : dict
+        ``{eps: Refutation}``: the cells whose lower certificate the stage refuted with a
+        checked counterexample (the pipeline made them ``unsound``).
     """
 
     seconds: float
     error: str = ""
+    refuted: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         d: dict = {"seconds": round(self.seconds, 4)}
         if self.error:
             d["error"] = self.error
+        if self.refuted:
+            d["refuted"] = [{"eps": e, "claimed": r.claimed, "found": r.found,
+                             **({"saved": str(r.saved)} if r.saved is not None else {})}
+                            for e, r in self.refuted.items()]
         return d
 
 
@@ -195,11 +203,18 @@ def read_stages(row: Mapping[str, Any]) -> dict[str, StageRecord]:
         if isinstance(rec, StageRecord):
             out[name] = rec
             continue
+        refs = rec.get("refuted", []) if isinstance(rec, dict) else None
         if not (isinstance(rec, dict) and isinstance(rec.get("seconds"), (int, float))
-                and isinstance(rec.get("error", ""), str)):
+                and isinstance(rec.get("error", ""), str) and isinstance(refs, list)
+                and all(isinstance(x, dict) and isinstance(x.get("eps"), (int, float))
+                        and isinstance(x.get("claimed"), int)
+                        and isinstance(x.get("found"), int) for x in refs)):
             raise MalformedRecord(f"stages: the record of {name!r} is not softrank's, got "
                                   f"{rec!r:.120}")
-        out[name] = StageRecord(float(rec["seconds"]), rec.get("error", ""))
+        refuted = {float(x["eps"]): Refutation(name, x["claimed"], x["found"],
+                                               Path(x["saved"]) if x.get("saved") else None)
+                   for x in refs}
+        out[name] = StageRecord(float(rec["seconds"]), rec.get("error", ""), refuted)
     return out
 
 
@@ -212,9 +227,9 @@ def read_cell(row: Mapping[str, Any]) -> dict:
     """A validated, typed copy of a cell row, as the report and ``softrank diff`` read it.
 
     ``lower`` and ``upper`` become ints (None for an end without a certificate, in an
-    ``error`` cell),
-    ``eps`` and ``seconds`` floats (``seconds`` stays ``""`` when empty), ``diagnostics`` a :class:`Diagnostics` and ``stages`` a dict of
-    :class:`StageRecord`; every other column is kept as it is.
+    ``error`` cell), ``eps`` and ``seconds`` floats (``seconds`` stays ``""`` when empty),
+    ``diagnostics`` a :class:`Diagnostics` and ``stages`` a dict of :class:`StageRecord`;
+    every other column is kept as it is.
 
     Raises
     ------
@@ -225,6 +240,7 @@ def read_cell(row: Mapping[str, Any]) -> dict:
         column that is not softrank's record.
     """
     r = dict(row)
+    r[STAGES_COLUMN] = read_stages(r)
     for col in ("operator_id", "eps", "lower", "upper"):
         if col not in r:
             raise MalformedRecord(f"no column {col!r}")
@@ -241,10 +257,9 @@ def read_cell(row: Mapping[str, Any]) -> dict:
         # an end without a certificate is empty (audits of softrank 0.1 wrote 0 and -1)
         for col, absent in (("lower", 0), ("upper", -1)):
             v = r[col]
-            try:
-                r[col] = None if v in ("", None) or int(v) == absent else int(v)
-            except (TypeError, ValueError):
-                raise MalformedRecord(f"{col} {v!r} is not an integer") from None
+            r[col] = None if v in ("", None) else _rank(v, col)
+            if r[col] == absent:
+                r[col] = None
             if r[col] is not None and r[col] < 1:
                 raise MalformedRecord(f"{col} {v!r} is not a rank of a certificate")
         if r["lower"] is not None and r["upper"] is not None:
@@ -252,12 +267,7 @@ def read_cell(row: Mapping[str, Any]) -> dict:
     else:
         for col in ("lower", "upper"):
             v = r[col]
-            try:
-                if isinstance(v, bool) or (isinstance(v, float) and not v.is_integer()):
-                    raise ValueError(v)
-                r[col] = int(v)
-            except (TypeError, ValueError):
-                raise MalformedRecord(f"{col} {v!r} is not an integer") from None
+            r[col] = _rank(v, col)
         lo, up = r["lower"], r["upper"]
         if lo < 0 or up < 0 or (not (lo > up or _refuted(r)) if verdict == "unsound"
                                 else (verdict == "resolved") != (lo == up) or lo > up):
@@ -271,11 +281,34 @@ def read_cell(row: Mapping[str, Any]) -> dict:
         if not (r["seconds"] >= 0 and math.isfinite(r["seconds"])):
             raise MalformedRecord(f"seconds {sec!r} is not a finite number >= 0")
     r["diagnostics"] = read_diagnostics(r)
-    r[STAGES_COLUMN] = read_stages(r)
     return r
 
 
+def _rank(v, col: str) -> int:
+    """An end as an int: an int, or a string or float of an integer value (``"4"``,
+    ``"4.0"``: a CSV rewritten by a tool that reads the column as floats)."""
+    try:
+        if isinstance(v, bool):
+            raise ValueError(v)
+        if isinstance(v, int):
+            return v
+        f = float(v)
+        if not f.is_integer():
+            raise ValueError(v)
+        return int(f)
+    except (TypeError, ValueError, OverflowError):
+        raise MalformedRecord(f"{col} {v!r} is not an integer") from None
+
+
+def refutations(row: Mapping[str, Any]) -> list[Refutation]:
+    """The checked counterexamples to the cell's lower certificate that its stages recorded
+    (``[]`` for a cell that none refuted)."""
+    eps = float(row["eps"])
+    return [rec.refuted[eps] for rec in read_stages(row).values() if eps in rec.refuted]
+
+
 def _refuted(r: Mapping[str, Any]) -> bool:
-    """The cell's lower certificate was refuted by a checked counterexample (the attack
-    stage): its verdict is ``unsound`` whatever its ends."""
-    return r.get("attack") == "SUCCEEDED"
+    """The cell's lower certificate was refuted by a checked counterexample: its verdict is
+    ``unsound`` whatever its ends (audits before the ``refuted`` stage records: the attack
+    column says ``SUCCEEDED``)."""
+    return bool(refutations(r)) or r.get("attack") == "SUCCEEDED"

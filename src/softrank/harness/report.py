@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..audit.record import group_key, read_diagnostics, read_stages
+from ..audit.record import group_key, read_diagnostics, read_stages, refutations
 from ..certifiers.interface import Diagnostics, MethodRecord
 from .plots import plot_families, plot_minilm
 from .store import SUMMARY_NAME, read_summary
@@ -380,6 +380,11 @@ def _constructions_section(rows, summary, plot: str | None) -> list[str]:
 def _why(r) -> str:
     d = cell_diagnostics(r)
     if r["verdict"] == "unsound":
+        refs = refutations(r)
+        if refs:
+            return "; ".join(f"refuted by stage {x.by!r}: a checked witness of rank {x.found} "
+                             f"within eps, below the certified {x.claimed}"
+                             + (f" (saved in {x.saved})" if x.saved else "") for x in refs)
         return (f"lower {r['lower']} ({r['lower_method']}) above upper {r['upper']} "
                 f"({r['upper_method']})" if int(r["lower"]) > int(r["upper"])
                 else f"attack: {r.get('attack', '')}")

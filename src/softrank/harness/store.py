@@ -105,6 +105,13 @@ def identity_diff(old: dict, new: dict) -> str:
             continue
         if k == "operators" and isinstance(a, list) and isinstance(b, list):
             parts.append(_operators_diff(a, b))
+        elif k in ("stages", "certifiers") and isinstance(a, list) and isinstance(b, list):
+            gone = [x for x in a if x not in b]
+            added = [x for x in b if x not in a]
+            parts.append(f"{k}: " + ", ".join(
+                ([f"{_short(gone)} only in the ledger"] if gone else [])
+                + ([f"{_short(added)} only in this run"] if added else [])
+                or [f"{_short(a)} in the ledger, {_short(b)} in this run (another order)"]))
         else:
             parts.append(f"{k} {_short(a)} in the ledger, {_short(b)} in this run")
     return "; ".join(parts)

@@ -65,7 +65,7 @@ def run(args) -> int:
         w = max(6, *(len(repr(br.eps)) for br in brs))
         print(f"{'eps':>{w}}  {'lower':>5}  {'upper':>5}  verdict   lower method / upper method")
         for br in brs:
-            lo, up = ("-", "-") if br.lower is None else (br.lower, br.upper)
+            lo, up = ("-" if e is None else e for e in (br.lower, br.upper))
             print(f"{br.eps!r:>{w}}  {lo:>5}  {up:>5}  {br.verdict:8s}  "
                   f"{br.lower_method} / {br.upper_method}")
             if br.verdict == "error":
