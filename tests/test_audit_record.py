@@ -55,7 +55,7 @@ def test_read_cell_types_a_row():
     (("", ""), (None, None)),             # no end certified (a crash)
     (("3", ""), (3, None)),               # a lower certificate, no witness
     (("", "5"), (None, 5)),               # a witness, no lower certificate
-    (("0", "-1"), (None, None)),          # as softrank 0.1 wrote an error cell
+    (("0", "-1"), (None, None)),          # as older audits wrote an error cell
     ((0, -1), (None, None)),
 ])
 def test_an_error_cell_has_none_for_an_end_without_certificate(ends, want):

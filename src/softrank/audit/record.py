@@ -254,7 +254,7 @@ def read_cell(row: Mapping[str, Any]) -> dict:
     if verdict not in VERDICTS:
         raise MalformedRecord(f"verdict {verdict!r} is not one of {VERDICTS}")
     if verdict == "error":
-        # an end without a certificate is empty (audits of softrank 0.1 wrote 0 and -1)
+        # an end without a certificate is empty (audits before d831c3d wrote 0 and -1)
         for col, absent in (("lower", 0), ("upper", -1)):
             v = r[col]
             r[col] = None if v in ("", None) else _rank(v, col)
