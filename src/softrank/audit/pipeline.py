@@ -346,28 +346,17 @@ def load_stages(specs) -> list:
         A malformed spec, one that cannot be imported, or an object that is not a stage
         (:class:`Stage`).
     """
-    from ..certifiers.interface import load_object
+    from ..certifiers.interface import instantiate, load_object
 
     out = []
     for spec in specs:
-        if isinstance(spec, type):
-            try:
-                spec = spec()
-            except Exception as exc:
-                raise InvalidArgumentError(f"stages: the class {spec.__name__!r} could not be "
-                                           f"instantiated without arguments ({exc})") from exc
+        spec = instantiate(spec, f"stages: {spec!r:.80}")
         if not isinstance(spec, str):
             out.append(spec)
             continue
         st = _LOADED_STAGES.get(spec)
         if st is None:
-            obj = load_object(spec, "--stage")
-            if isinstance(obj, type):
-                try:
-                    obj = obj()
-                except Exception as exc:
-                    raise InvalidArgumentError(f"--stage {spec!r}: the class could not be "
-                                               f"instantiated without arguments ({exc})") from exc
+            obj = instantiate(load_object(spec, "--stage"), f"--stage {spec!r}")
             if not isinstance(obj, Stage):
                 raise InvalidArgumentError(f"--stage {spec!r}: expected an object with name, "
                                            "columns and run(cells)")

@@ -48,7 +48,7 @@ from ..errors import CertifierError, InvalidArgumentError
 __all__ = [
     "Construction", "LowerTest", "Context", "Certifier", "Traits", "CertifierError", "MethodRecord",
     "Diagnostics", "Status", "Verdict", "Origin", "as_certifier", "import_module", "load_object",
-    "parse_spec",
+    "parse_spec", "instantiate",
 ]
 
 #: What became of one method at one tolerance.
@@ -428,6 +428,24 @@ def import_module(module: str):
         raise
 
 
+def instantiate(obj, what: str):
+    """``obj()`` when ``obj`` is a class (a method or stage given by its class is instantiated
+    without arguments, as a ``MODULE:OBJECT`` spec naming a class is); anything else as given.
+
+    Raises
+    ------
+    InvalidArgumentError
+        Naming ``what`` (the argument and the value), when the class cannot be instantiated.
+    """
+    if not isinstance(obj, type):
+        return obj
+    try:
+        return obj()
+    except Exception as exc:
+        raise InvalidArgumentError(f"{what}: the class could not be instantiated without "
+                                   f"arguments ({exc})") from exc
+
+
 def as_certifier(obj, spec: str = "", name: str | None = None,
                  origin: Origin = "third-party", traits: Traits | None = None) -> Certifier:
     """Wrap an object (or a class, instantiated without arguments) as a :class:`Certifier`.
@@ -443,12 +461,7 @@ def as_certifier(obj, spec: str = "", name: str | None = None,
     """
     if isinstance(obj, Certifier):
         return obj
-    if isinstance(obj, type):
-        try:
-            obj = obj()
-        except Exception as exc:
-            raise InvalidArgumentError(f"certifier {spec or obj!r}: the class could not be "
-                                       f"instantiated without arguments ({exc})") from exc
+    obj = instantiate(obj, f"certifier {spec or obj!r}")
     c = Certifier(name or str(getattr(obj, "name", "") or spec.rpartition(":")[2] or
                              type(obj).__name__), obj, spec, origin)
     if not (c.is_construction or c.is_lower_test):
