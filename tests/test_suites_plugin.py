@@ -77,7 +77,7 @@ SPECS = {
     "same-names": (["examples.my_construction:MyConstruction",
                     "examples.my_construction:MyConstruction"], []),
     "bad-cache": (["examples.my_construction:MyConstruction"],
-                  ["--softrank-reference-cache", str(REPO / "pyproject.toml")]),
+                  ["--softrank-reference-store", str(REPO / "pyproject.toml")]),
 }
 
 
@@ -104,8 +104,9 @@ class Run:
                "-p", "softrank_test_probe"]
         for spec in specs:
             cmd += ["--softrank-certifier", spec]
-        # every run shares one reference cache (the heavy runs compare with the same cases)
-        cmd += ["--softrank-reference-cache", str(root / "reference-cache")]
+        # every run shares one reference store (the heavy runs compare with the same cases;
+        # the old option name is an alias)
+        cmd += ["--softrank-reference-cache", str(root / "reference-store")]
         env = _env()
         (root / "mods").mkdir(exist_ok=True)
         (root / "mods" / "nevermod.py").write_text(NEVER)
@@ -468,7 +469,7 @@ def test_the_runs_share_their_reference_brackets(runs):
     counts = []
     for key in ("good", "sized", "broken-construction", "broken-lower"):
         r = runs[key].wait()
-        got = re.search(r"reference cache \S+: (\d+) brackets read back and re-checked, "
+        got = re.search(r"reference store \S+: (\d+) brackets read back and checked again, "
                         r"(\d+) computed and stored, (\d+) stored entries refused", r.stdout)
         assert got, r
         counts.append(tuple(map(int, got.groups())))
@@ -478,7 +479,7 @@ def test_the_runs_share_their_reference_brackets(runs):
 
 @pytest.mark.parametrize("key, option", [("bad-sizes", "--softrank-sizes"),
                                          ("bad-coverage", "--softrank-min-coverage"),
-                                         ("bad-cache", "--softrank-reference-cache"),
+                                         ("bad-cache", "--softrank-reference-store"),
                                          ("same-names", "names must differ")])
 def test_bad_suite_options_are_usage_errors(runs, key, option):
     r = runs[key]

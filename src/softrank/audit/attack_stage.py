@@ -9,15 +9,31 @@ refutation: it is saved with the certificate it refutes and recorded with
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 from ..attacks import EFFORTS, attack
 from ..checker import save_certificate
 from ..errors import InvalidArgumentError
+from ..refstore import ReferenceStore
 from ..validation import check_choice
 from .record import Refutation
 
 __all__ = ["AttackStage"]
+
+_CODE: list = []
+
+
+def _attack_code() -> str:
+    """12 hex digits of the bytes of :mod:`softrank.attacks` (a kept attack outcome is
+    keyed by them; the methods it calls are the engine's, keyed by the store's entry)."""
+    if not _CODE:
+        from pathlib import Path
+
+        from .. import attacks
+
+        _CODE.append(hashlib.sha256(Path(attacks.__file__).read_bytes()).hexdigest()[:12])
+    return _CODE[0]
 
 
 class AttackStage:
@@ -37,6 +53,11 @@ class AttackStage:
     ----------
     effort : {"quick", "standard", "hard", "none"}
         See :data:`softrank.attacks.EFFORTS`; ``"none"`` attacks nothing (the columns stay empty).
+    store : str or ReferenceStore, optional
+        The reference store: an attack that held on a cell whose ends are a stored
+        reference's is kept beside that entry (keyed by the effort and the bytes of
+        :mod:`softrank.attacks`) and read back instead of run again. A success is never
+        kept: it is found again, and saved, in every run.
 
     Notes
     -----
@@ -50,8 +71,9 @@ class AttackStage:
     name = "attack"
     columns = ("attack", "attack_closest", "attack_seconds")
 
-    def __init__(self, effort: str = "quick"):
+    def __init__(self, effort: str = "quick", store=None):
         self.effort = check_choice(effort, "effort", [*sorted(EFFORTS), "none"])
+        self.store = store
 
     def run(self, cells) -> list[dict]:
         if self.effort == "none":
@@ -60,6 +82,8 @@ class AttackStage:
             raise InvalidArgumentError("attack: no brackets to attack (the bracket stage "
                                        "must run first)")
         A = cells.certified_matrix()
+        self._store = (ReferenceStore(self.store, "reference_store")
+                       if isinstance(self.store, str) else self.store)
         rows = []
         for i, br in enumerate(cells.brackets):
             try:
@@ -73,10 +97,18 @@ class AttackStage:
         c = br.lower_certificate
         if c is None or c.rank < 2 or br.verdict == "error":
             return {}
+        key = f"attack-{self.effort}-{_attack_code()}"
+        if self._store is not None:
+            kept = self._store.side_record(br, key)
+            if isinstance(kept, dict) and kept.get("attack") == "held" and set(kept) == set(
+                    self.columns):
+                return kept
         res = attack(A, c.eps, c, upper_witness=br.upper_witness, effort=self.effort)
         row = {"attack": "held(partial)" if res.failures else "held",
                "attack_closest": round(res.best_error / c.eps, 4),
                "attack_seconds": round(res.seconds, 4)}
+        if self._store is not None and row["attack"] == "held":
+            self._store.put_side_record(br, key, row)
         if res.succeeded:
             row["attack"] = "SUCCEEDED"
             saved = None

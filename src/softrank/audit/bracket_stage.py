@@ -14,6 +14,7 @@ import numpy as np
 
 from ..certifiers.bracket import Bracket, bracket, check_effort
 from ..certifiers.registry import load_certifiers
+from ..refstore import ReferenceStore
 from .record import encode_diagnostics
 
 __all__ = ["BracketStage", "svd_seconds"]
@@ -55,6 +56,8 @@ class BracketStage:
         Seconds per cell (:func:`bracket`'s ``time_limit``).
     effort : {"full", "fast"}
         :func:`bracket`'s ``effort``.
+    store : str or ReferenceStore, optional
+        The reference store (:func:`bracket`'s ``store``; a path is opened in the worker).
 
     Notes
     -----
@@ -63,25 +66,34 @@ class BracketStage:
     ``lower_method``, ``upper_method``, ``verdict``, ``seconds`` (the cell's share of the
     engine's time), ``svd_seconds`` (:func:`svd_seconds` of ``A``), ``lower_check``,
     ``upper_check`` (the checker's verdict and arithmetics), ``validated_rho`` (the
-    enclosure radius in validated mode) and ``diagnostics`` (JSON, every method's outcome).
+    enclosure radius in validated mode), ``reference`` (``store``: softrank's own bracket read
+    back from the reference store and checked again, ``computed``: computed in this run;
+    empty without a store) and ``diagnostics`` (JSON, every method's outcome). A cell from
+    the store keeps the ``seconds`` its bracket took when it was computed (plus any
+    third-party methods' time in this run); this run's time is in the ``stages`` column.
     """
 
     name = "bracket"
     columns = ("lower", "upper", "ratio", "lower_method", "upper_method", "verdict", "seconds",
-               "svd_seconds", "lower_check", "upper_check", "validated_rho", "diagnostics")
+               "svd_seconds", "lower_check", "upper_check", "validated_rho", "reference", "diagnostics")
 
-    def __init__(self, certifiers=(), time_limit: float | None = None, effort: str = "full"):
+    def __init__(self, certifiers=(), time_limit: float | None = None, effort: str = "full",
+                 store=None):
         self.certifiers = tuple(certifiers)
         self.time_limit = time_limit
         self.effort = check_effort(effort)
+        self.store = store
 
     def run(self, cells) -> list[dict]:
         op = cells.operator
         validated = cells.validated and op.Q is not None
         cons, tests = load_certifiers(self.certifiers)
+        store = (ReferenceStore(self.store, "reference_store") if isinstance(self.store, str)
+                 else self.store)
         try:
             brs = bracket(op, list(cells.eps), validated=validated, time_limit=self.time_limit,
-                          constructions=cons, lower_tests=tests, effort=self.effort)
+                          constructions=cons, lower_tests=tests, effort=self.effort,
+                          store=store)
         except Exception as exc:  # an operator that crashes is recorded, never a bound
             brs = [Bracket.failed(e, f"{type(exc).__name__}: {exc}") for e in cells.eps]
         cells.publish(self.name, brs)
@@ -99,6 +111,7 @@ class BracketStage:
                 "lower_check": _check_label(br.checks.get("lower")),
                 "upper_check": _check_label(br.checks.get("upper")),
                 "validated_rho": f"{br.rho:.3g}" if validated else "",
+                "reference": br.diagnostics.reference.get("source", ""),
                 "diagnostics": encode_diagnostics(br.diagnostics),
             })
         return rows

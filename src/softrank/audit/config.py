@@ -16,6 +16,7 @@ from ..attacks import EFFORTS as ATTACK_EFFORTS
 from ..certifiers.bracket import check_effort, validate_eps
 from ..certifiers.registry import load_certifiers
 from ..errors import InvalidArgumentError
+from ..refstore import ReferenceStore
 from ..validation import check_choice, check_positive
 from .pipeline import default_stages, stage_columns
 
@@ -51,6 +52,11 @@ class AuditConfig:
     stages : sequence of Stage or str
         Extra stages run after the default ones (objects, or ``MODULE:OBJECT`` specs; see
         :mod:`softrank.audit.pipeline`).
+    reference_store : str, optional
+        Directory of the reference store (:class:`softrank.refstore.ReferenceStore`):
+        softrank's own bracket of a cell stored there is read back and checked instead of
+        computed, and a computed one is stored, with its attack's outcome. Not part of
+        :meth:`identity`: a cell's ends do not depend on where its reference came from.
 
     Raises
     ------
@@ -66,6 +72,7 @@ class AuditConfig:
     effort: str = "full"
     certifiers: tuple[str, ...] = ()
     stages: tuple[Any, ...] = ()
+    reference_store: str | None = field(default=None, compare=False)
     _stage_names: tuple[str, ...] = field(init=False, repr=False, compare=False, default=())
     _columns: tuple[str, ...] = field(init=False, repr=False, compare=False, default=())
 
@@ -87,6 +94,11 @@ class AuditConfig:
             raise InvalidArgumentError("certifiers: expected MODULE:OBJECT strings, got "
                                        f"{list(self.certifiers)!r:.120}")
         load_certifiers(self.certifiers)
+        if self.reference_store is not None:
+            if not isinstance(self.reference_store, str):
+                raise InvalidArgumentError("reference_store: expected a directory path, got "
+                                           f"{self.reference_store!r:.80}")
+            ReferenceStore(self.reference_store, "reference_store")  # creatable, writable
         pipeline = self.pipeline()
         put("_stage_names", tuple(st.name for st in pipeline))
         put("_columns", tuple(stage_columns(pipeline)))

@@ -326,8 +326,9 @@ def default_stages(config) -> list:
     from .feature_stages import BaselineFeaturesStage, GaugeFeaturesStage
     from .geometry_stages import IntrinsicDescriptorStage, NativeGeometryStage
 
-    stages = [BracketStage(config.certifiers, config.cell_timeout, config.effort),
-              AttackStage(config.attacks), NativeGeometryStage(), BaselineFeaturesStage(),
+    stages = [BracketStage(config.certifiers, config.cell_timeout, config.effort,
+                           config.reference_store),
+              AttackStage(config.attacks, config.reference_store), NativeGeometryStage(), BaselineFeaturesStage(),
               IntrinsicDescriptorStage(), GaugeFeaturesStage()]
     return check_stages(stages + load_stages(config.stages))
 

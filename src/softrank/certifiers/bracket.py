@@ -249,11 +249,11 @@ class _Engine:
     reports the strongest end that also passes the interval check."""
 
     def __init__(self, op: Operator, ctx: Context, eps: float, interval: bool,
-                 deadline: float | None, progress=None):
+                 deadline: float | None, progress=None, diag: Diagnostics | None = None):
         self.op, self.ctx, self.eps, self.interval = op, ctx, eps, interval
         self.deadline = deadline
         self.progress = progress
-        self.diag = Diagnostics()
+        self.diag = Diagnostics() if diag is None else diag
 
     def _say(self, rec: MethodRecord) -> None:
         if self.progress is not None:
@@ -390,6 +390,52 @@ def _bracket_one(op: Operator, ctx: Context, eps_req: float, interval: bool,
     return br
 
 
+def _extend_one(br: Bracket, op: Operator, ctx: Context, interval: bool,
+                lower_tests: list[Certifier], constructions: list[Certifier], rho: float,
+                deadline: float | None, progress=None) -> bool:
+    """Run the extra methods (a user's lower tests and constructions) at ``br.eps`` after
+    softrank's own bracket ``br`` is made: each answer is checked in float64 and recorded in
+    ``br.diagnostics``; the strongest one beyond the bracket's end that also passes the full
+    check becomes the end, credited to its method. Returns whether an end moved."""
+    eng = _Engine(op, ctx, br.eps, interval, deadline, progress, br.diagnostics)
+    owner: dict = {}
+    moved = False
+    ctx.lower = br.lower or 0
+    ctx.upper = br.upper if br.upper is not None else ctx.p + 1
+    found = []
+    for t in lower_tests:
+        out = eng.run(t, "lower", br.eps + rho)
+        if out is not None:
+            owner[id(out)] = eng.diag.methods[-1]
+            if br.lower is None or out.rank > br.lower:
+                found.append(out)
+    found.sort(key=lambda c: -c.rank)
+    lcert, lrep = eng.first_passing(found, owner, "lower")
+    if lcert is not None:
+        br.lower_certificate, br.lower, br.lower_method = lcert, lcert.rank, lcert.method
+        br.checks["lower"] = lrep
+        br.diagnostics.carried.pop("lower", None)
+        ctx.lower, moved = lcert.rank, True
+    found = []
+    for c in constructions:
+        out = eng.run(c, "upper", br.eps - rho)
+        if out is not None:
+            owner[id(out)] = eng.diag.methods[-1]
+            if br.upper is None or out.rank < br.upper:
+                found.append(out)
+    found.sort(key=lambda w: w.rank)
+    uwit, urep = eng.first_passing(found, owner, "upper")
+    if uwit is not None:
+        br.upper_witness, br.upper, br.upper_method = uwit, uwit.rank, uwit.method
+        br.checks["upper"] = urep
+        br.diagnostics.carried.pop("upper", None)
+        moved = True
+    if moved:
+        br.diagnostics.error = ""
+        _set_verdict(br)
+    return moved
+
+
 def _set_verdict(br: Bracket) -> None:
     if br.lower_certificate is None or br.upper_witness is None:
         br.verdict = "error"
@@ -448,7 +494,8 @@ def _monotone(brs: list[Bracket], A: np.ndarray, interval: bool) -> None:
 
 def bracket(A, eps, *, interval: bool = True, validated: bool = False,
             time_limit: float | None = None, constructions=None,
-            lower_tests=None, progress=None, effort: str = "full") -> list[Bracket]:
+            lower_tests=None, progress=None, effort: str = "full",
+            store=None) -> list[Bracket]:
     """Certified brackets ``lower <= r_eps(A) <= upper`` (docs/theory/quantity.md, docs/theory/witnesses.md, docs/theory/lower.md).
 
     Parameters
@@ -471,15 +518,17 @@ def bracket(A, eps, *, interval: bool = True, validated: bool = False,
         identity witness (``O(m N)``), and the tolerance is reported with the best checked
         ends of the methods that ran, ``cut_short`` set. Never an unchecked bound.
     constructions, lower_tests : list, optional
-        Extra methods run after the built-in ones at every tolerance (before the late
-        searches ``subspace-rows``, ``subspace-climb``, ``trust-region``,
-        ``alternating-l1-smooth`` and ``alternating-l1-anneal``, which run last): objects with
-        ``witness(operator, eps)`` / ``certify(operator, eps)`` (or classes instantiable
-        without arguments, or ``"MODULE:OBJECT"`` strings; see
+        Extra methods, run at every tolerance after softrank's own bracket is made (so
+        softrank's ends never depend on them, and a stored reference bracket serves every
+        run): objects with ``witness(operator, eps)`` / ``certify(operator, eps)`` (or
+        classes instantiable without arguments, or ``"MODULE:OBJECT"`` strings; see
         :mod:`softrank.certifiers.interface`). Each answer is checked like a built-in one;
-        one that the checker accepts and beats the built-ins becomes the reported end,
+        one that the checker accepts and beats softrank's end becomes the reported end,
         credited by the method's name; one that it rejects is recorded as ``rejected`` in
         ``diagnostics`` and never reported. A method that raises is recorded as ``failed``.
+        They run on every tolerance with a bracket (an ``error`` bracket without any end is
+        left as it is), with a time limit of their own of ``time_limit`` seconds per
+        tolerance.
     effort : {"full", "fast"}
         ``"full"`` (default) runs every built-in method. ``"fast"`` skips the late searches
         named above (each recorded in ``diagnostics`` as ``skipped``, message ``"effort
@@ -487,6 +536,13 @@ def bracket(A, eps, *, interval: bool = True, validated: bool = False,
         so mostly wider (on the default panel 657 of 1074 ends wider than at ``"full"``,
         none narrower) for about an eighth of the time (README, "Effort"). Unlike with
         ``time_limit``, which methods run does not depend on the machine's speed.
+
+    store : object, optional
+        Where softrank's own brackets are kept between runs, e.g. a
+        :class:`softrank.refstore.ReferenceStore` (any object with its ``brackets`` method):
+        the tolerances it holds for this operator, ``effort`` and ``validated`` are read back
+        and checked again in both arithmetics; the others are computed and stored
+        (docs/store.md). Default None: everything is computed, nothing kept.
 
     Returns
     -------
@@ -514,10 +570,10 @@ def bracket(A, eps, *, interval: bool = True, validated: bool = False,
     check_effort(effort)
     op = A if isinstance(A, Operator) else Operator(A=A)
     eps_list = validate_eps(eps)
-    cons = default_constructions() + _as_methods(constructions, "upper")
-    tests = default_lower_tests() + _as_methods(lower_tests, "lower")
-    _unique_names(cons, "upper")
-    _unique_names(tests, "lower")
+    own_cons, own_tests = default_constructions(), default_lower_tests()
+    extra_cons, extra_tests = _as_methods(constructions, "upper"), _as_methods(lower_tests, "lower")
+    _unique_names(own_cons + extra_cons, "upper")
+    _unique_names(own_tests + extra_tests, "lower")
     if time_limit is not None:
         check_positive(time_limit, "time_limit (seconds)")
     t0 = time.perf_counter()
@@ -535,12 +591,59 @@ def bracket(A, eps, *, interval: bool = True, validated: bool = False,
             raise InvalidArgumentError(
                 f"eps: the smallest tolerance {min(eps_list)!r} does not exceed the enclosure "
                 f"radius rho = {rho!r} of the exact softmax")
+    contexts: list = []  # the shared Context, once made
+    setup = [time.perf_counter() - t0]  # the enclosure's time: charged to the first bracket
+
+    def own(eps_wanted: list[float]) -> list[Bracket]:
+        """softrank's own brackets at ``eps_wanted`` (monotone among themselves)."""
+        brs = _own_brackets(op, A_used, rho, eps_wanted, interval, time_limit, own_tests,
+                            own_cons, progress, effort, contexts)
+        brs[eps_wanted.index(max(eps_wanted))].seconds += setup.pop() if setup else 0.0
+        return brs
+
+    if store is None:
+        out = own(eps_list)
+    else:
+        out = store.brackets(op, A_used, rho, eps_list, effort=effort, validated=validated,
+                             interval=interval, compute=own)
+    if extra_cons or extra_tests:
+        if not contexts:
+            try:
+                contexts.append(Context(A_used))
+            except Exception:  # noqa: BLE001 - only the extras need it; they cannot run
+                contexts.append(None)
+        ctx = contexts[0]
+        moved = False
+        for br in sorted(out, key=lambda b: -b.eps):
+            if ctx is None or (br.lower_certificate is None and br.upper_witness is None):
+                continue  # no bracket to extend: its error says why
+            t = time.perf_counter()
+            deadline = None if time_limit is None else t + float(time_limit)
+            moved |= _extend_one(br, op, ctx, interval, extra_tests, extra_cons, rho,
+                                 deadline, progress)
+            br.seconds += time.perf_counter() - t
+        if moved:
+            _monotone(sorted(out, key=lambda b: b.eps), A_used, interval)
+    by_eps = {b.eps: b for b in out}
+    return [by_eps[e] for e in eps_list]
+
+
+def _own_brackets(op: Operator, A_used: np.ndarray, rho: float, eps_list: list[float],
+                  interval: bool, time_limit: float | None, tests: list[Certifier],
+                  cons: list[Certifier], progress, effort: str, contexts: list
+                  ) -> list[Bracket]:
+    """softrank's own brackets of ``A_used`` at every tolerance of ``eps_list`` (in that
+    order), made monotone in ``eps``; the shared :class:`Context` is appended to
+    ``contexts`` (None when its set-up failed)."""
+    t0 = time.perf_counter()
     try:
-        ctx = Context(A_used)
+        ctx = contexts[0] if contexts else Context(A_used)
         ctx.svd  # noqa: B018 - computed up front: an SVD that does not converge is no bracket
         setup_error = None
     except Exception as exc:  # e.g. an SVD that does not converge: no bound at all
         ctx, setup_error = None, f"{type(exc).__name__}: {exc}"
+    if not contexts:
+        contexts.append(ctx)
     out = []
     # largest tolerance first: its small ranks give cheap bisection ranges for the rest;
     # the shared set-up time is charged to it

@@ -175,6 +175,11 @@ class Diagnostics:
     cut_short : bool
         The time limit passed before every method had run: the ends are the best checked
         ones of the methods that ran (``skipped`` records name the others).
+    reference : dict
+        Empty unless a reference store was used (:func:`softrank.bracket`'s ``store``):
+        ``source`` (``"store"``: softrank's own bracket read back and checked again;
+        ``"computed"``: computed in this run), ``check_seconds`` (wall time of reading and
+        checking a stored one) and ``refused`` (why a stored entry was not used).
     """
 
     methods: list = field(default_factory=list)
@@ -183,6 +188,7 @@ class Diagnostics:
     error: str = ""
     reported: dict = field(default_factory=dict)
     cut_short: bool = False
+    reference: dict = field(default_factory=dict)
 
     def record(self, name: str) -> MethodRecord | None:
         """The record of method ``name`` (the last one if it ran twice), or None."""
@@ -207,14 +213,16 @@ class Diagnostics:
         return {"methods": [r.to_dict() for r in self.methods],
                 "checker_disagreements": self.checker_disagreements,
                 "carried": dict(self.carried), "error": self.error,
-                "reported": dict(self.reported), "cut_short": self.cut_short}
+                "reported": dict(self.reported), "cut_short": self.cut_short,
+                **({"reference": dict(self.reference)} if self.reference else {})}
 
     @classmethod
     def from_dict(cls, d: dict) -> "Diagnostics":
         return cls(methods=[MethodRecord(**m) for m in d.get("methods", [])],
                    checker_disagreements=int(d.get("checker_disagreements", 0)),
                    carried=dict(d.get("carried", {})), error=str(d.get("error", "")),
-                   reported=dict(d.get("reported", {})), cut_short=bool(d.get("cut_short")))
+                   reported=dict(d.get("reported", {})), cut_short=bool(d.get("cut_short")),
+                   reference=dict(d.get("reference", {})))
 
 
 def _accepts_context(fn) -> bool:

@@ -200,12 +200,40 @@ def summarize(rows: list[dict], panel: str, eps_list, wall_seconds: float, seed:
                             if r.get("validated_rho", "") != ""), default=None),
         },
         "attacks": _attacks(rows),
+        "reference_store": _reference_counts(rows),
         "stage_errors": stage_errors(rows),
         "truncated_svd_vs_best": _tsvd_ratio(rows),
         "constructions": {name: _method_stats(rs) for name, rs in _by_method(rows, "upper").items()},
         "lower_tests": {name: _method_stats(rs) for name, rs in _by_method(rows, "lower").items()},
         "paper": PAPER,
     }
+
+
+def _reference_counts(rows) -> dict:
+    """Cells whose own bracket came from the reference store and cells computed (the
+    ``reference`` column), the seconds spent reading and checking the stored ones, and one
+    line per stored entry refused (then computed again)."""
+    diags = [(r, cell_diagnostics(r).reference) for r in rows]
+    return {
+        "from_store": sum(r.get("reference") == "store" for r in rows),
+        "computed": sum(r.get("reference") == "computed" for r in rows),
+        "without_store": sum(r.get("reference", "") in ("", None) for r in rows),
+        "check_seconds": round(sum(float(d.get("check_seconds", 0.0)) for _, d in diags), 2),
+        "refused": [f"{r['operator_id']} eps {float(r['eps']):g}: {d['refused']}"
+                    for r, d in diags if d.get("refused")],
+    }
+
+
+def _reference_line(s: dict) -> str:
+    ref = s.get("reference_store")
+    if not ref or ref["without_store"] == s["cells"]:
+        return "- reference store: off (every bracket computed in this run)"
+    refused = ref["refused"]
+    return (f"- reference store: **{ref['from_store']} cells read back** from it and checked "
+            f"again in both arithmetics ({ref['check_seconds']} s), {ref['computed']} computed "
+            "(and stored); a cell from the store keeps the seconds its bracket took when "
+            "computed" + (f"; {len(refused)} stored entries refused and recomputed (first: "
+                          f"{refused[0]})" if refused else ""))
 
 
 def _by_method(rows, side: str) -> dict:
@@ -471,6 +499,7 @@ def write_report(rows: list[dict], summary: dict, out: Path, study_boot: int = 1
         f"candidates accepted in float64 but rejected by the interval check: "
         f"{s['certificates']['float64_interval_disagreements']}",
         _attack_line(s["attacks"]),
+        _reference_line(s),
         _stage_error_line(s.get("stage_errors", {}), s.get("cut_short", 0)),
         *(["- **effort fast** (`--effort fast`): the late searches (subspace-rows, "
            "subspace-climb, trust-region, alternating-l1-smooth, alternating-l1-anneal) did "

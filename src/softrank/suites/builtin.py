@@ -19,11 +19,11 @@ __all__ = ["CONSTRUCTIONS", "LOWER_TESTS", "REFERENCE", "builtin", "builtin_cert
 _CACHE: dict = {}
 
 
-def reference_bracket(operator, eps: float, disk=None):
+def reference_bracket(operator, eps: float, store=None):
     """softrank's full bracket of ``operator`` at ``eps`` (cached in memory for the session,
-    and in ``disk``, a :class:`softrank.suites.refcache.ReferenceCache`
-    (``--softrank-reference-cache``) when given, where it is re-checked when read back; both
-    ends checked)."""
+    and in ``store``, a :class:`softrank.refstore.ReferenceStore`
+    (``--softrank-reference-store``) when given, where it is checked again when read back;
+    both ends checked)."""
     from ..certifiers.bracket import bracket
 
     key = (operator.hash, float(eps))
@@ -31,6 +31,5 @@ def reference_bracket(operator, eps: float, disk=None):
     if br is None:
         if len(_CACHE) > 512:
             _CACHE.clear()
-        br = _CACHE[key] = (bracket(operator, float(eps))[0] if disk is None else
-                            disk.get(operator, float(eps), lambda op, e: bracket(op, e)[0]))
+        br = _CACHE[key] = bracket(operator, float(eps), store=store)[0]
     return br

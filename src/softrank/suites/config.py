@@ -69,8 +69,9 @@ class SuiteConfig:
     gauge_rank_changes: int = 0
     sizes: str | None = None  # --softrank-sizes (None: the profile's default)
     min_coverage: float = 0.5  # --softrank-min-coverage
-    #: --softrank-reference-cache (:class:`softrank.suites.refcache.ReferenceCache`), or None
-    reference_cache: object = None
+    #: --softrank-reference-store (:class:`softrank.refstore.ReferenceStore`; by default the
+    #: default store), or None when it is off
+    reference_store: object = None
     #: :func:`softrank.suites.integrity.snapshot` of the checker, taken before any
     #: certifier is imported (None: not taken; the suites module then takes one)
     checker_snapshot: dict | None = None

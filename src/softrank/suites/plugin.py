@@ -54,10 +54,13 @@ def pytest_addoption(parser):
                      "32,64,minilm:64; ci 32,64,128,minilm:64,minilm:128; deep adds 256 and "
                      "minilm:256 (or $SOFTRANK_SIZES). Cost grows with n: softrank's own bracket "
                      "of each case is computed once per session (about 20 s at 128 x 128)")
-    g.addoption("--softrank-reference-cache", default=None, metavar="DIR",
-                help="keep softrank's reference brackets in DIR between sessions (each is "
-                     "re-checked by the checker when read back; keyed by operator, eps and "
-                     "engine); default: computed in every session")
+    g.addoption("--softrank-reference-store", "--softrank-reference-cache", default=None,
+                metavar="DIR", dest="softrank_reference_store",
+                help="softrank's reference brackets are kept in this reference store between "
+                     "sessions and runs (each checked again in float64 and interval arithmetic "
+                     "when read back; keyed by operator, eps, effort and engine); 'off' "
+                     "computes them in every session. Default: the store softrank audit uses "
+                     "($SOFTRANK_REFERENCE_STORE, else ~/.cache/softrank/references)")
     g.addoption("--softrank-min-coverage", default=0.5, type=_share, metavar="F",
                 help="fail when a construction answers fewer than this share of its cases "
                      "(declines the rest); default 0.5, 0 turns the gate off")
@@ -106,14 +109,16 @@ def pytest_configure(config):
     if os.path.exists(fdir) and not os.path.isdir(fdir):
         raise pytest.UsageError(f"--softrank-failures: {fdir!r} exists and is not a directory")
     CONFIG.failures_dir = fdir
-    cache = config.getoption("softrank_reference_cache")
-    if cache is not None:
-        from .refcache import ReferenceCache
+    from ..refstore import ReferenceStore
 
-        try:
-            CONFIG.reference_cache = ReferenceCache(cache)
-        except SoftrankError as exc:
-            raise pytest.UsageError(str(exc)) from None
+    where = config.getoption("softrank_reference_store")
+    try:
+        CONFIG.reference_store = (
+            ReferenceStore.default() if where is None else None
+            if where.strip().lower() == "off" else
+            ReferenceStore(where, "--softrank-reference-store"))
+    except SoftrankError as exc:
+        raise pytest.UsageError(str(exc)) from None
     from .integrity import snapshot
 
     CONFIG.checker_snapshot = snapshot()  # before any certifier's code runs
@@ -331,11 +336,13 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
             tr.write_line(ln)
     for ln in _gauge_lines(C):
         tr.write_line(ln)
-    rc = C.reference_cache
+    rc = C.reference_store
     if rc is not None and (rc.loaded or rc.stored or rc.refused):
-        tr.write_line(f"reference cache {rc.root}: {rc.loaded} brackets read back and re-checked, "
-                      f"{rc.stored} computed and stored, {rc.refused} stored entries refused "
-                      "(recomputed)")
+        tr.write_line(f"reference store {rc.root}: {rc.loaded} brackets read back and checked "
+                      f"again, {rc.stored} computed and stored, {len(rc.refused)} stored entries "
+                      "refused (recomputed)")
+        for line in rc.refused[:5]:
+            tr.write_line(f"  refused: {line}")
     if C.attacks_tried:
         close = f"; closest approach best_error/eps = {C.closest_attack:.4g}" if C.closest_attack < float("inf") else ""
         tr.write_line(f"attacks: {C.attacks_tried} tried, {C.attacks_succeeded} succeeded{close}")

@@ -222,7 +222,7 @@ def _construction_case(cert, test, op, eps, group):
     if w is None:
         CONFIG.record(cert.name, "upper", group, op, None)
         return
-    ref = reference_bracket(op, eps, CONFIG.reference_cache)
+    ref = reference_bracket(op, eps, CONFIG.reference_store)
     CONFIG.record(cert.name, "upper", group, op, w.rank, ref)
     note(f"witness rank {w.rank}; softrank bracket [{ref.lower}, {ref.upper}]")
     if ref.lower_certificate is not None and w.rank < ref.lower_certificate.rank:
@@ -277,7 +277,7 @@ def _lower_case(cert, test, op, eps, group):
     if c is None:
         CONFIG.record(cert.name, "lower", group, op, None)
         return
-    ref = reference_bracket(op, eps, CONFIG.reference_cache)
+    ref = reference_bracket(op, eps, CONFIG.reference_store)
     CONFIG.record(cert.name, "lower", group, op, c.rank, ref)
     note(f"certificate rank {c.rank}; softrank bracket [{ref.lower}, {ref.upper}]")
     if ref.upper_witness is not None and c.rank > ref.upper_witness.rank:
@@ -332,7 +332,7 @@ def test_lower_attack_resistance(softrank_certifier, case):
         _fail(cert.name, test, op, eps, str(exc), kind=getattr(exc, "kind", "protocol"))
     if c is None:
         return
-    ref = reference_bracket(op, eps, CONFIG.reference_cache)
+    ref = reference_bracket(op, eps, CONFIG.reference_store)
     res = attack(op.A, eps, c, upper_witness=ref.upper_witness, effort=CONFIG.effort)
     CONFIG.attacks_tried += 1
     note(f"attack on r_eps >= {c.rank}: best error {res.best_error!r} ({res.best_method})")
@@ -475,7 +475,7 @@ def test_lower_le_upper_across_certifiers(softrank_certifiers, case):
     softrank's own bracket."""
     op, eps = case
     _CTX.clear()
-    ref = reference_bracket(op, eps, CONFIG.reference_cache)
+    ref = reference_bracket(op, eps, CONFIG.reference_store)
     lowers = [("softrank", ref.lower_certificate)] if ref.lower_certificate is not None else []
     uppers = [("softrank", ref.upper_witness)] if ref.upper_witness is not None else []
     for cert in softrank_certifiers:

@@ -1,5 +1,5 @@
 """``softrank`` command line: ``audit``, ``bracket``, ``verify``, ``diff``, ``heads``,
-``laws``, ``study``, ``tiny-checkpoint``.
+``laws``, ``study``, ``tiny-checkpoint``, ``cache``, ``reference``.
 
 Exit codes: 0 success; 1 a check failed (``verify``), a cell was unsound/errored
 (``audit``, ``bracket``) or more ends got worse than allowed or more answers were rejected
@@ -7,7 +7,8 @@ by the checker than before (``diff``); 2 bad arguments or
 input (the message names the argument).
 
 The package holds one module per command (``audit_cmd``, ``bracket_cmd``, ``verify_cmd``,
-``diff_cmd``, ``heads_cmd`` with ``tiny-checkpoint``, ``study_cmd`` with ``laws``), the
+``diff_cmd``, ``heads_cmd`` with ``tiny-checkpoint``, ``study_cmd`` with ``laws``,
+``store_cmd`` with ``cache`` and ``reference``), the
 parser (:mod:`.parser`) and what several commands share (:mod:`.common`); this module holds
 :func:`main`: the dispatch, the exit codes and the signals.
 """
@@ -17,14 +18,15 @@ from __future__ import annotations
 import sys
 
 from ...errors import SoftrankError
-from . import audit_cmd, bracket_cmd, diff_cmd, heads_cmd, study_cmd, verify_cmd
+from . import audit_cmd, bracket_cmd, diff_cmd, heads_cmd, store_cmd, study_cmd, verify_cmd
 from .parser import build_parser
 
 __all__ = ["main", "build_parser"]
 
 _COMMANDS = {"audit": audit_cmd.run, "bracket": bracket_cmd.run, "verify": verify_cmd.run,
              "heads": heads_cmd.run, "tiny-checkpoint": heads_cmd.run_tiny,
-             "laws": study_cmd.run_laws, "study": study_cmd.run, "diff": diff_cmd.run}
+             "laws": study_cmd.run_laws, "study": study_cmd.run, "diff": diff_cmd.run,
+             "cache": store_cmd.run_cache, "reference": store_cmd.run_reference}
 
 
 def _sigterm(signum, frame):

@@ -7,7 +7,8 @@ import time
 from pathlib import Path
 
 from ...errors import SoftrankError
-from .common import cache_line, check_memory, operator_cache, out_dir, quiet_transformers
+from .common import (cache_line, check_memory, operator_cache, out_dir, quiet_transformers,
+                     reference_store, store_line)
 
 __all__ = ['run']
 
@@ -35,7 +36,7 @@ def run(args) -> int:
         raise
 
 
-def _config(args, panel):
+def _config(args, panel, store=None):
     """The cells' settings from the options and the panel, validated once (under the
     directory's lock, so that a refused run imports no user code): every refusal that needs
     no operator comes before any is built."""
@@ -51,7 +52,8 @@ def _config(args, panel):
                        attacks=args.attacks, cell_timeout=args.cell_timeout,
                        effort=args.effort,
                        certifiers=tuple(panel.certifiers) + tuple(args.certifier),
-                       stages=tuple(args.stage))
+                       stages=tuple(args.stage),
+                       reference_store=None if store is None else str(store.root))
 
 
 def _drop_empty_run(out: Path, remove_dir: bool) -> None:
@@ -79,7 +81,8 @@ def _audit_locked(args, panel, out: Path, t0: float) -> int:
     from ..panels import materialize
     from ..report import summarize, write_report
 
-    config = _config(args, panel)
+    store = reference_store(args)
+    config = _config(args, panel, store)
     if args.quiet:
         quiet_transformers()
     else:
@@ -110,6 +113,9 @@ def _audit_locked(args, panel, out: Path, t0: float) -> int:
                         effort=config.effort)
     summary["operator_build"] = {"seconds": round(t_ops, 1),
                                  **(cache.summary() if cache is not None else {"directory": None})}
+    summary["reference_store"]["directory"] = None if store is None else str(store.root)
+    if not args.quiet:
+        print(store_line(store, summary["reference_store"]), file=sys.stderr, flush=True)
     if args.study_boot and not args.quiet:
         print(f"brackets done in {summary['wall_seconds']:.0f} s; running the report's studies "
               f"({args.study_boot} bootstrap resamples; --study-boot 0 skips them)",

@@ -6,7 +6,7 @@ import json
 import sys
 
 from ...errors import SoftrankError
-from .common import check_memory, memory_limit, out_dir
+from .common import check_memory, memory_limit, out_dir, reference_store
 
 __all__ = ['run']
 
@@ -25,9 +25,10 @@ def run(args) -> int:
 
     cons, tests = load_certifiers(args.certifier)
     say = (lambda line: print(line, file=sys.stderr, flush=True)) if args.progress else None
+    store = reference_store(args)
     brs = bracket(op, list(args.eps), interval=not args.no_interval, constructions=cons,
                   lower_tests=tests, time_limit=args.time_limit, progress=say,
-                  effort=args.effort)
+                  effort=args.effort, store=store)
     if d is not None:
         # the matrix's hash, the tolerance (repr: distinct tolerances never share a name),
         # the side and the kind: bracketing another matrix into DIR never reuses a name
@@ -75,6 +76,15 @@ def run(args) -> int:
                 print(f"{'':>{w}}  cut short by --time-limit: {len(skipped)} methods skipped "
                       f"({', '.join(skipped[:6])}{', ...' if len(skipped) > 6 else ''}); both "
                       "ends are checked")
+        if store is not None:
+            got = [br for br in brs if br.diagnostics.reference.get("source") == "store"]
+            print(f"reference store {str(store.root)!r}: {len(got)} of {len(brs)} tolerances "
+                  "read back and checked again in float64 and interval arithmetic"
+                  + (f" (eps {', '.join(repr(br.eps) for br in got)})" if got else ""))
+            for br in brs:
+                if br.diagnostics.reference.get("refused"):
+                    print(f"  stored entry at eps {br.eps!r} refused and recomputed: "
+                          f"{br.diagnostics.reference['refused']}")
         if args.effort == "fast" and any(br.verdict != "error" for br in brs):
             print("effort fast: the late searches (subspace-rows, subspace-climb, trust-region, "
                   "alternating-l1-smooth, alternating-l1-anneal) were skipped; the ends are "

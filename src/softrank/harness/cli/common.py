@@ -8,7 +8,7 @@ from pathlib import Path
 from ...errors import SoftrankError
 
 __all__ = ["available_memory", "gib", "memory_limit", "check_memory", "operator_cache",
-           "cache_line", "out_dir", "quiet_transformers", "refuse_existing"]
+           "reference_store", "store_line", "cache_line", "out_dir", "quiet_transformers", "refuse_existing"]
 
 
 def available_memory() -> int | None:
@@ -68,6 +68,34 @@ def operator_cache(args):
     if args.operator_cache is not None:
         return OperatorCache(args.operator_cache, "--operator-cache")
     return OperatorCache(default_cache_dir(), "SOFTRANK_OPERATOR_CACHE (default cache)")
+
+
+def reference_store(args, required: bool = False):
+    """The run's ReferenceStore: ``--reference-store DIR``, else the default one
+    (``$SOFTRANK_REFERENCE_STORE``, ``~/.cache/softrank/references``); None with
+    ``--no-reference-store`` or when the default is turned off (``required``: refused then)."""
+    from ...refstore import STORE_ENV, ReferenceStore
+
+    if getattr(args, "no_reference_store", False):
+        return None
+    if args.reference_store is not None:
+        return ReferenceStore(args.reference_store, "--reference-store")
+    store = ReferenceStore.default()
+    if store is None and required:
+        raise SoftrankError(f"--reference-store: the default store is turned off ({STORE_ENV}"
+                            "=off); name a directory with --reference-store")
+    return store
+
+
+def store_line(store, ref: dict) -> str:
+    """One line from the summary's ``reference_store`` counts."""
+    if store is None:
+        return "reference store: off (every bracket computed)"
+    refused = len(ref["refused"])
+    return (f"reference store {str(store.root)!r}: {ref['from_store']} cells read back and "
+            f"checked in {ref['check_seconds']:.1f} s, {ref['computed']} computed"
+            + (f" ({refused} stored entries refused and recomputed; first: "
+               f"{ref['refused'][0]})" if refused else ""))
 
 
 def cache_line(cache, seconds: float) -> str:

@@ -88,6 +88,24 @@ def _cache_args(p) -> None:
                    help="capture every operator from the model; read and write no cache")
 
 
+def _store_args(p) -> None:
+    """``--reference-store DIR`` and ``--no-reference-store`` (softrank.refstore)."""
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--reference-store", default=None, metavar="DIR",
+                   help="read softrank's own brackets from this reference store (each checked "
+                        "again in float64 and interval arithmetic) and store the ones computed "
+                        "(default: $SOFTRANK_REFERENCE_STORE, 'off' for none, else "
+                        "~/.cache/softrank/references; docs/store.md)")
+    g.add_argument("--no-reference-store", action="store_true",
+                   help="compute every bracket; read and write no reference store")
+
+
+def _store_dir_arg(p) -> None:
+    p.add_argument("--reference-store", default=None, metavar="DIR",
+                   help="the reference store (default: $SOFTRANK_REFERENCE_STORE, else "
+                        "~/.cache/softrank/references)")
+
+
 _EFFORT_HELP = ("full (default): every built-in search; fast: without the late searches "
                 "(subspace-rows, subspace-climb, trust-region, alternating-l1-smooth, "
                 "alternating-l1-anneal): about an eighth of the bracket time, wider "
@@ -150,6 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "an object with name, columns and run(cells), see "
                         "softrank.audit.Stage): its columns are added to brackets.csv")
     _cache_args(a)
+    _store_args(a)
     a.add_argument("--study-boot", type=_study_boot, default=1000, metavar="N",
                    help="bootstrap resamples of the report's studies (scaling laws, block "
                         "width, held-out add-on test, intrinsic descriptor; default 1000, "
@@ -191,6 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="refuse, before any work, a matrix whose estimated peak memory exceeds "
                         "SIZE (e.g. 4GiB; default: the memory available now); also bounds the "
                         "data read from the file")
+    _store_args(b)
 
     h = sub.add_parser("heads", help="capture per-head operators from a local checkpoint "
                                       "(BERT, GPT-2, Qwen2/Llama, ViT)")
@@ -296,6 +316,50 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--renormalize", action="store_true",
                    help="with --matrix: divide its rows by their sums first, as `bracket "
                         "--renormalize` did for the certificates")
+    ca = sub.add_parser("cache", help="what the reference store and the operator cache hold; "
+                        "prune the store")
+    casub = ca.add_subparsers(dest="cache_command", required=True)
+    ci = casub.add_parser("info", help="engines, entries and bytes of the reference store, and "
+                          "the operator cache's")
+    _store_dir_arg(ci)
+    ci.add_argument("--operator-cache", default=None, metavar="DIR",
+                    help="the operator cache (default: $SOFTRANK_OPERATOR_CACHE, else "
+                         "~/.cache/softrank/operators)")
+    ci.add_argument("--json", action="store_true", help="print JSON")
+    cp = casub.add_parser("prune", help="remove reference-store entries: by default those of "
+                          "other engines (never read by this softrank)")
+    _store_dir_arg(cp)
+    which = cp.add_mutually_exclusive_group()
+    which.add_argument("--older-than", type=_pos_float, default=None, metavar="DAYS",
+                       help="instead: entries of any engine not read or written for DAYS days")
+    which.add_argument("--all", action="store_true", help="instead: every entry")
+    cp.add_argument("--dry-run", action="store_true", help="list what would go; remove nothing")
+
+    rf = sub.add_parser("reference", help="carry a panel's reference brackets between machines "
+                        "as a checked bundle")
+    rfsub = rf.add_subparsers(dest="reference_command", required=True)
+    rx = rfsub.add_parser("export", help="write the stored references of a panel's cells to a "
+                          "new bundle directory")
+    rx.add_argument("directory", metavar="DIR", help="new or empty directory")
+    rx.add_argument("--panel", default="default", help="as for softrank audit")
+    rx.add_argument("--eps", type=_eps_arg, nargs="+", default=None,
+                    help="tolerances (default: the panel's)")
+    rx.add_argument("--seed", type=_int_arg(0), default=0, help="as for softrank audit")
+    rx.add_argument("--effort", choices=("full", "fast"), default="full",
+                    help="the effort whose references to export (default full)")
+    rx.add_argument("--validated", action="store_true",
+                    help="export the validated-mode references instead")
+    _store_dir_arg(rx)
+    _cache_args(rx)
+    ri = rfsub.add_parser("import", help="check every certificate of a bundle and add those "
+                          "that pass to the reference store")
+    ri.add_argument("directory", metavar="DIR", help="a bundle written by softrank reference "
+                    "export")
+    ri.add_argument("--keep-engine", action="store_true",
+                    help="a bundle of another engine: import its references as that engine's "
+                         "(this softrank will not read them) instead of refusing it")
+    _store_dir_arg(ri)
+
     df = sub.add_parser(
         "diff", help="compare two audits of one panel cell by cell; exit 1 if an end got worse",
         description="Regression benchmarking of brackets: joins two audits of the same panel "

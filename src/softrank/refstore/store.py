@@ -1,0 +1,486 @@
+"""The reference store: softrank's own brackets kept on disk, checked again on every read
+(docs/store.md).
+
+softrank's own bracket of an operator at a tolerance depends on the operator's matrix,
+``eps``, the effort, whether it was validated, and the engine -- nothing a user changes
+between two runs of their construction. A :class:`ReferenceStore` keeps each such bracket
+once, as the two certificate files (:func:`softrank.checker.save_certificate`) and a
+``bracket.json`` with its ends, methods, seconds and diagnostics, under
+
+``ROOT/ENGINE/GROUP/epsEPS/``
+
+* ``ENGINE``: :func:`engine_key`, 16 hex digits naming softrank's version, the bytes of every
+  module that can change an end (the engine, the methods, the checker and the operator's
+  validation: every module the import layers put at or below :mod:`softrank.certifiers`) and
+  the versions of numpy, scipy, highspy, python-flint and mpmath;
+* ``GROUP``: the operator's content hash and the effort (``HASH-full``), plus ``-validated-``
+  and the hash of the factors ``Q``, ``K``, ``beta`` in validated mode;
+* ``EPS``: the tolerance as Python writes the float.
+
+**A stored bracket is checked, not trusted.** On every read the entry must be a directory of
+regular files; ``bracket.json`` must name this engine, this operator, ``eps``, effort and
+enclosure radius; the certificate files must have the digests ``bracket.json`` gives, be
+certificates for the matrix in hand (its hash) at the stored tolerance and ranks; and both
+must pass the checker again, in float64 and in interval arithmetic, against the matrix in
+hand. Anything else is *refused*: named (:attr:`ReferenceStore.refused`, and in the
+bracket's ``diagnostics.reference``), computed afresh and stored again. A bracket whose verdict is
+not ``open`` or ``resolved``, that was cut short by a time limit, or that was made without the
+interval check is never stored. No check can tell whether a valid certificate is softrank's
+own: whoever can write to the store can replace a reference by a weaker valid one, never by
+an unsound one.
+
+**Concurrent runs** may share a store: one operator's entries are read and written under a
+POSIX ``flock`` on ``GROUP.lock`` (one writer computes, the others wait and read its result);
+an entry is written into a temporary directory and renamed into place, ``bracket.json``
+last, so a reader never sees half an entry.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+from ..certifiers.bracket import Bracket
+from ..certifiers.interface import Diagnostics
+from ..checker import UpperWitness, check, load_certificate, matrix_hash, save_certificate
+from ..errors import InvalidArgumentError, SoftrankError
+
+__all__ = ["ReferenceStore", "engine_key", "engine_versions", "default_store_dir",
+           "STORE_ENV", "ENTRY_FORMAT"]
+
+#: The environment variable naming the store's directory (``off`` turns the store off).
+STORE_ENV = "SOFTRANK_REFERENCE_STORE"
+
+#: The version of an entry's layout (``bracket.json``'s ``format``).
+ENTRY_FORMAT = 1
+
+#: Largest ``bracket.json`` read (bytes): a bracket's diagnostics are a few kB.
+MAX_RECORD_BYTES = 1 << 20
+
+#: Every module at or below :mod:`softrank.certifiers` in the import layers
+#: (``pyproject.toml``): what an end can depend on.
+_ENGINE_SOURCES = ("certifiers", "checker", "operators.py", "ids.py", "validation.py",
+                   "errors.py")
+_ENGINE_LIBRARIES = ("numpy", "scipy", "highspy", "python-flint", "mpmath")
+_OFF = ("off", "none", "no", "0", "false")
+_ENGINE: list = []
+
+
+def engine_versions() -> dict:
+    """softrank's version and the versions of the libraries an end can depend on."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    import softrank
+
+    out = {"softrank": softrank.__version__}
+    for dist in _ENGINE_LIBRARIES:
+        try:
+            out[dist] = version(dist)
+        except PackageNotFoundError:
+            out[dist] = None
+    return out
+
+
+def engine_key() -> str:
+    """16 hex digits naming this engine (module docstring): the versions of
+    :func:`engine_versions` and the bytes of every engine module of the installed package;
+    any edit to one of them changes it."""
+    if not _ENGINE:
+        import softrank
+
+        h = hashlib.sha256(json.dumps(engine_versions(), sort_keys=True).encode())
+        root = Path(softrank.__file__).parent
+        for name in _ENGINE_SOURCES:
+            base = root / name
+            for path in sorted(base.rglob("*.py")) if base.is_dir() else [base]:
+                h.update(str(path.relative_to(root)).encode() + b"\0")
+                h.update(path.read_bytes())
+        _ENGINE.append(h.hexdigest()[:16])
+    return _ENGINE[0]
+
+
+def default_store_dir() -> Path | None:
+    """``$SOFTRANK_REFERENCE_STORE`` when set (None when it is ``off``), else
+    ``$XDG_CACHE_HOME/softrank/references``, else ``~/.cache/softrank/references`` (beside
+    the operator cache, :func:`softrank.generators.cache.default_cache_dir`)."""
+    env = os.environ.get(STORE_ENV)
+    if env is not None:
+        return None if env.strip().lower() in _OFF else Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "softrank" / "references"
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def eps_name(eps: float) -> str:
+    """An entry's directory name: ``eps`` and the float as Python writes it."""
+    return f"eps{float(eps)!r}"
+
+
+def group_name(operator, effort: str, validated: bool) -> str:
+    """The operator's directory name (module docstring)."""
+    name = f"{operator.hash}-{effort}"
+    if validated:
+        h = hashlib.sha256()
+        for M in (operator.Q, operator.K):
+            h.update(matrix_hash(M).encode())
+        h.update(repr(float(operator.beta)).encode())
+        name += f"-validated-{h.hexdigest()[:16]}"
+    return name
+
+
+class Refused(Exception):
+    """An entry that is not read back; the message says why (one line)."""
+
+
+class ReferenceStore:
+    """A directory of softrank's reference brackets (module docstring).
+
+    Parameters
+    ----------
+    root : path
+        The store's directory; created when missing. Only ``ENGINE/`` directories, their
+        entries and lock files are written there.
+    arg : str
+        How the directory was given, for messages (an option or an environment variable).
+
+    Attributes
+    ----------
+    loaded, stored : int
+        Brackets read back and checked again; brackets computed and written.
+    refused : list of str
+        One line per entry present but not accepted (then computed and stored again).
+    notes : list of str
+        One line per entry that could not be written.
+
+    Raises
+    ------
+    InvalidArgumentError
+        ``root`` is empty, exists and is not a directory, or cannot be created or written.
+    """
+
+    def __init__(self, root, arg: str = "--reference-store"):
+        if not str(root):
+            raise InvalidArgumentError(f"{arg}: expected a directory path, got ''")
+        self.root = Path(root)
+        self.arg = arg
+        if self.root.exists() and not self.root.is_dir():
+            raise InvalidArgumentError(f"{arg}: {str(root)!r} exists and is not a directory")
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InvalidArgumentError(f"{arg}: cannot create {str(root)!r}: "
+                                       f"{exc.strerror or exc}") from None
+        if not os.access(self.root, os.W_OK | os.X_OK):
+            raise InvalidArgumentError(f"{arg}: {str(root)!r} is not writable")
+        self.loaded = 0
+        self.stored = 0
+        self.refused: list[str] = []
+        self.notes: list[str] = []
+
+    @classmethod
+    def default(cls) -> "ReferenceStore | None":
+        """The store of :func:`default_store_dir`, or None when it is turned off."""
+        d = default_store_dir()
+        return None if d is None else cls(d, f"{STORE_ENV} (default store)")
+
+    def __reduce__(self):  # a worker opens the same directory with fresh counters
+        return (type(self), (str(self.root), self.arg))
+
+    # ------------------------------------------------------------------ paths and locks
+
+    def group_dir(self, operator, effort: str, validated: bool, engine: str | None = None
+                  ) -> Path:
+        return self.root / (engine or engine_key()) / group_name(operator, effort, validated)
+
+    @contextlib.contextmanager
+    def locked(self, group: Path):
+        """Hold the group's lock (``GROUP.lock`` beside it) for the block."""
+        import fcntl
+
+        group.parent.mkdir(parents=True, exist_ok=True)
+        with open(group.parent / f"{group.name}.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+            yield
+
+    # ------------------------------------------------------------------ the engine's side
+
+    def brackets(self, operator, A, rho: float, eps_list, *, effort: str, validated: bool,
+                 interval: bool, compute) -> list[Bracket]:
+        """softrank's own brackets of ``A`` at ``eps_list``: each tolerance stored for this
+        operator, effort and ``validated`` read back and checked again, the others
+        ``compute(missing_eps)`` and stored (the protocol :func:`softrank.bracket`'s
+        ``store`` follows).
+
+        Parameters
+        ----------
+        operator : Operator
+            The operator (its hash and factors name the entries).
+        A : (m, N) float64 array
+            The matrix the certificates are about: ``operator.A``, or the enclosure's
+            midpoint in validated mode.
+        rho : float
+            The enclosure radius (0 unless validated): lower certificates are stored at
+            ``eps + rho``, witnesses at ``eps - rho``.
+        eps_list : list of float
+            Validated tolerances.
+        effort : str
+        validated : bool
+        interval : bool
+            Whether computed brackets had the interval check (only those are stored).
+        compute : callable
+            ``compute(list of eps) -> list of Bracket`` in that order.
+
+        Returns
+        -------
+        list of Bracket
+            In the order of ``eps_list``; ``diagnostics.reference`` says which were read
+            back (``"store"``) and which computed (``"computed"``, with ``refused`` when a
+            stored entry was not accepted).
+        """
+        group = self.group_dir(operator, effort, validated)
+        got: dict = {}
+        refused: dict = {}
+        with self.locked(group):
+            for e in eps_list:
+                entry = group / eps_name(e)
+                if not os.path.lexists(entry):
+                    continue
+                t = time.perf_counter()
+                try:
+                    br = self.read(entry, operator, A, rho, e, effort, validated)
+                except Refused as why:
+                    refused[e] = str(why)
+                    self.refused.append(f"{operator.operator_id} eps {e:g}: {why}")
+                    continue
+                br.diagnostics.reference = {"source": "store", "entry": self._rel(entry),
+                                            "check_seconds": round(time.perf_counter() - t, 4)}
+                got[e] = br
+                self.loaded += 1
+            missing = [e for e in eps_list if e not in got]
+            if missing:
+                for br in compute(missing):
+                    ref = {"source": "computed"}
+                    if br.eps in refused:
+                        ref["refused"] = refused[br.eps]
+                    entry = group / eps_name(br.eps)
+                    if interval and self.storable(br):
+                        try:
+                            self.write(entry, operator, A, br, effort, validated)
+                            ref["entry"] = self._rel(entry)
+                            self.stored += 1
+                        except OSError as exc:
+                            self.notes.append(f"reference store: cannot store {self._rel(entry)} "
+                                              f"({exc.strerror or exc}); computed, not kept")
+                    br.diagnostics.reference = ref
+                    got[br.eps] = br
+        return [got[e] for e in eps_list]
+
+    @staticmethod
+    def storable(br: Bracket) -> bool:
+        """A bracket worth keeping: both ends checked, not cut short by a time limit."""
+        return (br.verdict in ("open", "resolved") and br.lower_certificate is not None
+                and br.upper_witness is not None and not br.cut_short)
+
+    def _rel(self, entry: Path) -> str:
+        return str(entry.relative_to(self.root))
+
+    # ------------------------------------------------------------------ one entry
+
+    def read(self, entry: Path, operator, A, rho: float, eps: float, effort: str,
+             validated: bool, engine: str | None = None) -> Bracket:
+        """The bracket stored in ``entry``, checked again against ``A`` (module docstring).
+
+        Raises
+        ------
+        Refused
+            Naming the first thing that is wrong with the entry.
+        """
+        rec, files = self._record(entry)
+        want = {"format": ENTRY_FORMAT, "engine": engine or engine_key(),
+                "operator": operator.hash, "eps": float(eps), "effort": effort,
+                "validated": bool(validated), "rho": float(rho)}
+        for k, v in want.items():
+            if rec.get(k) != v:
+                raise Refused(f"bracket.json: {k} is {rec.get(k)!r}, expected {v!r}")
+        certs, reports = {}, {}
+        for side, at in (("lower", eps + rho), ("upper", eps - rho)):
+            path = files[side]
+            digests = rec.get("files")
+            if not isinstance(digests, dict) or digests.get(path.name) != _sha256(path):
+                raise Refused(f"{path.name} differs from the file that was stored (sha256)")
+            try:
+                cert, _, header = load_certificate(path)
+            except SoftrankError as exc:
+                raise Refused(f"{path.name}: {exc}") from None
+            if (side == "upper") != isinstance(cert, UpperWitness):
+                raise Refused(f"{path.name} is not {'an upper witness' if side == 'upper' else 'a lower certificate'}")
+            if header["operator_hash"] != matrix_hash(A) or tuple(header["shape"]) != A.shape:
+                raise Refused(f"{path.name} is about another matrix (hash "
+                              f"{header['operator_hash']}, expected {matrix_hash(A)})")
+            if cert.eps != at or type(rec.get(side)) is not int or cert.rank != rec[side]:
+                raise Refused(f"{path.name}: rank {cert.rank} at eps {cert.eps!r}, expected "
+                              f"rank {rec.get(side)!r} at eps {at!r}")
+            try:
+                rep = check(A, cert, interval=True)
+            except Exception as exc:  # noqa: BLE001 - a certificate the checker cannot read
+                raise Refused(f"{path.name}: the checker could not read it "
+                              f"({type(exc).__name__})") from None
+            if not rep.ok:
+                raise Refused(f"the checker rejects {path.name} ({rep.summary()})")
+            certs[side], reports[side] = cert, rep
+        lo, up = certs["lower"].rank, certs["upper"].rank
+        if lo > up:
+            raise Refused(f"lower end {lo} above upper end {up}")
+        try:
+            diag = Diagnostics.from_dict(rec.get("diagnostics") or {})
+            seconds = float(rec.get("seconds", 0.0))
+        except (TypeError, ValueError, KeyError) as exc:
+            raise Refused(f"bracket.json: diagnostics are not softrank's ({exc})") from None
+        with contextlib.suppress(OSError):
+            os.utime(files["record"])  # last used: `softrank cache prune --older-than`
+        return Bracket(eps=float(eps), lower=lo, upper=up, lower_certificate=certs["lower"],
+                       upper_witness=certs["upper"], lower_method=certs["lower"].method,
+                       upper_method=certs["upper"].method,
+                       verdict="resolved" if lo == up else "open", seconds=seconds,
+                       checks=reports, diagnostics=diag, rho=float(rho))
+
+    @staticmethod
+    def _record(entry: Path) -> tuple[dict, dict]:
+        """``bracket.json`` of ``entry`` and its files, or :class:`Refused`."""
+        if entry.is_symlink() or not entry.is_dir():
+            raise Refused("not a directory")
+        files = {"record": entry / "bracket.json", "lower": entry / "lower.npz",
+                 "upper": entry / "upper.npz"}
+        for f in files.values():
+            if f.is_symlink() or not f.is_file():  # never open a FIFO, a device or a link
+                raise Refused(f"{f.name} is missing or not a regular file"
+                              + (" (an incomplete entry)" if f.name == "bracket.json" else ""))
+        try:
+            with open(files["record"], "rb") as fh:
+                raw = fh.read(MAX_RECORD_BYTES + 1)
+            if len(raw) > MAX_RECORD_BYTES:
+                raise Refused(f"bracket.json is over {MAX_RECORD_BYTES} bytes")
+            rec = json.loads(raw)
+        except (OSError, ValueError, RecursionError) as exc:
+            raise Refused(f"bracket.json cannot be read ({type(exc).__name__})") from None
+        if not isinstance(rec, dict):
+            raise Refused("bracket.json is not a JSON object")
+        return rec, files
+
+    def write(self, entry: Path, operator, A, br: Bracket, effort: str, validated: bool,
+              engine: str | None = None) -> None:
+        """Store ``br`` as ``entry`` (replacing an entry of that name): the certificates and
+        ``bracket.json`` go into a temporary directory beside it, renamed into place."""
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        tmp = entry.parent / f".{entry.name}.{os.getpid()}.tmp"
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.mkdir()
+        try:
+            digests = {}
+            for side, cert in (("lower", br.lower_certificate), ("upper", br.upper_witness)):
+                save_certificate(tmp / f"{side}.npz", cert, A, producer="softrank reference store")
+                digests[f"{side}.npz"] = _sha256(tmp / f"{side}.npz")
+            diag = br.diagnostics.to_dict()
+            diag.pop("reference", None)
+            rec = {"format": ENTRY_FORMAT, "engine": engine or engine_key(),
+                   "operator": operator.hash, "operator_id": operator.operator_id,
+                   "eps": float(br.eps), "effort": effort, "validated": bool(validated),
+                   "rho": float(br.rho), "lower": int(br.lower), "upper": int(br.upper),
+                   "lower_method": br.lower_method, "upper_method": br.upper_method,
+                   "seconds": round(float(br.seconds), 4), "files": digests,
+                   "diagnostics": diag, "stored": time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                                time.gmtime())}
+            (tmp / "bracket.json").write_text(json.dumps(rec, sort_keys=True))
+            self._replace(tmp, entry)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+
+    @staticmethod
+    def _replace(tmp: Path, entry: Path) -> None:
+        """Move the directory ``tmp`` to ``entry``, removing what was there: a link or file
+        is unlinked, a directory (never followed through a link) removed."""
+        if entry.is_symlink() or (os.path.lexists(entry) and not entry.is_dir()):
+            entry.unlink()
+        elif entry.is_dir():
+            shutil.rmtree(entry)
+        os.rename(tmp, entry)
+
+    def copy_entry(self, src: Path, entry: Path) -> None:
+        """Place a copy of the entry directory ``src`` (already checked) at ``entry``."""
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        tmp = entry.parent / f".{entry.name}.{os.getpid()}.tmp"
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.mkdir()
+        try:
+            for name in ("lower.npz", "upper.npz", "bracket.json"):
+                shutil.copyfile(src / name, tmp / name)
+            self._replace(tmp, entry)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+
+    # ------------------------------------------------------------------ results kept beside a bracket
+
+    def side_record(self, br: Bracket, name: str) -> dict | None:
+        """A record stored beside ``br``'s entry under ``name`` (e.g. an attack's outcome),
+        or None: when ``br`` is not its entry's bracket (a user's method moved an end), when
+        there is none, or when it was written for other certificate files."""
+        path = self._side_path(br, name)
+        if path is None or path.is_symlink() or not path.is_file():
+            return None
+        try:
+            with open(path, "rb") as fh:
+                raw = fh.read(MAX_RECORD_BYTES + 1)
+            rec = json.loads(raw) if len(raw) <= MAX_RECORD_BYTES else None
+            files = json.loads((path.parent / "bracket.json").read_bytes()).get("files")
+        except (OSError, ValueError, RecursionError):
+            return None
+        if not isinstance(rec, dict) or rec.get("files") != files or "value" not in rec:
+            return None
+        return rec["value"]
+
+    def put_side_record(self, br: Bracket, name: str, value: dict) -> bool:
+        """Store ``value`` (JSON-ready) beside ``br``'s entry under ``name``; False when
+        ``br`` has no entry of its own or it cannot be written."""
+        path = self._side_path(br, name)
+        if path is None:
+            return False
+        try:
+            files = json.loads((path.parent / "bracket.json").read_bytes()).get("files")
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps({"files": files, "value": value}, sort_keys=True))
+            tmp.replace(path)
+        except (OSError, ValueError):
+            return False
+        return True
+
+    def _side_path(self, br: Bracket, name: str) -> Path | None:
+        """``ENTRY/NAME.json`` when ``br`` is its entry's bracket (the same ends: a user's
+        method only ever moves an end strictly), else None."""
+        ref = br.diagnostics.reference
+        rel = ref.get("entry") if isinstance(ref, dict) else None
+        if not rel or not br.bounded or not name.replace("-", "").isalnum():
+            return None
+        entry = self.root / rel
+        try:
+            rec, _ = self._record(entry)
+        except Refused:
+            return None
+        if (rec.get("lower"), rec.get("upper")) != (br.lower, br.upper):
+            return None
+        return entry / f"{name}.json"

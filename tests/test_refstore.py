@@ -1,0 +1,426 @@
+"""The reference store (softrank.refstore): softrank's own brackets are read back only when
+every check passes again (both certificates, both arithmetics, against the operator in hand);
+anything else is named, computed afresh and stored again. Bundles carry them between stores,
+and nothing unsound can come out of either."""
+
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+from softrank.certifiers.bracket import Bracket, bracket
+from softrank.checker import UpperWitness, check, load_certificate, save_certificate
+from softrank.errors import InvalidArgumentError
+from softrank.generators.synthetic import planted_blocks
+from softrank.operators import Operator
+from softrank.refstore import ReferenceStore, engine_key, export_bundle, import_bundle
+from softrank.refstore import store as store_mod
+
+
+@pytest.fixture(scope="module")
+def op():
+    # 4 uniform blocks of 6 keys: r_eps = 4 at eps 0.25 (the bracket resolves it)
+    return planted_blocks(24, 24, 4, 0.0, seed=0)
+
+
+@pytest.fixture(scope="module")
+def op3():
+    return planted_blocks(24, 24, 3, 0.0, seed=1)
+
+
+class Counting:
+    """Counts the tolerances softrank's engine is asked to compute."""
+
+    def __init__(self, monkeypatch):
+        import softrank.certifiers.bracket as engine
+
+        self.eps: list = []
+        real = engine._own_brackets
+
+        def counted(op, A, rho, eps_list, *a, **kw):
+            self.eps += list(eps_list)
+            return real(op, A, rho, eps_list, *a, **kw)
+
+        monkeypatch.setattr(engine, "_own_brackets", counted)
+
+
+def _entry(store, op, eps=0.25, effort="full"):
+    return store.group_dir(op, effort, False) / f"eps{eps!r}"
+
+
+def _ends(br):
+    return (br.lower, br.upper, br.lower_method, br.upper_method, br.verdict)
+
+
+def test_a_stored_bracket_is_read_back_and_checked_again(op, tmp_path, monkeypatch):
+    n = Counting(monkeypatch)
+    (first,) = bracket(op, 0.25, store=ReferenceStore(tmp_path))
+    again = ReferenceStore(tmp_path)  # another run
+    (second,) = bracket(op, 0.25, store=again)
+    assert n.eps == [0.25] and (again.loaded, again.stored, again.refused) == (1, 0, [])
+    assert _ends(first) == _ends(second) == (4, 4, first.lower_method, first.upper_method,
+                                             "resolved")
+    assert first.diagnostics.reference["source"] == "computed"
+    assert second.diagnostics.reference["source"] == "store"
+    assert second.checks["lower"].ok and second.checks["upper"].ok
+    assert second.checks["upper"].interval is not None  # checked in both arithmetics
+    assert second.lower_method == second.lower_certificate.method
+    assert second.seconds == pytest.approx(first.seconds, abs=1e-4)  # the computed cost
+    assert [r.to_dict() for r in second.diagnostics.methods] == \
+        [r.to_dict() for r in first.diagnostics.methods]
+    # a tolerance not stored is computed alone, the stored one read back
+    brs = bracket(op, [0.25, 0.1], store=ReferenceStore(tmp_path))
+    assert n.eps == [0.25, 0.1]
+    assert [b.diagnostics.reference["source"] for b in brs] == ["store", "computed"]
+
+
+def test_without_a_store_nothing_is_written_and_diagnostics_are_as_before(op, tmp_path):
+    (br,) = bracket(op, 0.25)
+    assert br.diagnostics.reference == {} and "reference" not in br.diagnostics.to_dict()
+
+
+def _rewrite(entry, **fields):
+    rec = json.loads((entry / "bracket.json").read_text())
+    rec.update(fields)
+    (entry / "bracket.json").write_text(json.dumps(rec))
+
+
+def _redigest(entry):
+    """An editor who also fixes the digests: only the checker stands in the way."""
+    rec = json.loads((entry / "bracket.json").read_text())
+    rec["files"] = {n: store_mod._sha256(entry / n) for n in ("lower.npz", "upper.npz")}
+    (entry / "bracket.json").write_text(json.dumps(rec))
+
+
+def _refused_once(op, tmp_path, monkeypatch, match):
+    n = Counting(monkeypatch)
+    s = ReferenceStore(tmp_path)
+    (br,) = bracket(op, 0.25, store=s)
+    assert n.eps == [0.25] and s.loaded == 0 and s.stored == 1 and len(s.refused) == 1
+    assert match in s.refused[0] and match in br.diagnostics.reference["refused"]
+    assert (br.lower, br.upper) == (4, 4)
+    s2 = ReferenceStore(tmp_path)  # stored again, whole
+    bracket(op, 0.25, store=s2)
+    assert s2.loaded == 1 and n.eps == [0.25]
+
+
+def test_an_edited_file_is_refused_by_its_digest(op, tmp_path, monkeypatch):
+    bracket(op, 0.25, store=ReferenceStore(tmp_path))
+    entry = _entry(ReferenceStore(tmp_path), op)
+    w, A, _ = load_certificate(entry / "upper.npz")
+    save_certificate(entry / "upper.npz", UpperWitness(w.eps, 0.5 * w.U, w.W, w.method), A)
+    _refused_once(op, tmp_path, monkeypatch, "upper.npz differs from the file that was stored")
+
+
+def test_a_witness_the_checker_rejects_is_refused(op, tmp_path, monkeypatch):
+    bracket(op, 0.25, store=ReferenceStore(tmp_path))
+    entry = _entry(ReferenceStore(tmp_path), op)
+    w, A, _ = load_certificate(entry / "upper.npz")
+    # the same rank, every row's error well above eps, the digest fixed up
+    save_certificate(entry / "upper.npz", UpperWitness(w.eps, 0.5 * w.U, w.W, w.method), A)
+    _redigest(entry)
+    _refused_once(op, tmp_path, monkeypatch, "the checker rejects upper.npz")
+
+
+def test_a_lower_certificate_claiming_more_is_refused(op, tmp_path, monkeypatch):
+    """An edited lower end: the rank in bracket.json must be the certificate's."""
+    bracket(op, 0.25, store=ReferenceStore(tmp_path))
+    _rewrite(_entry(ReferenceStore(tmp_path), op), lower=5)
+    _refused_once(op, tmp_path, monkeypatch, "expected rank 5")
+
+
+@pytest.mark.parametrize("field, value, match", [
+    ("eps", 0.3, "eps is 0.3"), ("engine", "0" * 16, "engine is"),
+    ("operator", "f" * 16, "operator is"), ("effort", "fast", "effort is"),
+    ("format", 2, "format is"), ("rho", 0.01, "rho is")])
+def test_an_edited_record_is_refused_by_name(op, tmp_path, monkeypatch, field, value, match):
+    bracket(op, 0.25, store=ReferenceStore(tmp_path))
+    _rewrite(_entry(ReferenceStore(tmp_path), op), **{field: value})
+    _refused_once(op, tmp_path, monkeypatch, match)
+
+
+def test_a_certificate_of_another_matrix_is_refused(op, op3, tmp_path, monkeypatch):
+    bracket(op, 0.25, store=ReferenceStore(tmp_path))
+    entry = _entry(ReferenceStore(tmp_path), op)
+    (other,) = bracket(op3, 0.25)  # rank 3 at 0.25: its witness does not hold for op
+    save_certificate(entry / "upper.npz", other.upper_witness, op3.A)
+    _rewrite(entry, upper=other.upper)
+    _redigest(entry)
+    _refused_once(op, tmp_path, monkeypatch, "is about another matrix")
+
+
+def test_swapped_operators_and_other_tolerances_are_refused(op, op3, tmp_path, monkeypatch):
+    """The entry of another operator, or of another eps, moved into place."""
+    s = ReferenceStore(tmp_path)
+    bracket(op3, 0.25, store=s)
+    bracket(op, 0.5, store=s)
+    mine = _entry(s, op)
+    mine.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(_entry(s, op3), mine)
+    _refused_once(op, tmp_path, monkeypatch, "operator is")
+    shutil.rmtree(mine)
+    shutil.copytree(_entry(s, op, 0.5), mine)
+    n = Counting(monkeypatch)
+    s2 = ReferenceStore(tmp_path)
+    (br,) = bracket(op, 0.25, store=s2)
+    assert n.eps == [0.25] and "eps is 0.5" in s2.refused[0] and br.lower == br.upper == 4
+
+
+def test_another_engine_is_another_directory(op, tmp_path, monkeypatch):
+    n = Counting(monkeypatch)
+    bracket(op, 0.25, store=ReferenceStore(tmp_path))
+    monkeypatch.setattr(store_mod, "_ENGINE", ["0" * 16])
+    s = ReferenceStore(tmp_path)
+    bracket(op, 0.25, store=s)
+    assert n.eps == [0.25, 0.25] and s.refused == [] and s.stored == 1
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == sorted(
+        ["0" * 16, engine_key()]) or engine_key() == "0" * 16
+
+
+def test_engine_key_names_the_engine_sources():
+    k = engine_key()
+    assert len(k) == 16 and int(k, 16) >= 0 and k == engine_key()
+    assert {"softrank", "numpy", "scipy", "highspy", "python-flint"} <= set(
+        store_mod.engine_versions())
+
+
+def test_only_checked_complete_brackets_are_stored(op, tmp_path, monkeypatch):
+    import softrank.certifiers.bracket as engine
+
+    def crash(*a, **kw):
+        raise RuntimeError("the engine crashed")
+
+    s = ReferenceStore(tmp_path)
+    (br,) = bracket(op, 0.25, store=s, interval=False)  # not interval-checked: not kept
+    assert s.stored == 0 and br.verdict == "resolved"
+    monkeypatch.setattr(engine, "_bracket_one", crash)
+    (br,) = bracket(op, 0.5, store=s)
+    assert br.verdict == "error" and s.stored == 0
+    assert not list(s.group_dir(op, "full", False).glob("eps*"))
+
+
+def test_a_bracket_cut_short_is_not_stored(tmp_path):
+    rng = np.random.default_rng(3)
+    big = Operator.from_factors(rng.normal(size=(48, 8)), rng.normal(size=(48, 8)), 0.5)
+    s = ReferenceStore(tmp_path)
+    (br,) = bracket(big, 0.1, time_limit=1e-6, store=s)
+    assert br.cut_short and br.bounded and s.stored == 0
+
+
+def _garbage(entry, how):
+    if how == "entry is a file":
+        shutil.rmtree(entry)
+        entry.write_text("x")
+    elif how == "entry is a dangling link":
+        shutil.rmtree(entry)
+        entry.symlink_to(entry.parent / "nowhere")
+    elif how == "bracket.json is a directory":
+        (entry / "bracket.json").unlink()
+        (entry / "bracket.json").mkdir()
+    elif how == "upper.npz is a directory":
+        (entry / "upper.npz").unlink()
+        (entry / "upper.npz").mkdir()
+    elif how == "bracket.json is a FIFO":
+        (entry / "bracket.json").unlink()
+        os.mkfifo(entry / "bracket.json")
+    elif how == "bracket.json nested 100000 deep":
+        (entry / "bracket.json").write_text("[" * 100000 + "]" * 100000)
+    elif how == "bracket.json deleted":
+        (entry / "bracket.json").unlink()
+    elif how == "lower.npz truncated":
+        data = (entry / "lower.npz").read_bytes()
+        (entry / "lower.npz").write_bytes(data[:len(data) // 2])
+        _redigest(entry)
+
+
+@pytest.mark.parametrize("how", ["entry is a file", "entry is a dangling link",
+                                 "bracket.json is a directory", "upper.npz is a directory",
+                                 "bracket.json is a FIFO", "bracket.json nested 100000 deep",
+                                 "bracket.json deleted", "lower.npz truncated"])
+def test_a_garbage_entry_is_refused_recomputed_and_replaced(op, tmp_path, monkeypatch, how):
+    """Never a crash or a hang (a FIFO is not opened); named, and written again whole."""
+    bracket(op, 0.25, store=ReferenceStore(tmp_path))
+    _garbage(_entry(ReferenceStore(tmp_path), op), how)
+    n = Counting(monkeypatch)
+    s = ReferenceStore(tmp_path)
+    (br,) = bracket(op, 0.25, store=s)
+    assert (s.loaded, s.stored, len(s.refused), s.notes) == (0, 1, 1, []) and n.eps == [0.25]
+    assert (br.lower, br.upper) == (4, 4)
+    s2 = ReferenceStore(tmp_path)
+    bracket(op, 0.25, store=s2)
+    assert s2.loaded == 1 and n.eps == [0.25]
+
+
+class Truncated:
+    """A user's construction: the rank-``k`` truncated SVD."""
+
+    def __init__(self, k):
+        self.k, self.name = k, f"svd{k}"
+
+    def witness(self, operator, eps):
+        U, s, Vt = np.linalg.svd(operator.A)
+        return UpperWitness(eps, U[:, :self.k] * s[:self.k], Vt[:self.k], self.name)
+
+
+def test_a_users_methods_run_on_top_of_the_stored_reference(tmp_path, monkeypatch):
+    """Cold and warm give the same cell: softrank's ends do not depend on the user's
+    methods, which run after them, are checked like any, and win an end only by beating
+    softrank's. (softrank's constructions are cut down to the identity here, so that the
+    user's can win.)"""
+    import softrank.certifiers.bracket as engine
+
+    real = engine.default_constructions
+    monkeypatch.setattr(engine, "default_constructions",
+                        lambda: [c for c in real() if c.name == "identity"])
+    rng = np.random.default_rng(5)
+    A = rng.dirichlet(np.full(20, 0.3), size=20)
+    U, sv, Vt = np.linalg.svd(A)
+    err = [np.abs(A - (U[:, :k] * sv[:k]) @ Vt[:k]).sum(1).max() for k in range(21)]
+    k = next(k for k in range(21) if err[k] < 0.45)  # within 0.5, not within 0.1
+    assert 1 < k < 20 and err[k] > 0.1
+    user = [Truncated(k)]
+    cold = bracket(A, [0.1, 0.5], constructions=user, store=ReferenceStore(tmp_path / "s"))
+    n = Counting(monkeypatch)
+    warm = bracket(A, [0.1, 0.5], constructions=user, store=ReferenceStore(tmp_path / "s"))
+    assert n.eps == []
+    for c, w in zip(cold, warm):
+        assert _ends(c) == _ends(w)
+        assert c.diagnostics.record(user[0].name).rank == k == w.diagnostics.record(
+            user[0].name).rank
+    assert [c.diagnostics.record(user[0].name).status for c in cold] == ["rejected", "ok"]
+    assert (cold[0].upper, cold[0].upper_method) == (20, "identity")
+    assert (cold[1].upper, cold[1].upper_method) == (k, user[0].name)
+    assert check(A, warm[1].upper_witness).ok
+    # the stored reference is softrank's own, never the user's witness
+    (ref,) = bracket(A, 0.5, store=ReferenceStore(tmp_path / "s"))
+    assert (ref.upper, ref.upper_method) == (20, "identity")
+    assert ref.diagnostics.record(user[0].name) is None
+
+
+def test_a_side_record_is_kept_only_with_its_entry(op, tmp_path):
+    s = ReferenceStore(tmp_path)
+    (br,) = bracket(op, 0.25, store=s)
+    assert s.side_record(br, "attack-quick-x") is None
+    assert s.put_side_record(br, "attack-quick-x", {"attack": "held"})
+    (again,) = bracket(op, 0.25, store=ReferenceStore(tmp_path))
+    assert s.side_record(again, "attack-quick-x") == {"attack": "held"}
+    moved = Bracket(**{**again.__dict__, "lower": 3})  # an end a user's method moved
+    assert s.side_record(moved, "attack-quick-x") is None
+    (plain,) = bracket(op, 0.25)  # no entry of its own
+    assert s.side_record(plain, "attack-quick-x") is None and not s.put_side_record(
+        plain, "attack-quick-x", {})
+    # a rewritten entry (other files) drops the record
+    w, A, _ = load_certificate(_entry(s, op) / "upper.npz")
+    _rewrite(_entry(s, op), files={"lower.npz": "0", "upper.npz": "0"})
+    assert s.side_record(again, "attack-quick-x") is None
+
+
+def test_validated_references_are_their_own_group(tmp_path):
+    rng = np.random.default_rng(7)
+    vop = Operator.from_factors(rng.normal(size=(16, 4)), rng.normal(size=(16, 4)), 0.5)
+    s = ReferenceStore(tmp_path)
+    (a,) = bracket(vop, 0.25, validated=True, store=s)
+    (b,) = bracket(vop, 0.25, validated=True, store=ReferenceStore(tmp_path))
+    (c,) = bracket(vop, 0.25, store=ReferenceStore(tmp_path))
+    assert a.rho > 0 and b.rho == a.rho and _ends(a) == _ends(b)
+    assert b.diagnostics.reference["source"] == "store"
+    assert c.diagnostics.reference["source"] == "computed" and c.rho == 0
+
+
+def test_the_store_path_is_checked(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InvalidArgumentError, match="--reference-store: expected a directory"):
+        ReferenceStore("")
+    f = tmp_path / "file"
+    f.write_text("mine")
+    with pytest.raises(InvalidArgumentError, match="--reference-store: .* is not a directory"):
+        ReferenceStore(f)
+    assert f.read_text() == "mine"
+
+
+def test_the_default_store_follows_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("SOFTRANK_REFERENCE_STORE", str(tmp_path / "s"))
+    assert ReferenceStore.default().root == tmp_path / "s"
+    monkeypatch.setenv("SOFTRANK_REFERENCE_STORE", "off")
+    assert ReferenceStore.default() is None
+    monkeypatch.delenv("SOFTRANK_REFERENCE_STORE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert store_mod.default_store_dir() == tmp_path / "xdg" / "softrank" / "references"
+
+
+# ------------------------------------------------------------------------------ bundles
+
+
+def test_a_bundle_carries_every_entry_to_a_clean_store(op, op3, tmp_path, monkeypatch):
+    s = ReferenceStore(tmp_path / "a")
+    brs = {o.hash: bracket(o, [0.25, 0.5], store=s) for o in (op, op3)}
+    rep = export_bundle(s, [op, op3], [0.25, 0.5], tmp_path / "bundle", panel="t")
+    assert (rep.done, rep.problems) == (4, [])
+    m = json.loads((tmp_path / "bundle" / "manifest.json").read_text())
+    assert m["engine"] == engine_key() and len(m["entries"]) == 4 and len(m["operators"]) == 2
+    clean = ReferenceStore(tmp_path / "b")
+    rep = import_bundle(clean, tmp_path / "bundle")
+    assert (rep.done, rep.already, rep.problems) == (4, 0, [])
+    n = Counting(monkeypatch)
+    for o in (op, op3):
+        got = bracket(o, [0.25, 0.5], store=clean)
+        assert n.eps == [] and [_ends(b) for b in got] == [_ends(b) for b in brs[o.hash]]
+    again = import_bundle(clean, tmp_path / "bundle")
+    assert (again.done, again.already) == (0, 4)
+    with pytest.raises(InvalidArgumentError, match="not an empty directory"):
+        export_bundle(s, [op], [0.25], tmp_path / "bundle")
+
+
+def test_a_partial_export_names_the_missing_cells(op, op3, tmp_path):
+    s = ReferenceStore(tmp_path / "a")
+    bracket(op, 0.25, store=s)
+    rep = export_bundle(s, [op, op3], [0.25], tmp_path / "bundle")
+    assert rep.done == 1 and len(rep.problems) == 1 and "not in the store" in rep.problems[0]
+
+
+def test_a_tampered_bundle_is_refused_entry_by_entry(op, op3, tmp_path):
+    s = ReferenceStore(tmp_path / "a")
+    for o in (op, op3):
+        bracket(o, 0.25, store=s)
+    export_bundle(s, [op, op3], [0.25], tmp_path / "bundle")
+    m = json.loads((tmp_path / "bundle" / "manifest.json").read_text())
+    # op3's witness replaced by a scaled one, every digest fixed up: only the checker refuses
+    e = tmp_path / "bundle" / "entries" / m["entries"][1]["group"] / "eps0.25"
+    w, A, _ = load_certificate(e / "upper.npz")
+    save_certificate(e / "upper.npz", UpperWitness(w.eps, 0.5 * w.U, w.W, w.method), A)
+    _redigest(e)
+    m["entries"][1]["files"] = {n: store_mod._sha256(e / n)
+                                for n in ("bracket.json", "lower.npz", "upper.npz")}
+    (tmp_path / "bundle" / "manifest.json").write_text(json.dumps(m))
+    clean = ReferenceStore(tmp_path / "b")
+    rep = import_bundle(clean, tmp_path / "bundle")
+    assert rep.done == 1 and len(rep.problems) == 1 and "the checker rejects" in rep.problems[0]
+    # an operator file swapped for another matrix: its entries go with it
+    (tmp_path / "bundle" / "operators" / f"{op.hash}.npz").write_bytes(
+        (tmp_path / "bundle" / "operators" / f"{op3.hash}.npz").read_bytes())
+    rep = import_bundle(ReferenceStore(tmp_path / "c"), tmp_path / "bundle")
+    assert rep.done == 0 and any("differs from the manifest" in p for p in rep.problems)
+
+
+def test_a_bundle_of_another_engine_is_refused_by_name_or_kept_apart(op, tmp_path,
+                                                                     monkeypatch):
+    s = ReferenceStore(tmp_path / "a")
+    bracket(op, 0.25, store=s)
+    export_bundle(s, [op], [0.25], tmp_path / "bundle")
+    mine = engine_key()
+    monkeypatch.setattr(store_mod, "_ENGINE", ["0" * 16])
+    with pytest.raises(InvalidArgumentError, match=f"made by engine {mine}"):
+        import_bundle(ReferenceStore(tmp_path / "b"), tmp_path / "bundle")
+    rep = import_bundle(ReferenceStore(tmp_path / "b"), tmp_path / "bundle", keep_engine=True)
+    assert rep.done == 1 and (tmp_path / "b" / mine).is_dir()
+    assert not (tmp_path / "b" / ("0" * 16)).exists()  # this engine never reads them
+
+
+def test_not_a_bundle_is_refused(tmp_path):
+    with pytest.raises(InvalidArgumentError, match="not a reference bundle"):
+        import_bundle(ReferenceStore(tmp_path / "s"), tmp_path)
+    (tmp_path / "manifest.json").write_text('{"format": "x"}')
+    with pytest.raises(InvalidArgumentError, match="not a softrank reference bundle"):
+        import_bundle(ReferenceStore(tmp_path / "s"), tmp_path)
