@@ -606,6 +606,8 @@ def bracket(A, eps, *, interval: bool = True, validated: bool = False,
     else:
         out = store.brackets(op, A_used, rho, eps_list, effort=effort, validated=validated,
                              interval=interval, compute=own)
+        # tolerances read back and computed may come from different runs: carry ends
+        _monotone(sorted(out, key=lambda b: b.eps), A_used, interval)
     if extra_cons or extra_tests:
         if not contexts:
             try:
