@@ -29,6 +29,9 @@ os.environ.setdefault("SOFTRANK_PROFILE", "ci")
 # only, never in the user's ~/.cache (softrank.generators.cache)
 os.environ["SOFTRANK_OPERATOR_CACHE"] = tempfile.mkdtemp(prefix="softrank-test-operators-")
 atexit.register(shutil.rmtree, os.environ["SOFTRANK_OPERATOR_CACHE"], ignore_errors=True)
+# and compute every bracket: no test reads or writes the user's reference store (a stored
+# bracket would also hide an engine a test patches); the store's own tests name theirs
+os.environ["SOFTRANK_REFERENCE_STORE"] = "off"
 
 #: The modules the tests import from each optional extra (pyproject.toml).
 EXTRAS = {

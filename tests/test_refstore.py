@@ -90,7 +90,7 @@ def _rewrite(entry, **fields):
 def _redigest(entry):
     """An editor who also fixes the digests: only the checker stands in the way."""
     rec = json.loads((entry / "bracket.json").read_text())
-    rec["files"] = {n: store_mod._sha256(entry / n) for n in ("lower.npz", "upper.npz")}
+    rec["files"] = {n: store_mod.file_sha256(entry / n) for n in ("lower.npz", "upper.npz")}
     (entry / "bracket.json").write_text(json.dumps(rec))
 
 
@@ -356,6 +356,7 @@ def test_the_default_store_follows_the_environment(tmp_path, monkeypatch):
 def test_a_bundle_carries_every_entry_to_a_clean_store(op, op3, tmp_path, monkeypatch):
     s = ReferenceStore(tmp_path / "a")
     brs = {o.hash: bracket(o, [0.25, 0.5], store=s) for o in (op, op3)}
+    assert s.put_side_record(brs[op.hash][0], "attack-quick-x", {"attack": "held"})
     rep = export_bundle(s, [op, op3], [0.25, 0.5], tmp_path / "bundle", panel="t")
     assert (rep.done, rep.problems) == (4, [])
     m = json.loads((tmp_path / "bundle" / "manifest.json").read_text())
@@ -367,6 +368,8 @@ def test_a_bundle_carries_every_entry_to_a_clean_store(op, op3, tmp_path, monkey
     for o in (op, op3):
         got = bracket(o, [0.25, 0.5], store=clean)
         assert n.eps == [] and [_ends(b) for b in got] == [_ends(b) for b in brs[o.hash]]
+    (br,) = bracket(op, 0.25, store=clean)  # the attack's outcome came with its entry
+    assert clean.side_record(br, "attack-quick-x") == {"attack": "held"}
     again = import_bundle(clean, tmp_path / "bundle")
     assert (again.done, again.already) == (0, 4)
     with pytest.raises(InvalidArgumentError, match="not an empty directory"):
@@ -391,7 +394,7 @@ def test_a_tampered_bundle_is_refused_entry_by_entry(op, op3, tmp_path):
     w, A, _ = load_certificate(e / "upper.npz")
     save_certificate(e / "upper.npz", UpperWitness(w.eps, 0.5 * w.U, w.W, w.method), A)
     _redigest(e)
-    m["entries"][1]["files"] = {n: store_mod._sha256(e / n)
+    m["entries"][1]["files"] = {n: store_mod.file_sha256(e / n)
                                 for n in ("bracket.json", "lower.npz", "upper.npz")}
     (tmp_path / "bundle" / "manifest.json").write_text(json.dumps(m))
     clean = ReferenceStore(tmp_path / "b")
@@ -424,3 +427,26 @@ def test_not_a_bundle_is_refused(tmp_path):
     (tmp_path / "manifest.json").write_text('{"format": "x"}')
     with pytest.raises(InvalidArgumentError, match="not a softrank reference bundle"):
         import_bundle(ReferenceStore(tmp_path / "s"), tmp_path)
+
+
+def _bracket_in_a_process(root):
+    from softrank.certifiers.bracket import bracket as br_
+    from softrank.generators.synthetic import planted_blocks as pb
+    from softrank.refstore import ReferenceStore as RS
+
+    s = RS(root)
+    (b,) = br_(pb(24, 24, 4, 0.0, seed=0), 0.25, store=s)
+    return b.diagnostics.reference["source"], (b.lower, b.upper), s.refused
+
+
+def test_concurrent_runs_compute_once_and_read_back(tmp_path):
+    """Two processes ask for the same bracket at once: one computes and stores it under the
+    operator's lock, the other waits and reads it back; nothing half-written is seen."""
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(2, mp_context=mp.get_context("spawn")) as ex:
+        got = list(ex.map(_bracket_in_a_process, [str(tmp_path)] * 2))
+    assert sorted(g[0] for g in got) == ["computed", "store"]
+    assert all(g[1] == (4, 4) and g[2] == [] for g in got)
+    assert not list(tmp_path.rglob("*.tmp"))

@@ -75,7 +75,8 @@ class BracketStage:
 
     name = "bracket"
     columns = ("lower", "upper", "ratio", "lower_method", "upper_method", "verdict", "seconds",
-               "svd_seconds", "lower_check", "upper_check", "validated_rho", "reference", "diagnostics")
+               "svd_seconds", "lower_check", "upper_check", "validated_rho", "reference",
+               "diagnostics")
 
     def __init__(self, certifiers=(), time_limit: float | None = None, effort: str = "full",
                  store=None):

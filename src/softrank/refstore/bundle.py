@@ -31,8 +31,8 @@ from pathlib import Path
 from ..certifiers.bracket import EFFORTS
 from ..errors import InvalidArgumentError, SoftrankError
 from ..operators import load_operator, save_operator
-from .store import (ReferenceStore, Refused, _sha256, engine_key, engine_versions, eps_name,
-                    group_name)
+from .store import (SIDE_NAME, ReferenceStore, Refused, file_sha256, engine_key, engine_versions,
+                    eps_name, group_name)
 
 __all__ = ["export_bundle", "import_bundle", "BundleReport", "BUNDLE_FORMAT", "BUNDLE_VERSION"]
 
@@ -40,6 +40,7 @@ BUNDLE_FORMAT = "softrank-reference-bundle"
 BUNDLE_VERSION = 1
 _MAX_MANIFEST = 64 << 20  # bytes
 _HASH = re.compile(r"[0-9a-f]{16}")
+_ENTRY_FILES = ("bracket.json", "lower.npz", "upper.npz")
 
 
 @dataclass
@@ -125,19 +126,20 @@ def export_bundle(store: ReferenceStore, operators, eps_list, dest, *, effort: s
                     report.problems.append(f"{where}: refused ({why})")
                     continue
                 target = dest / "entries" / group.name / entry.name
-                store.copy_entry(entry, target)
+                side = store.side_files(entry)
+                store.copy_entry(entry, target, side)
                 entries.append({"operator": op.hash, "group": group.name, "eps": float(e),
                                 "effort": effort, "validated": bool(validated),
                                 "lower": br.lower, "upper": br.upper,
-                                "files": {n: _sha256(target / n) for n in
-                                          ("bracket.json", "lower.npz", "upper.npz")}})
+                                "files": {n: file_sha256(target / n) for n in
+                                          ("bracket.json", "lower.npz", "upper.npz", *side)}})
                 report.done += 1
                 wrote = True
         if wrote and op.hash not in ops:
             f = dest / "operators" / f"{op.hash}.npz"
             f.parent.mkdir(parents=True, exist_ok=True)
             save_operator(f, op)
-            ops[op.hash] = {"file": f"operators/{op.hash}.npz", "sha256": _sha256(f),
+            ops[op.hash] = {"file": f"operators/{op.hash}.npz", "sha256": file_sha256(f),
                             "operator_id": op.operator_id}
     manifest = {"format": BUNDLE_FORMAT, "version": BUNDLE_VERSION, "engine": eng,
                 "versions": engine_versions(), "panel": panel,
@@ -225,7 +227,7 @@ def import_bundle(store: ReferenceStore, src, *, keep_engine: bool = False) -> B
             if not _HASH.fullmatch(h) or not isinstance(rec, dict):
                 raise SoftrankError("not an operator record")
             f = src / "operators" / f"{h}.npz"
-            if f.is_symlink() or not f.is_file() or _sha256(f) != rec.get("sha256"):
+            if f.is_symlink() or not f.is_file() or file_sha256(f) != rec.get("sha256"):
                 raise SoftrankError(f"operators/{h}.npz is missing or differs from the manifest")
             op = load_operator(f, "bundle operator")
             if op.hash != h:
@@ -243,10 +245,13 @@ def import_bundle(store: ReferenceStore, src, *, keep_engine: bool = False) -> B
         entry = src / "entries" / group / eps_name(e)
         files = rec.get("files")
         try:
-            if not isinstance(files, dict) or any(
+            side = tuple(n for n in files if n not in _ENTRY_FILES) if isinstance(
+                files, dict) else ()
+            if not isinstance(files, dict) or not all(
+                    isinstance(n, str) and SIDE_NAME.fullmatch(n) for n in side) or any(
                     (entry / n).is_symlink() or not (entry / n).is_file()
-                    or _sha256(entry / n) != files.get(n)
-                    for n in ("bracket.json", "lower.npz", "upper.npz")):
+                    or file_sha256(entry / n) != files.get(n)
+                    for n in (*_ENTRY_FILES, *side)):
                 raise Refused("a file is missing or differs from the manifest (sha256)")
             A, rho = _matrix(op, validated)
             store.read(entry, op, A, rho, e, effort, validated, engine=eng)
@@ -259,7 +264,7 @@ def import_bundle(store: ReferenceStore, src, *, keep_engine: bool = False) -> B
                         continue
                 except Refused:
                     pass  # replaced by the bundle's, which passed
-                store.copy_entry(entry, target)
+                store.copy_entry(entry, target, side)
                 report.done += 1
         except Refused as why:
             report.problems.append(f"{where}: refused ({why})")

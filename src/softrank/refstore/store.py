@@ -41,6 +41,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
 import time
 from pathlib import Path
@@ -51,13 +52,17 @@ from ..checker import UpperWitness, check, load_certificate, matrix_hash, save_c
 from ..errors import InvalidArgumentError, SoftrankError
 
 __all__ = ["ReferenceStore", "engine_key", "engine_versions", "default_store_dir",
-           "STORE_ENV", "ENTRY_FORMAT"]
+           "Refused", "STORE_ENV", "ENTRY_FORMAT", "SIDE_NAME", "file_sha256", "eps_name",
+           "group_name"]
 
 #: The environment variable naming the store's directory (``off`` turns the store off).
 STORE_ENV = "SOFTRANK_REFERENCE_STORE"
 
 #: The version of an entry's layout (``bracket.json``'s ``format``).
 ENTRY_FORMAT = 1
+
+#: The name of a side record kept beside an entry (:meth:`ReferenceStore.put_side_record`).
+SIDE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,80}\.json")
 
 #: Largest ``bracket.json`` read (bytes): a bracket's diagnostics are a few kB.
 MAX_RECORD_BYTES = 1 << 20
@@ -115,7 +120,8 @@ def default_store_dir() -> Path | None:
     return Path(base) / "softrank" / "references"
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """The sha256 of a file's bytes, as 64 hex digits."""
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
@@ -318,7 +324,7 @@ class ReferenceStore:
         for side, at in (("lower", eps + rho), ("upper", eps - rho)):
             path = files[side]
             digests = rec.get("files")
-            if not isinstance(digests, dict) or digests.get(path.name) != _sha256(path):
+            if not isinstance(digests, dict) or digests.get(path.name) != file_sha256(path):
                 raise Refused(f"{path.name} differs from the file that was stored (sha256)")
             try:
                 cert, _, header = load_certificate(path)
@@ -392,7 +398,7 @@ class ReferenceStore:
             digests = {}
             for side, cert in (("lower", br.lower_certificate), ("upper", br.upper_witness)):
                 save_certificate(tmp / f"{side}.npz", cert, A, producer="softrank reference store")
-                digests[f"{side}.npz"] = _sha256(tmp / f"{side}.npz")
+                digests[f"{side}.npz"] = file_sha256(tmp / f"{side}.npz")
             diag = br.diagnostics.to_dict()
             diag.pop("reference", None)
             rec = {"format": ENTRY_FORMAT, "engine": engine or engine_key(),
@@ -419,20 +425,28 @@ class ReferenceStore:
             shutil.rmtree(entry)
         os.rename(tmp, entry)
 
-    def copy_entry(self, src: Path, entry: Path) -> None:
-        """Place a copy of the entry directory ``src`` (already checked) at ``entry``."""
+    def copy_entry(self, src: Path, entry: Path, side: tuple = ()) -> None:
+        """Place a copy of the entry directory ``src`` (already checked) at ``entry``, with
+        the side records named in ``side`` (:meth:`side_files`)."""
         entry.parent.mkdir(parents=True, exist_ok=True)
         tmp = entry.parent / f".{entry.name}.{os.getpid()}.tmp"
         if tmp.exists():
             shutil.rmtree(tmp)
         tmp.mkdir()
         try:
-            for name in ("lower.npz", "upper.npz", "bracket.json"):
+            for name in ("lower.npz", "upper.npz", "bracket.json", *side):
                 shutil.copyfile(src / name, tmp / name)
             self._replace(tmp, entry)
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
+
+    @staticmethod
+    def side_files(entry: Path) -> list[str]:
+        """The names of the side records in ``entry`` (regular ``NAME.json`` files beside
+        ``bracket.json``, e.g. an attack's outcome)."""
+        return sorted(p.name for p in entry.glob("*.json") if p.name != "bracket.json"
+                      and SIDE_NAME.fullmatch(p.name) and p.is_file() and not p.is_symlink())
 
     # ------------------------------------------------------------------ results kept beside a bracket
 
@@ -474,7 +488,7 @@ class ReferenceStore:
         method only ever moves an end strictly), else None."""
         ref = br.diagnostics.reference
         rel = ref.get("entry") if isinstance(ref, dict) else None
-        if not rel or not br.bounded or not name.replace("-", "").isalnum():
+        if not rel or not br.bounded or not SIDE_NAME.fullmatch(f"{name}.json"):
             return None
         entry = self.root / rel
         try:
