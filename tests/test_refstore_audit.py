@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 from softrank.audit import AuditConfig
-from softrank.checker import UpperWitness
 from softrank.generators.synthetic import planted_blocks
 from softrank.harness.audit import run_audit
 from softrank.harness.cli import main
@@ -27,33 +26,23 @@ def _ops():
             Operator.from_factors(rng.normal(size=(16, 4)), rng.normal(size=(16, 4)), 0.7)]
 
 
-class SvdFour:
-    """A user's construction: the rank-4 truncated SVD."""
-
-    name = "svd-four"
-
-    def witness(self, operator, eps):
-        U, s, Vt = np.linalg.svd(operator.A)
-        return UpperWitness(eps, U[:, :4] * s[:4], Vt[:4], self.name)
-
-
 def _rows(path):
     return {(r["operator_id"], r["eps"]): r for r in csv.DictReader(open(path))}
 
 
 def test_a_second_audit_reads_every_cell_from_the_store(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
-    (tmp_path / "usercons.py").write_text(
+    (tmp_path / "refstore_user_cons.py").write_text(
         "import numpy as np\nfrom softrank.checker import UpperWitness\n"
         "class SvdFour:\n    name = 'svd-four'\n"
         "    def witness(self, operator, eps):\n"
         "        U, s, Vt = np.linalg.svd(operator.A)\n"
         "        return UpperWitness(eps, U[:, :4] * s[:4], Vt[:4], self.name)\n")
     store = str(tmp_path / "store")
-    cfg = AuditConfig(eps=(0.1, 0.5), attacks="quick", certifiers=("usercons:SvdFour",),
-                      reference_store=store)
+    user = ("refstore_user_cons:SvdFour",)
+    cfg = AuditConfig(eps=(0.1, 0.5), attacks="quick", certifiers=user, reference_store=store)
     assert cfg.identity() == AuditConfig(eps=(0.1, 0.5), attacks="quick",
-                                         certifiers=("usercons:SvdFour",)).identity()
+                                         certifiers=user).identity()
     ops = _ops()
     cold = run_audit(ops, cfg, tmp_path / "cold", workers=1, progress=False)
     warm = run_audit(ops, cfg, tmp_path / "warm", workers=1, progress=False)

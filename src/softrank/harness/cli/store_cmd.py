@@ -119,6 +119,13 @@ def run_cache(args) -> int:
         gone.append(f"{eng}/{group.name}/{entry.name}")
         freed += size
     if not args.dry_run:
+        for eng in store.root.iterdir():  # entries a killed writer left half-made
+            if _ENGINE.fullmatch(eng.name) and eng.is_dir() and not eng.is_symlink():
+                for tmp in eng.glob("*/.eps*.tmp"):
+                    if (_GROUP.fullmatch(tmp.parent.name) and tmp.is_dir()
+                            and not tmp.is_symlink()
+                            and time.time() - tmp.stat().st_mtime > 3600):
+                        shutil.rmtree(tmp, ignore_errors=True)
         for eng in store.root.iterdir():
             if _ENGINE.fullmatch(eng.name) and eng.is_dir() and not eng.is_symlink() and not any(
                     p for p in eng.iterdir() if not p.name.endswith(".lock")):
