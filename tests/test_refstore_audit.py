@@ -5,6 +5,7 @@ them; a user's construction is measured on top in both runs alike; ``softrank ca
 
 import csv
 import json
+import os
 
 import numpy as np
 import pytest
@@ -123,6 +124,14 @@ def test_the_report_counts_the_cells_from_the_store(tmp_path, capsys):
     assert main(["cache", "prune", "--reference-store", store]) == 0
     assert not other.exists() and (tmp_path / "store" / "notes.txt").read_text() == "mine"
     assert ReferenceStore(store).group_dir(ops[0], "full", False).is_dir()
+    old = ReferenceStore(store).group_dir(ops[0], "full", False) / "eps0.25"
+    os.utime(old / "bracket.json", (0, 1e9))  # last used in 2001
+    capsys.readouterr()
+    assert main(["cache", "prune", "--reference-store", store, "--older-than", "30"]) == 0
+    assert "removed 1 brackets" in capsys.readouterr().out and not old.exists()
+    assert ReferenceStore(store).group_dir(ops[1], "full", False).is_dir()
+    bracket_again = main(base + ["--reference-store", store, "--out", str(tmp_path / "e")])
+    assert bracket_again == 0  # the pruned cell is computed and stored again
     assert main(["cache", "prune", "--reference-store", store, "--all"]) == 0
     assert "removed 2 brackets" in capsys.readouterr().out
     assert (tmp_path / "store" / "notes.txt").exists()

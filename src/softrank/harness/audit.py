@@ -4,7 +4,7 @@ Each operator's cells (operator x tolerance) go through the pipeline of stages o
 :mod:`softrank.audit` (:func:`softrank.audit.worker.run_operator`, with the run's frozen
 :class:`~softrank.audit.config.AuditConfig`), scheduled by an executor (:mod:`.executors`: a
 local process pool, or Dask distributed); they are committed to the run's ledger
-(:mod:`.store`, SQLite in WAL mode) operator by operator, so an interrupted or killed run
+(:mod:`softrank.harness.store`, SQLite in WAL mode) operator by operator, so an interrupted or killed run
 keeps every finished cell and ``--resume`` continues it; at the end ``brackets.csv`` and
 ``brackets.parquet`` are exported from the ledger in panel order and the summary, report and
 plots are made. Results do not depend on the executor, the number of workers or the
