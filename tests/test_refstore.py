@@ -450,3 +450,135 @@ def test_concurrent_runs_compute_once_and_read_back(tmp_path):
     assert sorted(g[0] for g in got) == ["computed", "store"]
     assert all(g[1] == (4, 4) and g[2] == [] for g in got)
     assert not list(tmp_path.rglob("*.tmp"))
+
+
+# ------------------------------------------------ what a new user's trial found (2026-12-04)
+
+
+@pytest.mark.parametrize("edit, match", [
+    (lambda d: d["methods"][1].update(rank=99, status="ok", side="lower"), "beyond the checked"),
+    (lambda d: d.update(cut_short=True), "complete bracket"),
+    (lambda d: d.update(error="boom"), "complete bracket"),
+    (lambda d: d["methods"][0].update(seconds=float("nan")), "malformed method"),
+    (lambda d: d["methods"].append([1]), "malformed method"),
+    (lambda d: d.update(carried={"lower": "x"}), "complete bracket"),
+])
+def test_diagnostics_that_claim_more_than_the_certificates_are_refused(op, tmp_path,
+                                                                       monkeypatch, edit, match):
+    bracket(op, 0.25, store=ReferenceStore(tmp_path))
+    entry = _entry(ReferenceStore(tmp_path), op)
+    rec = json.loads((entry / "bracket.json").read_text())
+    edit(rec["diagnostics"])
+    (entry / "bracket.json").write_text(json.dumps(rec))
+    _refused_once(op, tmp_path, monkeypatch, match)
+
+
+@pytest.mark.parametrize("value", [float("nan"), -5.0, "1", None, True])
+def test_stored_seconds_must_be_a_duration(op, tmp_path, monkeypatch, value):
+    bracket(op, 0.25, store=ReferenceStore(tmp_path))
+    _rewrite(_entry(ReferenceStore(tmp_path), op), seconds=value)
+    _refused_once(op, tmp_path, monkeypatch, "seconds is")
+
+
+def test_diagnostics_that_are_not_an_object_are_refused(op, tmp_path, monkeypatch):
+    bracket(op, 0.25, store=ReferenceStore(tmp_path))
+    _rewrite(_entry(ReferenceStore(tmp_path), op), diagnostics=[1])
+    _refused_once(op, tmp_path, monkeypatch, "not a JSON object")
+
+
+@pytest.mark.parametrize("spoil", ["fifo lock", "directory lock", "engine is a file",
+                                   "group is a link"])
+def test_a_store_that_cannot_be_used_computes_and_says_so(op, tmp_path, spoil):
+    """Never a hang (a FIFO lock is not waited on) nor an error cell: the bracket is
+    computed, and why it was not kept is named."""
+    s = ReferenceStore(tmp_path)
+    group = s.group_dir(op, "full", False)
+    lock = group.parent / f"{group.name}.lock"
+    if spoil == "engine is a file":
+        group.parent.write_text("x")
+    else:
+        group.parent.mkdir(parents=True)
+        if spoil == "fifo lock":
+            os.mkfifo(lock)
+        elif spoil == "directory lock":
+            lock.mkdir()
+        else:
+            (tmp_path / "elsewhere").mkdir()
+            group.symlink_to(tmp_path / "elsewhere")
+    (br,) = bracket(op, 0.25, store=s)
+    assert (br.lower, br.upper, br.verdict) == (4, 4, "resolved")
+    assert br.diagnostics.reference["source"] == "computed"
+    assert "cannot be used" in br.diagnostics.reference["not_kept"] and s.notes
+    assert not list((tmp_path / "elsewhere").iterdir()) if spoil == "group is a link" else True
+
+
+def test_a_store_this_process_cannot_write_is_read_only(op, tmp_path):
+    bracket(op, [0.25], store=ReferenceStore(tmp_path))
+    s = ReferenceStore(tmp_path)
+    s.writable = False  # (as a directory without write permission; the tests may run as root)
+    a, b = bracket(op, [0.25, 0.5], store=s)
+    assert a.diagnostics.reference["source"] == "store"
+    assert b.diagnostics.reference["not_kept"] == "the store is not writable here"
+    assert not (s.group_dir(op, "full", False) / "eps0.5").exists() and s.stored == 0
+
+
+def test_the_store_argument_must_be_a_store(op):
+    with pytest.raises(InvalidArgumentError, match="store: expected a reference store"):
+        bracket(op, 0.25, store="/tmp/somewhere")
+
+
+def test_a_missing_store_is_not_created_unless_asked(tmp_path):
+    with pytest.raises(InvalidArgumentError, match="does not exist"):
+        ReferenceStore(tmp_path / "a" / "b", create=False)
+    assert not (tmp_path / "a").exists()
+
+
+def test_an_empty_environment_variable_is_unset(tmp_path, monkeypatch):
+    monkeypatch.setenv("SOFTRANK_REFERENCE_STORE", "")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert store_mod.default_store_dir() == tmp_path / "softrank" / "references"
+    for off in ("off", "None", " NO ", "false", "0"):
+        assert store_mod.turned_off(off)
+
+
+def test_a_side_record_must_be_well_formed(op, tmp_path):
+    s = ReferenceStore(tmp_path)
+    (br,) = bracket(op, 0.25, store=s)
+    assert s.put_side_record(br, "attack-quick-x", {"attack": "held", "attack_closest": 1.5})
+    path = _entry(s, op) / "attack-quick-x.json"
+    rec = json.loads(path.read_text())
+    for bad in ([1, 2], "x" * 81, float("inf"), None):
+        rec["value"]["attack_closest"] = bad
+        path.write_text(json.dumps(rec))
+        assert s.side_record(br, "attack-quick-x") is None, bad
+
+
+def test_a_bundle_with_a_forged_side_record_or_ends_is_refused(op, tmp_path):
+    s = ReferenceStore(tmp_path / "a")
+    (br,) = bracket(op, 0.25, store=s)
+    s.put_side_record(br, "attack-quick-x", {"attack": "held"})
+    export_bundle(s, [op], [0.25], tmp_path / "bundle")
+    m = json.loads((tmp_path / "bundle" / "manifest.json").read_text())
+    e = tmp_path / "bundle" / "entries" / m["entries"][0]["group"] / "eps0.25"
+    rec = json.loads((e / "attack-quick-x.json").read_text())
+    rec["value"]["attack"] = ["held"]
+    (e / "attack-quick-x.json").write_text(json.dumps(rec))
+    m["entries"][0]["files"]["attack-quick-x.json"] = store_mod.file_sha256(
+        e / "attack-quick-x.json")
+    (tmp_path / "bundle" / "manifest.json").write_text(json.dumps(m))
+    rep = import_bundle(ReferenceStore(tmp_path / "b"), tmp_path / "bundle")
+    assert rep.done == 0 and "attack-quick-x.json is not a record" in rep.problems[0]
+    m["entries"][0]["lower"] = 99  # the manifest's ends must be the certificates'
+    (e / "attack-quick-x.json").unlink()
+    del m["entries"][0]["files"]["attack-quick-x.json"]
+    (tmp_path / "bundle" / "manifest.json").write_text(json.dumps(m))
+    rep = import_bundle(ReferenceStore(tmp_path / "c"), tmp_path / "bundle")
+    assert rep.done == 0 and "the manifest says [99, 4]" in rep.problems[0]
+
+
+def test_a_validated_export_takes_operators_without_factors_as_the_audit_does(op, tmp_path):
+    s = ReferenceStore(tmp_path / "a")
+    assert op.Q is None
+    bracket(op, 0.25, store=s)  # the audit brackets it plainly, validated or not
+    rep = export_bundle(s, [op], [0.25], tmp_path / "bundle", validated=True)
+    assert (rep.done, rep.problems) == (1, [])

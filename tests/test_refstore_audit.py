@@ -173,3 +173,32 @@ def test_a_turned_off_default_store_is_named(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("SOFTRANK_REFERENCE_STORE", "off")
     assert main(["cache", "info"]) == 2
     assert "SOFTRANK_REFERENCE_STORE=off" in capsys.readouterr().err
+
+
+def test_a_refuted_reference_is_never_kept(tmp_path, monkeypatch):
+    """An attack that succeeds (here a stand-in: the real ones have never succeeded) leaves
+    no 'held' record and removes the refuted entry; the next run computes it again and the
+    real attack holds."""
+    from types import SimpleNamespace
+
+    import softrank.audit.attack_stage as stage
+    from softrank.audit import run_operator
+
+    op = planted_blocks(16, 16, 3, 0.05, seed=0)
+    cfg = AuditConfig(eps=(0.25,), attacks="quick", reference_store=str(tmp_path / "s"))
+    real = stage.attack
+
+    def fake(A, eps, claimed, **kw):
+        return SimpleNamespace(succeeded=True, failures=[], best_error=0.0, seconds=0.0,
+                               witness=SimpleNamespace(rank=claimed.rank - 1))
+
+    monkeypatch.setattr(stage, "attack", fake)
+    (row,) = run_operator(op, cfg)
+    assert row["verdict"] == "unsound" and row["attack"] == "SUCCEEDED"
+    assert not list((tmp_path / "s").rglob("attack-*.json"))
+    assert not list((tmp_path / "s").rglob("bracket.json"))  # the entry was removed
+    monkeypatch.setattr(stage, "attack", real)
+    (row,) = run_operator(op, cfg)
+    assert row["reference"] == "computed" and row["attack"] == "held"
+    (row,) = run_operator(op, cfg)
+    assert row["reference"] == "store" and row["attack"] == "held"

@@ -13,6 +13,10 @@ __version__ = "0.1.0"
 __all__ = ["Operator", "SoftrankError", "softmax_rows", "bracket", "__version__"]
 
 
+_SUBPACKAGES = ("attacks", "audit", "certifiers", "checker", "generators", "geometry", "harness",
+                "operators", "refstore", "studies", "suites")
+
+
 def __getattr__(name):  # lazy: keep `import softrank` light (the pytest plugin imports it)
     if name == "bracket":
         from .certifiers.bracket import bracket
@@ -22,4 +26,8 @@ def __getattr__(name):  # lazy: keep `import softrank` light (the pytest plugin 
         from . import operators
 
         return getattr(operators, name)
+    if name in _SUBPACKAGES:  # `softrank.refstore.ReferenceStore(...)` after `import softrank`
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'softrank' has no attribute {name!r}")

@@ -36,6 +36,14 @@ def _attack_code() -> str:
     return _CODE[0]
 
 
+def _held(kept, columns) -> bool:
+    """A kept attack outcome as this stage writes one: ``held``, and the closest approach
+    and seconds as numbers >= 0."""
+    return (isinstance(kept, dict) and set(kept) == set(columns) and kept["attack"] == "held"
+            and all(isinstance(kept[c], (int, float)) and not isinstance(kept[c], bool)
+                    and 0 <= kept[c] < float("inf") for c in columns[1:]))
+
+
 class AttackStage:
     """The audit stage that attacks each cell's lower certificate (see
     :mod:`softrank.audit.pipeline`).
@@ -100,16 +108,18 @@ class AttackStage:
         key = f"attack-{self.effort}-{_attack_code()}"
         if self._store is not None:
             kept = self._store.side_record(br, key)
-            if isinstance(kept, dict) and kept.get("attack") == "held" and set(kept) == set(
-                    self.columns):
+            if _held(kept, self.columns):
                 return kept
         res = attack(A, c.eps, c, upper_witness=br.upper_witness, effort=self.effort)
         row = {"attack": "held(partial)" if res.failures else "held",
                "attack_closest": round(res.best_error / c.eps, 4),
                "attack_seconds": round(res.seconds, 4)}
-        if self._store is not None and row["attack"] == "held":
+        if self._store is not None and not res.succeeded and row["attack"] == "held":
             self._store.put_side_record(br, key, row)
         if res.succeeded:
+            if self._store is not None:  # a refuted reference is never read back again
+                self._store.discard(br, "its lower certificate was refuted by the "
+                                        f"{self.effort} attack")
             row["attack"] = "SUCCEEDED"
             saved = None
             if cells.out is not None:

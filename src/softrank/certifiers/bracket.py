@@ -576,6 +576,10 @@ def bracket(A, eps, *, interval: bool = True, validated: bool = False,
     _unique_names(own_tests + extra_tests, "lower")
     if time_limit is not None:
         check_positive(time_limit, "time_limit (seconds)")
+    if store is not None and not callable(getattr(store, "brackets", None)):
+        raise InvalidArgumentError(
+            f"store: expected a reference store (softrank.refstore.ReferenceStore(path)), got "
+            f"{store!r:.80}")
     t0 = time.perf_counter()
     rho = 0.0
     A_used = op.A

@@ -211,8 +211,9 @@ def summarize(rows: list[dict], panel: str, eps_list, wall_seconds: float, seed:
 
 def _reference_counts(rows) -> dict:
     """Cells whose own bracket came from the reference store and cells computed (the
-    ``reference`` column), the seconds spent reading and checking the stored ones, and one
-    line per stored entry refused (then computed again)."""
+    ``reference`` column), the seconds spent reading and checking the stored ones, one line
+    per stored entry refused (then computed again) and per computed bracket the store could
+    not keep."""
     diags = [(r, cell_diagnostics(r).reference) for r in rows]
     return {
         "from_store": sum(r.get("reference") == "store" for r in rows),
@@ -221,6 +222,8 @@ def _reference_counts(rows) -> dict:
         "check_seconds": round(sum(float(d.get("check_seconds", 0.0)) for _, d in diags), 2),
         "refused": [f"{r['operator_id']} eps {float(r['eps']):g}: {d['refused']}"
                     for r, d in diags if d.get("refused")],
+        "not_kept": [f"{r['operator_id']} eps {float(r['eps']):g}: {d['not_kept']}"
+                     for r, d in diags if d.get("not_kept")],
     }
 
 
@@ -233,7 +236,9 @@ def _reference_line(s: dict) -> str:
             f"again in both arithmetics ({ref['check_seconds']} s), {ref['computed']} computed "
             "(and stored); a cell from the store keeps the seconds its bracket took when "
             "computed" + (f"; {len(refused)} stored entries refused and recomputed (first: "
-                          f"{refused[0]})" if refused else ""))
+                          f"{refused[0]})" if refused else "")
+            + (f"; {len(ref['not_kept'])} computed brackets could not be kept (first: "
+               f"{ref['not_kept'][0]})" if ref.get("not_kept") else ""))
 
 
 def _by_method(rows, side: str) -> dict:

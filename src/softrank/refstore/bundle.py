@@ -31,8 +31,8 @@ from pathlib import Path
 from ..certifiers.bracket import EFFORTS
 from ..errors import InvalidArgumentError, SoftrankError
 from ..operators import load_operator, save_operator
-from .store import (SIDE_NAME, ReferenceStore, Refused, file_sha256, engine_key, engine_versions,
-                    eps_name, group_name)
+from .store import (SIDE_NAME, ReferenceStore, Refused, engine_key, engine_versions, eps_name,
+                    file_sha256, group_name, side_record_ok)
 
 __all__ = ["export_bundle", "import_bundle", "BundleReport", "BUNDLE_FORMAT", "BUNDLE_VERSION"]
 
@@ -110,8 +110,9 @@ def export_bundle(store: ReferenceStore, operators, eps_list, dest, *, effort: s
     report = BundleReport(eng)
     entries, ops = [], {}
     for op in operators:
-        A, rho = _matrix(op, validated)
-        group = store.group_dir(op, effort, validated)
+        v = validated and op.Q is not None  # as the audit: without factors, not validated
+        A, rho = _matrix(op, v)
+        group = store.group_dir(op, effort, v)
         wrote = False
         with store.locked(group):
             for e in eps_list:
@@ -121,7 +122,7 @@ def export_bundle(store: ReferenceStore, operators, eps_list, dest, *, effort: s
                     report.problems.append(f"{where}: not in the store")
                     continue
                 try:
-                    br = store.read(entry, op, A, rho, e, effort, validated)
+                    br = store.read(entry, op, A, rho, e, effort, v)
                 except Refused as why:
                     report.problems.append(f"{where}: refused ({why})")
                     continue
@@ -129,7 +130,7 @@ def export_bundle(store: ReferenceStore, operators, eps_list, dest, *, effort: s
                 side = store.side_files(entry)
                 store.copy_entry(entry, target, side)
                 entries.append({"operator": op.hash, "group": group.name, "eps": float(e),
-                                "effort": effort, "validated": bool(validated),
+                                "effort": effort, "validated": v,
                                 "lower": br.lower, "upper": br.upper,
                                 "files": {n: file_sha256(target / n) for n in
                                           ("bracket.json", "lower.npz", "upper.npz", *side)}})
@@ -239,7 +240,9 @@ def import_bundle(store: ReferenceStore, src, *, keep_engine: bool = False) -> B
         try:
             op, group, e, effort, validated = _entry_fields(rec, ops)
         except SoftrankError as exc:
-            report.problems.append(f"entry {str(rec)[:80]}: {exc}")
+            who = (f"operator {rec.get('operator')!s:.20} eps {rec.get('eps')!s:.24}"
+                   if isinstance(rec, dict) else f"{rec!r:.40}")
+            report.problems.append(f"entry of {who}: {exc}")
             continue
         where = f"{op.operator_id} eps {e:g} ({effort})"
         entry = src / "entries" / group / eps_name(e)
@@ -254,7 +257,14 @@ def import_bundle(store: ReferenceStore, src, *, keep_engine: bool = False) -> B
                     for n in (*_ENTRY_FILES, *side)):
                 raise Refused("a file is missing or differs from the manifest (sha256)")
             A, rho = _matrix(op, validated)
-            store.read(entry, op, A, rho, e, effort, validated, engine=eng)
+            br = store.read(entry, op, A, rho, e, effort, validated, engine=eng)
+            if (rec.get("lower"), rec.get("upper")) != (br.lower, br.upper):
+                raise Refused(f"the manifest says [{rec.get('lower')!r}, {rec.get('upper')!r}],"
+                              f" the entry's certificates [{br.lower}, {br.upper}]")
+            digests = json.loads((entry / "bracket.json").read_bytes()).get("files")
+            for n in side:
+                if not side_record_ok(_json(entry / n), digests):
+                    raise Refused(f"{n} is not a record softrank keeps beside an entry")
             target = store.root / eng / group / entry.name
             with store.locked(target.parent):
                 try:
@@ -271,6 +281,16 @@ def import_bundle(store: ReferenceStore, src, *, keep_engine: bool = False) -> B
         except OSError as exc:
             report.problems.append(f"{where}: {exc.strerror or exc}")
     return report
+
+
+def _json(path: Path):
+    """A small JSON file's content, or None."""
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(1 << 20)
+        return json.loads(raw)
+    except (OSError, ValueError, RecursionError):
+        return None
 
 
 def _entry_fields(rec, ops: dict):

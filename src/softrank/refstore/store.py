@@ -40,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
 import re
 import shutil
@@ -52,7 +53,7 @@ from ..checker import UpperWitness, check, load_certificate, matrix_hash, save_c
 from ..errors import InvalidArgumentError, SoftrankError
 
 __all__ = ["ReferenceStore", "engine_key", "engine_versions", "default_store_dir",
-           "Refused", "STORE_ENV", "ENTRY_FORMAT", "SIDE_NAME", "file_sha256", "eps_name",
+           "Refused", "side_record_ok", "turned_off", "STORE_ENV", "ENTRY_FORMAT", "SIDE_NAME", "file_sha256", "eps_name",
            "group_name"]
 
 #: The environment variable naming the store's directory (``off`` turns the store off).
@@ -109,13 +110,20 @@ def engine_key() -> str:
     return _ENGINE[0]
 
 
+def turned_off(value: str) -> bool:
+    """Whether a store setting (the environment variable, the plugin's option) turns the
+    store off: ``off``, ``none``, ``no``, ``false`` or ``0``, in any case."""
+    return value.strip().lower() in _OFF
+
+
 def default_store_dir() -> Path | None:
-    """``$SOFTRANK_REFERENCE_STORE`` when set (None when it is ``off``), else
-    ``$XDG_CACHE_HOME/softrank/references``, else ``~/.cache/softrank/references`` (beside
-    the operator cache, :func:`softrank.generators.cache.default_cache_dir`)."""
-    env = os.environ.get(STORE_ENV)
-    if env is not None:
-        return None if env.strip().lower() in _OFF else Path(env)
+    """``$SOFTRANK_REFERENCE_STORE`` when set and not empty (None when it turns the store
+    off, :func:`turned_off`), else ``$XDG_CACHE_HOME/softrank/references``, else
+    ``~/.cache/softrank/references`` (beside the operator cache,
+    :func:`softrank.generators.cache.default_cache_dir`)."""
+    env = os.environ.get(STORE_ENV, "")
+    if env.strip():
+        return None if turned_off(env) else Path(env)
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "softrank" / "references"
 
@@ -127,6 +135,18 @@ def file_sha256(path: Path) -> str:
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def side_record_ok(rec, files) -> bool:
+    """A side record as :meth:`ReferenceStore.put_side_record` writes one, for the entry
+    whose certificate digests are ``files``: ``{"files": ..., "value": {name: value}}``, each
+    value a finite number or a short string."""
+    if not (isinstance(rec, dict) and set(rec) == {"files", "value"} and isinstance(files, dict)
+            and rec["files"] == files and isinstance(rec["value"], dict)):
+        return False
+    return all(isinstance(k, str) and (
+        (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v))
+        or (isinstance(v, str) and len(v) <= 80)) for k, v in rec["value"].items())
 
 
 def eps_name(eps: float) -> str:
@@ -150,16 +170,72 @@ class Refused(Exception):
     """An entry that is not read back; the message says why (one line)."""
 
 
+def _seconds(v) -> bool:
+    """A duration as softrank writes one: a finite number >= 0 (not a bool)."""
+    return (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+            and v >= 0)
+
+
+_SIDES = ("lower", "upper")
+_ORIGINS = ("builtin", "reference", "third-party")
+_STATUSES = ("ok", "declined", "skipped", "failed", "rejected")
+
+
+def _diagnostics(d, lower: int, upper: int) -> Diagnostics:
+    """The stored diagnostics of a bracket ``[lower, upper]``, checked field by field and
+    against its checked ends: what they say can be no more than the certificates prove (a
+    method accepted on the lower side never above ``lower``, on the upper side never below
+    ``upper``); a stored bracket is never cut short and has no error. Else :class:`Refused`."""
+    def bad(what):
+        return Refused(f"bracket.json: diagnostics {what}")
+
+    if not isinstance(d, dict):
+        raise bad("are not a JSON object")
+    methods = d.get("methods")
+    if not isinstance(methods, list):
+        raise bad("have no list of methods")
+    for m in methods:
+        if not (isinstance(m, dict) and isinstance(m.get("name"), str)
+                and m.get("side") in _SIDES and m.get("origin") in _ORIGINS
+                and m.get("status") in _STATUSES and _seconds(m.get("seconds"))
+                and isinstance(m.get("message", ""), str)
+                and (m.get("rank") is None or (type(m.get("rank")) is int and m["rank"] >= 0))
+                and set(m) <= {"name", "side", "origin", "status", "rank", "seconds",
+                               "message"}):
+            raise bad(f"hold a malformed method record {str(m)[:80]}")
+        if m["status"] == "ok" and m["rank"] is None:
+            raise bad(f"hold an accepted answer of {m['name']} without a rank")
+        if m["status"] == "ok" and (m["side"] == "lower" and m["rank"] > lower
+                                    or m["side"] == "upper" and m["rank"] < upper):
+            raise bad(f"claim {m['name']} reached rank {m['rank']} beyond the checked "
+                      f"ends [{lower}, {upper}]")
+    carried, reported = d.get("carried", {}), d.get("reported", {})
+    if (not isinstance(carried, dict) or not set(carried) <= set(_SIDES)
+            or not all(isinstance(v, float) and 0 < v < 1 for v in carried.values())
+            or not isinstance(reported, dict) or not set(reported) <= set(_SIDES)
+            or not all(v is None or isinstance(v, str) for v in reported.values())
+            or type(d.get("checker_disagreements", 0)) is not int
+            or d.get("checker_disagreements", 0) < 0
+            or d.get("error", "") != "" or d.get("cut_short", False) is not False
+            or not set(d) <= {"methods", "checker_disagreements", "carried", "error",
+                              "reported", "cut_short"}):
+        raise bad("are not softrank's record of a complete bracket")
+    return Diagnostics.from_dict(d)
+
+
 class ReferenceStore:
     """A directory of softrank's reference brackets (module docstring).
 
     Parameters
     ----------
     root : path
-        The store's directory; created when missing. Only ``ENGINE/`` directories, their
-        entries and lock files are written there.
+        The store's directory; created when missing (with ``create``). Only ``ENGINE/``
+        directories, their entries and lock files are written there. A directory this
+        process cannot write is read only: entries are read back, none stored.
     arg : str
         How the directory was given, for messages (an option or an environment variable).
+    create : bool
+        Create ``root`` when it is missing (default); else a missing one is refused.
 
     Attributes
     ----------
@@ -168,28 +244,35 @@ class ReferenceStore:
     refused : list of str
         One line per entry present but not accepted (then computed and stored again).
     notes : list of str
-        One line per entry that could not be written.
+        One line per bracket computed but not kept (the store or its entry could not be
+        written), also in that bracket's ``diagnostics.reference.not_kept``.
 
     Raises
     ------
     InvalidArgumentError
-        ``root`` is empty, exists and is not a directory, or cannot be created or written.
+        ``root`` is empty, exists and is not a directory, cannot be created (or is missing,
+        without ``create``) or cannot be read.
     """
 
-    def __init__(self, root, arg: str = "--reference-store"):
+    def __init__(self, root, arg: str = "--reference-store", create: bool = True):
         if not str(root):
             raise InvalidArgumentError(f"{arg}: expected a directory path, got ''")
         self.root = Path(root)
         self.arg = arg
         if self.root.exists() and not self.root.is_dir():
             raise InvalidArgumentError(f"{arg}: {str(root)!r} exists and is not a directory")
-        try:
-            self.root.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise InvalidArgumentError(f"{arg}: cannot create {str(root)!r}: "
-                                       f"{exc.strerror or exc}") from None
-        if not os.access(self.root, os.W_OK | os.X_OK):
-            raise InvalidArgumentError(f"{arg}: {str(root)!r} is not writable")
+        if not self.root.exists():
+            if not create:
+                raise InvalidArgumentError(f"{arg}: {str(root)!r} does not exist")
+            try:
+                self.root.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise InvalidArgumentError(f"{arg}: cannot create {str(root)!r}: "
+                                           f"{exc.strerror or exc}") from None
+        if not os.access(self.root, os.R_OK | os.X_OK):
+            raise InvalidArgumentError(f"{arg}: {str(root)!r} is not readable")
+        #: False where the directory cannot be written: entries are read, none stored
+        self.writable = os.access(self.root, os.W_OK)
         self.loaded = 0
         self.stored = 0
         self.refused: list[str] = []
@@ -202,7 +285,7 @@ class ReferenceStore:
         return None if d is None else cls(d, f"{STORE_ENV} (default store)")
 
     def __reduce__(self):  # a worker opens the same directory with fresh counters
-        return (type(self), (str(self.root), self.arg))
+        return (type(self), (str(self.root), self.arg, False))
 
     # ------------------------------------------------------------------ paths and locks
 
@@ -212,13 +295,31 @@ class ReferenceStore:
 
     @contextlib.contextmanager
     def locked(self, group: Path):
-        """Hold the group's lock (``GROUP.lock`` beside it) for the block."""
-        import fcntl
+        """Hold the group's lock (``GROUP.lock`` beside it) for the block.
 
+        Raises
+        ------
+        OSError
+            The engine directory or the lock cannot be made or opened, or the lock is not a
+            regular file (a link, a FIFO, a directory: never opened in a way that blocks).
+        """
+        import fcntl
+        import stat
+
+        for d in (group.parent,):
+            if d.is_symlink() or (d.exists() and not d.is_dir()):
+                raise OSError(f"{self._rel(d)} is not a directory")
         group.parent.mkdir(parents=True, exist_ok=True)
-        with open(group.parent / f"{group.name}.lock", "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        fd = os.open(group.parent / f"{group.name}.lock",
+                     os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError(f"{self._rel(group.parent)}/{group.name}.lock is not a regular "
+                              "file")
+            fcntl.flock(fd, fcntl.LOCK_EX)
             yield
+        finally:
+            os.close(fd)  # releases the lock
 
     # ------------------------------------------------------------------ the engine's side
 
@@ -256,41 +357,65 @@ class ReferenceStore:
             stored entry was not accepted).
         """
         group = self.group_dir(operator, effort, validated)
+        with contextlib.ExitStack() as stack:
+            read_only = None if self.writable else "the store is not writable here"
+            try:
+                for d in (group.parent, group):  # never followed through a link
+                    if d.is_symlink() or (d.exists() and not d.is_dir()):
+                        raise OSError(f"{self._rel(d)} is not a directory")
+                if read_only is None:
+                    stack.enter_context(self.locked(group))
+            except OSError as exc:  # the store cannot be used for this operator: computed
+                why = f"the store cannot be used for this operator ({exc.strerror or exc})"
+                brs = compute(list(eps_list))
+                for br in brs:
+                    br.diagnostics.reference = {"source": "computed", "not_kept": why}
+                self.notes.append(f"{operator.operator_id}: {why}; computed, not kept")
+                return brs
+            return self._brackets(group, operator, A, rho, eps_list, effort, validated,
+                                  interval, compute, read_only)
+
+    def _brackets(self, group, operator, A, rho, eps_list, effort, validated, interval,
+                  compute, read_only: str | None) -> list[Bracket]:
         got: dict = {}
         refused: dict = {}
-        with self.locked(group):
-            for e in eps_list:
-                entry = group / eps_name(e)
-                if not os.path.lexists(entry):
-                    continue
-                t = time.perf_counter()
-                try:
-                    br = self.read(entry, operator, A, rho, e, effort, validated)
-                except Refused as why:
-                    refused[e] = str(why)
-                    self.refused.append(f"{operator.operator_id} eps {e:g}: {why}")
-                    continue
-                br.diagnostics.reference = {"source": "store", "entry": self._rel(entry),
-                                            "check_seconds": round(time.perf_counter() - t, 4)}
-                got[e] = br
-                self.loaded += 1
-            missing = [e for e in eps_list if e not in got]
-            if missing:
-                for br in compute(missing):
-                    ref = {"source": "computed"}
-                    if br.eps in refused:
-                        ref["refused"] = refused[br.eps]
-                    entry = group / eps_name(br.eps)
-                    if interval and self.storable(br):
+        for e in eps_list:
+            entry = group / eps_name(e)
+            if not os.path.lexists(entry):
+                continue
+            t = time.perf_counter()
+            try:
+                br = self.read(entry, operator, A, rho, e, effort, validated)
+            except Refused as why:
+                refused[e] = str(why)
+                self.refused.append(f"{operator.operator_id} eps {e:g}: {why}")
+                continue
+            br.diagnostics.reference = {"source": "store", "entry": self._rel(entry),
+                                        "check_seconds": round(time.perf_counter() - t, 4)}
+            got[e] = br
+            self.loaded += 1
+        missing = [e for e in eps_list if e not in got]
+        if missing:
+            for br in compute(missing):
+                ref = {"source": "computed"}
+                if br.eps in refused:
+                    ref["refused"] = refused[br.eps]
+                entry = group / eps_name(br.eps)
+                if interval and self.storable(br):
+                    why = read_only
+                    if why is None:
                         try:
                             self.write(entry, operator, A, br, effort, validated)
                             ref["entry"] = self._rel(entry)
                             self.stored += 1
                         except OSError as exc:
-                            self.notes.append(f"reference store: cannot store {self._rel(entry)} "
-                                              f"({exc.strerror or exc}); computed, not kept")
-                    br.diagnostics.reference = ref
-                    got[br.eps] = br
+                            why = f"cannot write {self._rel(entry)} ({exc.strerror or exc})"
+                    if why is not None:
+                        ref["not_kept"] = why
+                        self.notes.append(f"{operator.operator_id} eps {br.eps:g}: {why}; "
+                                          "computed, not kept")
+                br.diagnostics.reference = ref
+                got[br.eps] = br
         return [got[e] for e in eps_list]
 
     @staticmethod
@@ -313,6 +438,12 @@ class ReferenceStore:
         Refused
             Naming the first thing that is wrong with the entry.
         """
+        try:
+            return self._read(entry, operator, A, rho, eps, effort, validated, engine)
+        except OSError as exc:
+            raise Refused(f"cannot be read ({exc.strerror or exc})") from None
+
+    def _read(self, entry, operator, A, rho, eps, effort, validated, engine) -> Bracket:
         rec, files = self._record(entry)
         want = {"format": ENTRY_FORMAT, "engine": engine or engine_key(),
                 "operator": operator.hash, "eps": float(eps), "effort": effort,
@@ -349,17 +480,16 @@ class ReferenceStore:
         lo, up = certs["lower"].rank, certs["upper"].rank
         if lo > up:
             raise Refused(f"lower end {lo} above upper end {up}")
-        try:
-            diag = Diagnostics.from_dict(rec.get("diagnostics") or {})
-            seconds = float(rec.get("seconds", 0.0))
-        except (TypeError, ValueError, KeyError) as exc:
-            raise Refused(f"bracket.json: diagnostics are not softrank's ({exc})") from None
+        diag = _diagnostics(rec.get("diagnostics"), lo, up)
+        seconds = rec.get("seconds")
+        if not _seconds(seconds):
+            raise Refused(f"bracket.json: seconds is {seconds!r}, expected a number >= 0")
         with contextlib.suppress(OSError):
             os.utime(files["record"])  # last used: `softrank cache prune --older-than`
         return Bracket(eps=float(eps), lower=lo, upper=up, lower_certificate=certs["lower"],
                        upper_witness=certs["upper"], lower_method=certs["lower"].method,
                        upper_method=certs["upper"].method,
-                       verdict="resolved" if lo == up else "open", seconds=seconds,
+                       verdict="resolved" if lo == up else "open", seconds=float(seconds),
                        checks=reports, diagnostics=diag, rho=float(rho))
 
     @staticmethod
@@ -464,9 +594,26 @@ class ReferenceStore:
             files = json.loads((path.parent / "bracket.json").read_bytes()).get("files")
         except (OSError, ValueError, RecursionError):
             return None
-        if not isinstance(rec, dict) or rec.get("files") != files or "value" not in rec:
+        if not side_record_ok(rec, files):
             return None
         return rec["value"]
+
+    def discard(self, br: Bracket, why: str) -> bool:
+        """Remove ``br``'s entry from the store (e.g. a lower certificate an attack refuted:
+        never a reference again); False when ``br`` has no entry of its own."""
+        path = self._side_path(br, "bracket")
+        if path is None:
+            return False
+        entry = path.parent
+        try:
+            with self.locked(entry.parent):
+                shutil.rmtree(entry)
+        except OSError as exc:
+            self.notes.append(f"cannot remove {self._rel(entry)} ({why}): "
+                              f"{exc.strerror or exc}")
+            return False
+        self.notes.append(f"removed {self._rel(entry)}: {why}")
+        return True
 
     def put_side_record(self, br: Bracket, name: str, value: dict) -> bool:
         """Store ``value`` (JSON-ready) beside ``br``'s entry under ``name``; False when

@@ -60,7 +60,8 @@ def pytest_addoption(parser):
                      "sessions and runs (each checked again in float64 and interval arithmetic "
                      "when read back; keyed by operator, eps, effort and engine); 'off' "
                      "computes them in every session. Default: the store softrank audit uses "
-                     "($SOFTRANK_REFERENCE_STORE, else ~/.cache/softrank/references)")
+                     "($SOFTRANK_REFERENCE_STORE, else $XDG_CACHE_HOME/softrank/references, "
+                     "else ~/.cache/softrank/references)")
     g.addoption("--softrank-min-coverage", default=0.5, type=_share, metavar="F",
                 help="fail when a construction answers fewer than this share of its cases "
                      "(declines the rest); default 0.5, 0 turns the gate off")
@@ -109,14 +110,13 @@ def pytest_configure(config):
     if os.path.exists(fdir) and not os.path.isdir(fdir):
         raise pytest.UsageError(f"--softrank-failures: {fdir!r} exists and is not a directory")
     CONFIG.failures_dir = fdir
-    from ..refstore import ReferenceStore
+    from ..refstore import ReferenceStore, turned_off
 
     where = config.getoption("softrank_reference_store")
     try:
         CONFIG.reference_store = (
             ReferenceStore.default() if where is None else None
-            if where.strip().lower() == "off" else
-            ReferenceStore(where, "--softrank-reference-store"))
+            if turned_off(where) else ReferenceStore(where, "--softrank-reference-store"))
     except SoftrankError as exc:
         raise pytest.UsageError(str(exc)) from None
     from .integrity import snapshot
@@ -337,12 +337,14 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     for ln in _gauge_lines(C):
         tr.write_line(ln)
     rc = C.reference_store
-    if rc is not None and (rc.loaded or rc.stored or rc.refused):
+    if rc is not None and (rc.loaded or rc.stored or rc.refused or rc.notes):
         tr.write_line(f"reference store {rc.root}: {rc.loaded} brackets read back and checked "
                       f"again, {rc.stored} computed and stored, {len(rc.refused)} stored entries "
                       "refused (recomputed)")
         for line in rc.refused[:5]:
             tr.write_line(f"  refused: {line}")
+        for line in rc.notes[:5]:
+            tr.write_line(f"  {line}")
     if C.attacks_tried:
         close = f"; closest approach best_error/eps = {C.closest_attack:.4g}" if C.closest_attack < float("inf") else ""
         tr.write_line(f"attacks: {C.attacks_tried} tried, {C.attacks_succeeded} succeeded{close}")

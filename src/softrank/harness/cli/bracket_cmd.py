@@ -85,6 +85,9 @@ def run(args) -> int:
                 if br.diagnostics.reference.get("refused"):
                     print(f"  stored entry at eps {br.eps!r} refused and recomputed: "
                           f"{br.diagnostics.reference['refused']}")
+                if br.diagnostics.reference.get("not_kept"):
+                    print(f"  bracket at eps {br.eps!r} computed, not kept: "
+                          f"{br.diagnostics.reference['not_kept']}")
         if args.effort == "fast" and any(br.verdict != "error" for br in brs):
             print("effort fast: the late searches (subspace-rows, subspace-climb, trust-region, "
                   "alternating-l1-smooth, alternating-l1-anneal) were skipped; the ends are "

@@ -70,32 +70,38 @@ def operator_cache(args):
     return OperatorCache(default_cache_dir(), "SOFTRANK_OPERATOR_CACHE (default cache)")
 
 
-def reference_store(args, required: bool = False):
+def reference_store(args, required: bool = False, create: bool = True):
     """The run's ReferenceStore: ``--reference-store DIR``, else the default one
-    (``$SOFTRANK_REFERENCE_STORE``, ``~/.cache/softrank/references``); None with
-    ``--no-reference-store`` or when the default is turned off (``required``: refused then)."""
-    from ...refstore import STORE_ENV, ReferenceStore
+    (``$SOFTRANK_REFERENCE_STORE``, ``$XDG_CACHE_HOME/softrank/references``,
+    ``~/.cache/softrank/references``); None with ``--no-reference-store`` or when the default
+    is turned off (``required``: refused then). ``create=False``: a missing directory is
+    refused, not made (commands that only read or remove)."""
+    from ...refstore import STORE_ENV, ReferenceStore, default_store_dir
 
     if getattr(args, "no_reference_store", False):
         return None
     if args.reference_store is not None:
-        return ReferenceStore(args.reference_store, "--reference-store")
-    store = ReferenceStore.default()
-    if store is None and required:
-        raise SoftrankError(f"--reference-store: the default store is turned off ({STORE_ENV}"
-                            "=off); name a directory with --reference-store")
-    return store
+        return ReferenceStore(args.reference_store, "--reference-store", create=create)
+    d = default_store_dir()
+    if d is None:
+        if required:
+            raise SoftrankError(f"--reference-store: the default store is turned off ("
+                                f"{STORE_ENV}=off); name a directory with --reference-store")
+        return None
+    return ReferenceStore(d, f"{STORE_ENV} (default store)", create=create)
 
 
 def store_line(store, ref: dict) -> str:
     """One line from the summary's ``reference_store`` counts."""
     if store is None:
         return "reference store: off (every bracket computed)"
-    refused = len(ref["refused"])
+    refused, lost = len(ref["refused"]), len(ref["not_kept"])
     return (f"reference store {str(store.root)!r}: {ref['from_store']} cells read back and "
             f"checked in {ref['check_seconds']:.1f} s, {ref['computed']} computed"
             + (f" ({refused} stored entries refused and recomputed; first: "
-               f"{ref['refused'][0]})" if refused else ""))
+               f"{ref['refused'][0]})" if refused else "")
+            + (f"; {lost} computed brackets not kept (first: {ref['not_kept'][0]})"
+               if lost else ""))
 
 
 def cache_line(cache, seconds: float) -> str:

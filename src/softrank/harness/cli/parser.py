@@ -28,6 +28,16 @@ def _pos_float(s: str) -> float:
     return v
 
 
+def _days(s: str) -> float:
+    try:
+        v = float(s)
+    except ValueError:
+        v = float("nan")
+    if not v > 0 or v == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of days > 0, got {s!r}")
+    return v
+
+
 def _int_arg(lo: int):
     def parse(s: str) -> int:
         try:
@@ -95,6 +105,7 @@ def _store_args(p) -> None:
                    help="read softrank's own brackets from this reference store (each checked "
                         "again in float64 and interval arithmetic) and store the ones computed "
                         "(default: $SOFTRANK_REFERENCE_STORE, 'off' for none, else "
+                        "$XDG_CACHE_HOME/softrank/references, else "
                         "~/.cache/softrank/references; docs/store.md)")
     g.add_argument("--no-reference-store", action="store_true",
                    help="compute every bracket; read and write no reference store")
@@ -103,7 +114,7 @@ def _store_args(p) -> None:
 def _store_dir_arg(p) -> None:
     p.add_argument("--reference-store", default=None, metavar="DIR",
                    help="the reference store (default: $SOFTRANK_REFERENCE_STORE, else "
-                        "~/.cache/softrank/references)")
+                        "$XDG_CACHE_HOME/softrank/references, else ~/.cache/softrank/references)")
 
 
 _EFFORT_HELP = ("full (default): every built-in search; fast: without the late searches "
@@ -330,7 +341,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "other engines (never read by this softrank)")
     _store_dir_arg(cp)
     which = cp.add_mutually_exclusive_group()
-    which.add_argument("--older-than", type=_pos_float, default=None, metavar="DAYS",
+    which.add_argument("--older-than", type=_days, default=None, metavar="DAYS",
                        help="instead: entries of any engine not read or written for DAYS days")
     which.add_argument("--all", action="store_true", help="instead: every entry")
     cp.add_argument("--dry-run", action="store_true", help="list what would go; remove nothing")

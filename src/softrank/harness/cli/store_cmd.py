@@ -68,7 +68,7 @@ def store_inventory(root: Path) -> dict:
 def run_cache(args) -> int:
     from ...refstore import engine_key
 
-    store = reference_store(args, required=True)
+    store = reference_store(args, required=True, create=False)
     current = engine_key()
     if args.cache_command == "info":
         inv = store_inventory(store.root)
@@ -96,7 +96,7 @@ def run_cache(args) -> int:
         return 0
     # prune
     cutoff = None if args.older_than is None else time.time() - 86400 * args.older_than
-    gone, freed = [], 0
+    gone, failed, freed = [], [], 0
     for eng, group, entry in list(_entries(store.root)):
         if args.all:
             drop = True
@@ -111,14 +111,18 @@ def run_cache(args) -> int:
             continue
         size = _size(entry)
         if not args.dry_run:
-            with store.locked(group):
-                shutil.rmtree(entry, ignore_errors=True)
-            if not any(group.iterdir()):
-                group.rmdir()
-                (group.parent / f"{group.name}.lock").unlink(missing_ok=True)
+            try:
+                with store.locked(group):
+                    shutil.rmtree(entry)
+                if not any(group.iterdir()):
+                    group.rmdir()
+                    (group.parent / f"{group.name}.lock").unlink(missing_ok=True)
+            except OSError as exc:
+                failed.append(f"{eng}/{group.name}/{entry.name}: {exc.strerror or exc}")
+                continue
         gone.append(f"{eng}/{group.name}/{entry.name}")
         freed += size
-    if not args.dry_run:
+    if not args.dry_run and store.writable:
         for eng in store.root.iterdir():  # entries a killed writer left half-made
             if _ENGINE.fullmatch(eng.name) and eng.is_dir() and not eng.is_symlink():
                 for tmp in eng.glob("*/.eps*.tmp"):
@@ -129,9 +133,12 @@ def run_cache(args) -> int:
         for eng in store.root.iterdir():
             if _ENGINE.fullmatch(eng.name) and eng.is_dir() and not eng.is_symlink() and not any(
                     p for p in eng.iterdir() if not p.name.endswith(".lock")):
-                for lock in eng.glob("*.lock"):
-                    lock.unlink(missing_ok=True)
-                eng.rmdir()
+                try:
+                    for lock in eng.glob("*.lock"):
+                        lock.unlink(missing_ok=True)
+                    eng.rmdir()
+                except OSError:
+                    pass  # left for a later prune
     what = ("every entry" if args.all else f"entries unused for {args.older_than:g} days"
             if cutoff is not None else f"entries of engines other than {current}")
     verb = "would remove" if args.dry_run else "removed"
@@ -142,13 +149,20 @@ def run_cache(args) -> int:
             print(f"  {g}")
         if len(gone) > 50:
             print(f"  ... and {len(gone) - 50} more")
-    return 0
+    for f in failed[:20]:
+        print(f"  could not remove {f}")
+    return 1 if failed else 0
 
 
 def run_reference(args) -> int:
     from ...refstore import export_bundle, import_bundle
 
-    store = reference_store(args, required=True)
+    if args.reference_command == "export":
+        dest = Path(args.directory)
+        if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+            raise SoftrankError(f"DIR: {str(dest)!r} exists and is not an empty directory; a "
+                                "bundle is written into a new one")
+    store = reference_store(args, required=True, create=args.reference_command == "import")
     if args.reference_command == "import":
         rep = import_bundle(store, args.directory, keep_engine=args.keep_engine)
         print(f"softrank reference import: {rep.done} brackets added to {str(store.root)!r}, "
@@ -158,10 +172,6 @@ def run_reference(args) -> int:
         return 1 if rep.problems else 0
     from ..panels import build_panel, materialize
 
-    dest = Path(args.directory)
-    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
-        raise SoftrankError(f"DIR: {str(dest)!r} exists and is not an empty directory; a "
-                            "bundle is written into a new one")
     panel = build_panel(args.panel, seed=args.seed)
     ops = materialize(panel.specs, operator_cache(args))
     eps = list(args.eps or panel.eps)
