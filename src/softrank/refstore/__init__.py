@@ -10,7 +10,8 @@ references between machines.
 
 from .bundle import BundleReport, export_bundle, import_bundle, read_manifest
 from .store import (STORE_ENV, ReferenceStore, Refused, default_store_dir, engine_key,
-                    engine_versions)
+                    engine_versions, turned_off)
 
 __all__ = ["ReferenceStore", "Refused", "default_store_dir", "engine_key", "engine_versions",
-           "STORE_ENV", "export_bundle", "import_bundle", "read_manifest", "BundleReport"]
+           "turned_off", "STORE_ENV", "export_bundle", "import_bundle", "read_manifest",
+           "BundleReport"]
