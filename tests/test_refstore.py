@@ -302,19 +302,19 @@ def test_a_users_methods_run_on_top_of_the_stored_reference(tmp_path, monkeypatc
 def test_a_side_record_is_kept_only_with_its_entry(op, tmp_path):
     s = ReferenceStore(tmp_path)
     (br,) = bracket(op, 0.25, store=s)
-    assert s.side_record(br, "attack-quick-x") is None
-    assert s.put_side_record(br, "attack-quick-x", {"attack": "held"})
+    assert s.side_record(br, "probe-x") is None
+    assert s.put_side_record(br, "probe-x", {"probe": "held", "n": 2})
     (again,) = bracket(op, 0.25, store=ReferenceStore(tmp_path))
-    assert s.side_record(again, "attack-quick-x") == {"attack": "held"}
+    assert s.side_record(again, "probe-x") == {"probe": "held", "n": 2}
     moved = Bracket(**{**again.__dict__, "lower": 3})  # an end a user's method moved
-    assert s.side_record(moved, "attack-quick-x") is None
+    assert s.side_record(moved, "probe-x") is None
     (plain,) = bracket(op, 0.25)  # no entry of its own
-    assert s.side_record(plain, "attack-quick-x") is None and not s.put_side_record(
-        plain, "attack-quick-x", {})
+    assert s.side_record(plain, "probe-x") is None and not s.put_side_record(
+        plain, "probe-x", {})
     # a rewritten entry (other files) drops the record
     w, A, _ = load_certificate(_entry(s, op) / "upper.npz")
     _rewrite(_entry(s, op), files={"lower.npz": "0", "upper.npz": "0"})
-    assert s.side_record(again, "attack-quick-x") is None
+    assert s.side_record(again, "probe-x") is None
 
 
 def test_validated_references_are_their_own_group(tmp_path):
@@ -356,7 +356,7 @@ def test_the_default_store_follows_the_environment(tmp_path, monkeypatch):
 def test_a_bundle_carries_every_entry_to_a_clean_store(op, op3, tmp_path, monkeypatch):
     s = ReferenceStore(tmp_path / "a")
     brs = {o.hash: bracket(o, [0.25, 0.5], store=s) for o in (op, op3)}
-    assert s.put_side_record(brs[op.hash][0], "attack-quick-x", {"attack": "held"})
+    assert s.put_side_record(brs[op.hash][0], "attack-quick-x", {"attack": "held", "attack_closest": 1.5, "attack_seconds": 0.1})
     rep = export_bundle(s, [op, op3], [0.25, 0.5], tmp_path / "bundle", panel="t")
     assert (rep.done, rep.problems) == (4, [])
     m = json.loads((tmp_path / "bundle" / "manifest.json").read_text())
@@ -369,7 +369,7 @@ def test_a_bundle_carries_every_entry_to_a_clean_store(op, op3, tmp_path, monkey
         got = bracket(o, [0.25, 0.5], store=clean)
         assert n.eps == [] and [_ends(b) for b in got] == [_ends(b) for b in brs[o.hash]]
     (br,) = bracket(op, 0.25, store=clean)  # the attack's outcome came with its entry
-    assert clean.side_record(br, "attack-quick-x") == {"attack": "held"}
+    assert clean.side_record(br, "attack-quick-x") == {"attack": "held", "attack_closest": 1.5, "attack_seconds": 0.1}
     again = import_bundle(clean, tmp_path / "bundle")
     assert (again.done, again.already) == (0, 4)
     with pytest.raises(InvalidArgumentError, match="not an empty directory"):
@@ -508,8 +508,21 @@ def test_a_store_that_cannot_be_used_computes_and_says_so(op, tmp_path, spoil):
     (br,) = bracket(op, 0.25, store=s)
     assert (br.lower, br.upper, br.verdict) == (4, 4, "resolved")
     assert br.diagnostics.reference["source"] == "computed"
-    assert "cannot be used" in br.diagnostics.reference["not_kept"] and s.notes
+    why = ("cannot be written here" if spoil.endswith("lock") else "cannot be used")
+    assert why in br.diagnostics.reference["not_kept"] and s.notes
     assert not list((tmp_path / "elsewhere").iterdir()) if spoil == "group is a link" else True
+
+
+def test_a_lock_that_cannot_be_taken_leaves_the_entries_readable(op, tmp_path):
+    bracket(op, [0.25], store=ReferenceStore(tmp_path))
+    s = ReferenceStore(tmp_path)
+    group = s.group_dir(op, "full", False)
+    lock = group.parent / f"{group.name}.lock"
+    lock.unlink()
+    os.mkfifo(lock)
+    a, b = bracket(op, [0.25, 0.5], store=s)
+    assert a.diagnostics.reference["source"] == "store"
+    assert "cannot be written here" in b.diagnostics.reference["not_kept"]
 
 
 def test_a_store_this_process_cannot_write_is_read_only(op, tmp_path):
@@ -544,10 +557,11 @@ def test_an_empty_environment_variable_is_unset(tmp_path, monkeypatch):
 def test_a_side_record_must_be_well_formed(op, tmp_path):
     s = ReferenceStore(tmp_path)
     (br,) = bracket(op, 0.25, store=s)
-    assert s.put_side_record(br, "attack-quick-x", {"attack": "held", "attack_closest": 1.5})
+    assert s.put_side_record(br, "attack-quick-x", {"attack": "held", "attack_closest": 1.5, "attack_seconds": 0.1})
+    assert s.side_record(br, "attack-quick-x") == {"attack": "held", "attack_closest": 1.5, "attack_seconds": 0.1}
     path = _entry(s, op) / "attack-quick-x.json"
     rec = json.loads(path.read_text())
-    for bad in ([1, 2], "x" * 81, float("inf"), None):
+    for bad in ([1, 2], "x" * 81, float("inf"), None, -5.0, "1.5"):
         rec["value"]["attack_closest"] = bad
         path.write_text(json.dumps(rec))
         assert s.side_record(br, "attack-quick-x") is None, bad
@@ -556,12 +570,12 @@ def test_a_side_record_must_be_well_formed(op, tmp_path):
 def test_a_bundle_with_a_forged_side_record_or_ends_is_refused(op, tmp_path):
     s = ReferenceStore(tmp_path / "a")
     (br,) = bracket(op, 0.25, store=s)
-    s.put_side_record(br, "attack-quick-x", {"attack": "held"})
+    s.put_side_record(br, "attack-quick-x", {"attack": "held", "attack_closest": 1.5, "attack_seconds": 0.1})
     export_bundle(s, [op], [0.25], tmp_path / "bundle")
     m = json.loads((tmp_path / "bundle" / "manifest.json").read_text())
     e = tmp_path / "bundle" / "entries" / m["entries"][0]["group"] / "eps0.25"
     rec = json.loads((e / "attack-quick-x.json").read_text())
-    rec["value"]["attack"] = ["held"]
+    rec["value"]["attack"] = "SUCCEEDED"  # well formed, but not what softrank keeps
     (e / "attack-quick-x.json").write_text(json.dumps(rec))
     m["entries"][0]["files"]["attack-quick-x.json"] = store_mod.file_sha256(
         e / "attack-quick-x.json")
@@ -582,3 +596,37 @@ def test_a_validated_export_takes_operators_without_factors_as_the_audit_does(op
     bracket(op, 0.25, store=s)  # the audit brackets it plainly, validated or not
     rep = export_bundle(s, [op], [0.25], tmp_path / "bundle", validated=True)
     assert (rep.done, rep.problems) == (1, [])
+
+
+def test_import_never_writes_through_a_link(op, tmp_path):
+    """A group directory that is a link in the importing store: refused by name, nothing
+    outside the store touched (found by a second trial)."""
+    s = ReferenceStore(tmp_path / "a")
+    bracket(op, 0.25, store=s)
+    export_bundle(s, [op], [0.25], tmp_path / "bundle")
+    outside = tmp_path / "precious" / "eps0.25"
+    outside.mkdir(parents=True)
+    (outside / "mine.txt").write_text("mine")
+    t = ReferenceStore(tmp_path / "b")
+    t.group_dir(op, "full", False).parent.mkdir(parents=True)
+    t.group_dir(op, "full", False).symlink_to(tmp_path / "precious")
+    rep = import_bundle(t, tmp_path / "bundle")
+    assert rep.done == 0 and "is not a directory" in rep.problems[0]
+    assert (outside / "mine.txt").read_text() == "mine" and len(list(outside.iterdir())) == 1
+
+
+def test_diagnostics_naming_a_method_softrank_did_not_run_are_refused(op, tmp_path,
+                                                                      monkeypatch):
+    bracket(op, 0.25, store=ReferenceStore(tmp_path))
+    entry = _entry(ReferenceStore(tmp_path), op)
+    rec = json.loads((entry / "bracket.json").read_text())
+    rec["diagnostics"]["methods"].append({"name": "mypkg:Mine", "side": "upper",
+                                          "origin": "third-party", "status": "declined",
+                                          "rank": None, "seconds": 0.0})
+    (entry / "bracket.json").write_text(json.dumps(rec))
+    _refused_once(op, tmp_path, monkeypatch, "not softrank's")
+
+
+def test_why_a_computed_bracket_was_not_kept_is_said(op, tmp_path):
+    (br,) = bracket(op, 0.25, store=ReferenceStore(tmp_path), interval=False)
+    assert br.diagnostics.reference["not_kept"] == "made without the interval check"

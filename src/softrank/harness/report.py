@@ -232,13 +232,14 @@ def _reference_line(s: dict) -> str:
     if not ref or ref["without_store"] == s["cells"]:
         return "- reference store: off (every bracket computed in this run)"
     refused = ref["refused"]
+    lost = ref.get("not_kept", [])
     return (f"- reference store: **{ref['from_store']} cells read back** from it and checked "
             f"again in both arithmetics ({ref['check_seconds']} s), {ref['computed']} computed "
-            "(and stored); a cell from the store keeps the seconds its bracket took when "
-            "computed" + (f"; {len(refused)} stored entries refused and recomputed (first: "
-                          f"{refused[0]})" if refused else "")
-            + (f"; {len(ref['not_kept'])} computed brackets could not be kept (first: "
-               f"{ref['not_kept'][0]})" if ref.get("not_kept") else ""))
+            f"({ref['computed'] - len(lost)} of them stored); a cell from the store keeps the "
+            "seconds its bracket took when computed"
+            + (f"; {len(refused)} stored entries refused and recomputed (first: "
+               f"{refused[0]})" if refused else "")
+            + (f"; {len(lost)} computed brackets not kept (first: {lost[0]})" if lost else ""))
 
 
 def _by_method(rows, side: str) -> dict:

@@ -21,6 +21,7 @@ engine only (this engine never reads them).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -114,7 +115,18 @@ def export_bundle(store: ReferenceStore, operators, eps_list, dest, *, effort: s
         A, rho = _matrix(op, v)
         group = store.group_dir(op, effort, v)
         wrote = False
-        with store.locked(group):
+        try:
+            store.check_entry_dirs(group)
+        except OSError as exc:
+            report.problems += [f"{op.operator_id} eps {e:g}: {exc}" for e in eps_list]
+            continue
+        lock = store.locked(group) if store.writable else contextlib.nullcontext()
+        try:
+            stack = contextlib.ExitStack()
+            stack.enter_context(lock)
+        except OSError:  # a store this process cannot write: read without the lock
+            stack = contextlib.ExitStack()
+        with stack:
             for e in eps_list:
                 entry = group / eps_name(e)
                 where = f"{op.operator_id} eps {e:g}"
@@ -258,12 +270,13 @@ def import_bundle(store: ReferenceStore, src, *, keep_engine: bool = False) -> B
                 raise Refused("a file is missing or differs from the manifest (sha256)")
             A, rho = _matrix(op, validated)
             br = store.read(entry, op, A, rho, e, effort, validated, engine=eng)
-            if (rec.get("lower"), rec.get("upper")) != (br.lower, br.upper):
+            if (type(rec.get("lower")) is not int or type(rec.get("upper")) is not int
+                    or (rec["lower"], rec["upper"]) != (br.lower, br.upper)):
                 raise Refused(f"the manifest says [{rec.get('lower')!r}, {rec.get('upper')!r}],"
                               f" the entry's certificates [{br.lower}, {br.upper}]")
             digests = json.loads((entry / "bracket.json").read_bytes()).get("files")
             for n in side:
-                if not side_record_ok(_json(entry / n), digests):
+                if not side_record_ok(_json(entry / n), digests, n[:-len(".json")]):
                     raise Refused(f"{n} is not a record softrank keeps beside an entry")
             target = store.root / eng / group / entry.name
             with store.locked(target.parent):

@@ -53,7 +53,7 @@ from ..checker import UpperWitness, check, load_certificate, matrix_hash, save_c
 from ..errors import InvalidArgumentError, SoftrankError
 
 __all__ = ["ReferenceStore", "engine_key", "engine_versions", "default_store_dir",
-           "Refused", "side_record_ok", "turned_off", "STORE_ENV", "ENTRY_FORMAT", "SIDE_NAME", "file_sha256", "eps_name",
+           "Refused", "side_record_ok", "turned_off", "default_store_label", "STORE_ENV", "ENTRY_FORMAT", "SIDE_NAME", "file_sha256", "eps_name",
            "group_name"]
 
 #: The environment variable naming the store's directory (``off`` turns the store off).
@@ -128,6 +128,12 @@ def default_store_dir() -> Path | None:
     return Path(base) / "softrank" / "references"
 
 
+def default_store_label() -> str:
+    """How the default store was chosen, for messages."""
+    return (f"{STORE_ENV} (default store)" if os.environ.get(STORE_ENV, "").strip()
+            else "the default reference store")
+
+
 def file_sha256(path: Path) -> str:
     """The sha256 of a file's bytes, as 64 hex digits."""
     h = hashlib.sha256()
@@ -137,16 +143,24 @@ def file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def side_record_ok(rec, files) -> bool:
+def side_record_ok(rec, files, name: str = "") -> bool:
     """A side record as :meth:`ReferenceStore.put_side_record` writes one, for the entry
-    whose certificate digests are ``files``: ``{"files": ..., "value": {name: value}}``, each
-    value a finite number or a short string."""
+    whose certificate digests are ``files``: ``{"files": ..., "value": {key: value}}``, each
+    value a finite number or a short string; an attack's (``attack-*``) exactly
+    ``{"attack": "held", "attack_closest": x, "attack_seconds": s}`` with numbers >= 0."""
     if not (isinstance(rec, dict) and set(rec) == {"files", "value"} and isinstance(files, dict)
             and rec["files"] == files and isinstance(rec["value"], dict)):
         return False
-    return all(isinstance(k, str) and (
-        (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v))
-        or (isinstance(v, str) and len(v) <= 80)) for k, v in rec["value"].items())
+    v = rec["value"]
+    if name.startswith("attack-"):
+        return (set(v) == {"attack", "attack_closest", "attack_seconds"}
+                and v["attack"] == "held" and _seconds(v["attack_closest"])
+                and _seconds(v["attack_seconds"]))
+    return all(isinstance(k, str) and (_seconds(x) or (isinstance(x, (int, float))
+                                                       and not isinstance(x, bool)
+                                                       and math.isfinite(x))
+                                       or (isinstance(x, str) and len(x) <= 80))
+               for k, x in v.items())
 
 
 def eps_name(eps: float) -> str:
@@ -203,6 +217,8 @@ def _diagnostics(d, lower: int, upper: int) -> Diagnostics:
                 and set(m) <= {"name", "side", "origin", "status", "rank", "seconds",
                                "message"}):
             raise bad(f"hold a malformed method record {str(m)[:80]}")
+        if m["origin"] == "third-party" or len(m["name"]) > 200:
+            raise bad(f"name a method that is not softrank's ({m['name'][:60]!r})")
         if m["status"] == "ok" and m["rank"] is None:
             raise bad(f"hold an accepted answer of {m['name']} without a rank")
         if m["status"] == "ok" and (m["side"] == "lower" and m["rank"] > lower
@@ -213,7 +229,8 @@ def _diagnostics(d, lower: int, upper: int) -> Diagnostics:
     if (not isinstance(carried, dict) or not set(carried) <= set(_SIDES)
             or not all(isinstance(v, float) and 0 < v < 1 for v in carried.values())
             or not isinstance(reported, dict) or not set(reported) <= set(_SIDES)
-            or not all(v is None or isinstance(v, str) for v in reported.values())
+            or not all(v is None or v in {m["name"] for m in methods}
+                       for v in reported.values())
             or type(d.get("checker_disagreements", 0)) is not int
             or d.get("checker_disagreements", 0) < 0
             or d.get("error", "") != "" or d.get("cut_short", False) is not False
@@ -282,7 +299,7 @@ class ReferenceStore:
     def default(cls) -> "ReferenceStore | None":
         """The store of :func:`default_store_dir`, or None when it is turned off."""
         d = default_store_dir()
-        return None if d is None else cls(d, f"{STORE_ENV} (default store)")
+        return None if d is None else cls(d, default_store_label())
 
     def __reduce__(self):  # a worker opens the same directory with fresh counters
         return (type(self), (str(self.root), self.arg, False))
@@ -295,31 +312,53 @@ class ReferenceStore:
 
     @contextlib.contextmanager
     def locked(self, group: Path):
-        """Hold the group's lock (``GROUP.lock`` beside it) for the block.
+        """Hold the group's lock (``GROUP.lock`` beside it) for the block. Waiting for
+        another run that holds it, one line on stderr says so (after 5 s).
 
         Raises
         ------
         OSError
-            The engine directory or the lock cannot be made or opened, or the lock is not a
-            regular file (a link, a FIFO, a directory: never opened in a way that blocks).
+            The engine or group path is a link or not a directory, the engine directory or
+            the lock cannot be made or opened, or the lock is not a regular file (a link, a
+            FIFO, a directory: never opened in a way that blocks).
         """
         import fcntl
         import stat
+        import sys
 
-        for d in (group.parent,):
+        for d in (group.parent, group):  # never followed through a link
             if d.is_symlink() or (d.exists() and not d.is_dir()):
                 raise OSError(f"{self._rel(d)} is not a directory")
         group.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(group.parent / f"{group.name}.lock",
-                     os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+        lock = group.parent / f"{group.name}.lock"
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                     0o644)
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise OSError(f"{self._rel(group.parent)}/{group.name}.lock is not a regular "
-                              "file")
-            fcntl.flock(fd, fcntl.LOCK_EX)
+                raise OSError(f"{self._rel(lock)} is not a regular file")
+            t0, said = time.monotonic(), False
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if not said and time.monotonic() - t0 > 5:
+                        print(f"softrank: waiting for {str(lock)!r}, held by another run that "
+                              "is computing or reading the same operator's references "
+                              "(--no-reference-store computes without the store)",
+                              file=sys.stderr, flush=True)
+                        said = True
+                    time.sleep(0.2)
             yield
         finally:
             os.close(fd)  # releases the lock
+
+    def check_entry_dirs(self, group: Path) -> None:
+        """:class:`OSError` unless the engine and group paths are directories (or absent),
+        never links."""
+        for d in (group.parent, group):
+            if d.is_symlink() or (d.exists() and not d.is_dir()):
+                raise OSError(f"{self._rel(d)} is not a directory")
 
     # ------------------------------------------------------------------ the engine's side
 
@@ -360,11 +399,13 @@ class ReferenceStore:
         with contextlib.ExitStack() as stack:
             read_only = None if self.writable else "the store is not writable here"
             try:
-                for d in (group.parent, group):  # never followed through a link
-                    if d.is_symlink() or (d.exists() and not d.is_dir()):
-                        raise OSError(f"{self._rel(d)} is not a directory")
+                self.check_entry_dirs(group)
                 if read_only is None:
-                    stack.enter_context(self.locked(group))
+                    try:
+                        stack.enter_context(self.locked(group))
+                    except OSError as exc:  # entries are still read, nothing is written
+                        read_only = f"the store cannot be written here ({exc.strerror or exc})"
+                        self.check_entry_dirs(group)
             except OSError as exc:  # the store cannot be used for this operator: computed
                 why = f"the store cannot be used for this operator ({exc.strerror or exc})"
                 brs = compute(list(eps_list))
@@ -401,7 +442,10 @@ class ReferenceStore:
                 if br.eps in refused:
                     ref["refused"] = refused[br.eps]
                 entry = group / eps_name(br.eps)
-                if interval and self.storable(br):
+                if br.bounded and not (interval and self.storable(br)):
+                    ref["not_kept"] = ("cut short by the time limit" if br.cut_short else
+                                       "made without the interval check")
+                elif interval and self.storable(br):
                     why = read_only
                     if why is None:
                         try:
@@ -594,14 +638,14 @@ class ReferenceStore:
             files = json.loads((path.parent / "bracket.json").read_bytes()).get("files")
         except (OSError, ValueError, RecursionError):
             return None
-        if not side_record_ok(rec, files):
+        if not side_record_ok(rec, files, name):
             return None
         return rec["value"]
 
     def discard(self, br: Bracket, why: str) -> bool:
         """Remove ``br``'s entry from the store (e.g. a lower certificate an attack refuted:
         never a reference again); False when ``br`` has no entry of its own."""
-        path = self._side_path(br, "bracket")
+        path = self._side_path(br, "bracket", lower_only=True)
         if path is None:
             return False
         entry = path.parent
@@ -630,9 +674,10 @@ class ReferenceStore:
             return False
         return True
 
-    def _side_path(self, br: Bracket, name: str) -> Path | None:
+    def _side_path(self, br: Bracket, name: str, lower_only: bool = False) -> Path | None:
         """``ENTRY/NAME.json`` when ``br`` is its entry's bracket (the same ends: a user's
-        method only ever moves an end strictly), else None."""
+        method only ever moves an end strictly; ``lower_only``: the same lower end), else
+        None."""
         ref = br.diagnostics.reference
         rel = ref.get("entry") if isinstance(ref, dict) else None
         if not rel or not br.bounded or not SIDE_NAME.fullmatch(f"{name}.json"):
@@ -642,6 +687,6 @@ class ReferenceStore:
             rec, _ = self._record(entry)
         except Refused:
             return None
-        if (rec.get("lower"), rec.get("upper")) != (br.lower, br.upper):
+        if rec.get("lower") != br.lower or (not lower_only and rec.get("upper") != br.upper):
             return None
         return entry / f"{name}.json"

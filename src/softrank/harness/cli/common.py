@@ -77,6 +77,7 @@ def reference_store(args, required: bool = False, create: bool = True):
     is turned off (``required``: refused then). ``create=False``: a missing directory is
     refused, not made (commands that only read or remove)."""
     from ...refstore import STORE_ENV, ReferenceStore, default_store_dir
+    from ...refstore.store import default_store_label
 
     if getattr(args, "no_reference_store", False):
         return None
@@ -88,7 +89,7 @@ def reference_store(args, required: bool = False, create: bool = True):
             raise SoftrankError(f"--reference-store: the default store is turned off ("
                                 f"{STORE_ENV}=off); name a directory with --reference-store")
         return None
-    return ReferenceStore(d, f"{STORE_ENV} (default store)", create=create)
+    return ReferenceStore(d, default_store_label(), create=create)
 
 
 def store_line(store, ref: dict) -> str:
