@@ -120,12 +120,12 @@ def export_bundle(store: ReferenceStore, operators, eps_list, dest, *, effort: s
         except OSError as exc:
             report.problems += [f"{op.operator_id} eps {e:g}: {exc}" for e in eps_list]
             continue
-        lock = store.locked(group) if store.writable else contextlib.nullcontext()
-        try:
-            stack = contextlib.ExitStack()
-            stack.enter_context(lock)
-        except OSError:  # a store this process cannot write: read without the lock
-            stack = contextlib.ExitStack()
+        stack = contextlib.ExitStack()
+        if store.writable:
+            try:
+                stack.enter_context(store.locked(group))
+            except OSError:  # a lock this process cannot take: read without it
+                pass
         with stack:
             for e in eps_list:
                 entry = group / eps_name(e)

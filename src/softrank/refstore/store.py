@@ -326,9 +326,7 @@ class ReferenceStore:
         import stat
         import sys
 
-        for d in (group.parent, group):  # never followed through a link
-            if d.is_symlink() or (d.exists() and not d.is_dir()):
-                raise OSError(f"{self._rel(d)} is not a directory")
+        self.check_entry_dirs(group)
         group.parent.mkdir(parents=True, exist_ok=True)
         lock = group.parent / f"{group.name}.lock"
         fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
@@ -496,6 +494,7 @@ class ReferenceStore:
             if rec.get(k) != v:
                 raise Refused(f"bracket.json: {k} is {rec.get(k)!r}, expected {v!r}")
         certs, reports = {}, {}
+        a_hash = matrix_hash(A)
         for side, at in (("lower", eps + rho), ("upper", eps - rho)):
             path = files[side]
             digests = rec.get("files")
@@ -507,9 +506,9 @@ class ReferenceStore:
                 raise Refused(f"{path.name}: {exc}") from None
             if (side == "upper") != isinstance(cert, UpperWitness):
                 raise Refused(f"{path.name} is not {'an upper witness' if side == 'upper' else 'a lower certificate'}")
-            if header["operator_hash"] != matrix_hash(A) or tuple(header["shape"]) != A.shape:
+            if header["operator_hash"] != a_hash or tuple(header["shape"]) != A.shape:
                 raise Refused(f"{path.name} is about another matrix (hash "
-                              f"{header['operator_hash']}, expected {matrix_hash(A)})")
+                              f"{header['operator_hash']}, expected {a_hash})")
             if cert.eps != at or type(rec.get(side)) is not int or cert.rank != rec[side]:
                 raise Refused(f"{path.name}: rank {cert.rank} at eps {cert.eps!r}, expected "
                               f"rank {rec.get(side)!r} at eps {at!r}")
@@ -563,12 +562,7 @@ class ReferenceStore:
               engine: str | None = None) -> None:
         """Store ``br`` as ``entry`` (replacing an entry of that name): the certificates and
         ``bracket.json`` go into a temporary directory beside it, renamed into place."""
-        entry.parent.mkdir(parents=True, exist_ok=True)
-        tmp = entry.parent / f".{entry.name}.{os.getpid()}.tmp"
-        if tmp.exists():
-            shutil.rmtree(tmp)
-        tmp.mkdir()
-        try:
+        with self._staged(entry) as tmp:
             digests = {}
             for side, cert in (("lower", br.lower_certificate), ("upper", br.upper_witness)):
                 save_certificate(tmp / f"{side}.npz", cert, A, producer="softrank reference store")
@@ -584,36 +578,35 @@ class ReferenceStore:
                    "diagnostics": diag, "stored": time.strftime("%Y-%m-%dT%H:%M:%SZ",
                                                                 time.gmtime())}
             (tmp / "bracket.json").write_text(json.dumps(rec, sort_keys=True))
-            self._replace(tmp, entry)
-        finally:
-            if tmp.exists():
-                shutil.rmtree(tmp, ignore_errors=True)
 
     @staticmethod
-    def _replace(tmp: Path, entry: Path) -> None:
-        """Move the directory ``tmp`` to ``entry``, removing what was there: a link or file
-        is unlinked, a directory (never followed through a link) removed."""
-        if entry.is_symlink() or (os.path.lexists(entry) and not entry.is_dir()):
-            entry.unlink()
-        elif entry.is_dir():
-            shutil.rmtree(entry)
-        os.rename(tmp, entry)
-
-    def copy_entry(self, src: Path, entry: Path, side: tuple = ()) -> None:
-        """Place a copy of the entry directory ``src`` (already checked) at ``entry``, with
-        the side records named in ``side`` (:meth:`side_files`)."""
+    @contextlib.contextmanager
+    def _staged(entry: Path):
+        """A temporary directory beside ``entry`` to fill; when the block ends without an
+        exception it replaces ``entry`` (a link or file there is unlinked, a directory,
+        never followed through a link, removed); it is removed on every exit."""
         entry.parent.mkdir(parents=True, exist_ok=True)
         tmp = entry.parent / f".{entry.name}.{os.getpid()}.tmp"
         if tmp.exists():
             shutil.rmtree(tmp)
         tmp.mkdir()
         try:
-            for name in ("lower.npz", "upper.npz", "bracket.json", *side):
-                shutil.copyfile(src / name, tmp / name)
-            self._replace(tmp, entry)
+            yield tmp
+            if entry.is_symlink() or (os.path.lexists(entry) and not entry.is_dir()):
+                entry.unlink()
+            elif entry.is_dir():
+                shutil.rmtree(entry)
+            os.rename(tmp, entry)
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
+
+    def copy_entry(self, src: Path, entry: Path, side: tuple = ()) -> None:
+        """Place a copy of the entry directory ``src`` (already checked) at ``entry``, with
+        the side records named in ``side`` (:meth:`side_files`)."""
+        with self._staged(entry) as tmp:
+            for name in ("lower.npz", "upper.npz", "bracket.json", *side):
+                shutil.copyfile(src / name, tmp / name)
 
     @staticmethod
     def side_files(entry: Path) -> list[str]:

@@ -18,24 +18,20 @@ def _eps_arg(s: str) -> float:
     return v
 
 
-def _pos_float(s: str) -> float:
-    try:
-        v = float(s)
-    except ValueError:
-        v = float("nan")
-    if not v > 0 or v == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {s!r}")
-    return v
+def _positive(unit: str):
+    def parse(s: str) -> float:
+        try:
+            v = float(s)
+        except ValueError:
+            v = float("nan")
+        if not v > 0 or v == float("inf"):
+            raise argparse.ArgumentTypeError(f"expected a number of {unit} > 0, got {s!r}")
+        return v
+    return parse
 
 
-def _days(s: str) -> float:
-    try:
-        v = float(s)
-    except ValueError:
-        v = float("nan")
-    if not v > 0 or v == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a number of days > 0, got {s!r}")
-    return v
+_pos_float = _positive("seconds")
+_days = _positive("days")
 
 
 def _int_arg(lo: int):
