@@ -25,8 +25,8 @@ import numpy as np
 from .checker.certificates import ROW_SUM_TOL, attention_problem, matrix_hash
 from .errors import InvalidOperatorError
 
-__all__ = ["Operator", "softmax_rows", "ROW_SUM_TOL", "RENORMALIZE_MAX_DELTA", "operator_hash", "save_operator",
-           "load_operator", "renormalize_rows", "OPERATOR_FORMAT", "FACTOR_TOL",
+__all__ = ["Operator", "softmax_rows", "causal_mask", "mask_kind", "ROW_SUM_TOL",
+           "RENORMALIZE_MAX_DELTA", "operator_hash", "save_operator", "load_operator", "renormalize_rows", "OPERATOR_FORMAT", "FACTOR_TOL",
            "MAX_FILE_BYTES"]
 
 #: ``ROW_SUM_TOL`` (1e-9, from the checker): largest accepted ``|sum_j A_ij - 1|``. Float64
@@ -35,23 +35,94 @@ __all__ = ["Operator", "softmax_rows", "ROW_SUM_TOL", "RENORMALIZE_MAX_DELTA", "
 #: renormalised: :func:`renormalize_rows` (``--renormalize``) does that on request.
 
 
-def softmax_rows(logits: np.ndarray) -> np.ndarray:
-    """Row-wise softmax in float64 with the row-max shift.
+def softmax_rows(logits: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+    """Row-wise softmax in float64 with the row-max shift, over the visible keys of ``mask``.
 
     Parameters
     ----------
     logits : (m, N) array_like
-        Finite logits ``L``.
+        Logits ``L``; finite wherever ``mask`` is True (elsewhere ignored).
+    mask : (m, N) bool array_like, optional
+        The keys each query sees (True); every row must see at least one. Default: all.
 
     Returns
     -------
     A : (m, N) float64 ndarray
-        ``A_ij = exp(L_ij - max_j L_ij) / sum_j exp(L_ij - max_j L_ij)``; rows sum to 1 within
-        a few ulps.
+        ``A_ij = exp(L_ij - max_k L_ik) / sum_k exp(L_ik - max_k L_ik)`` over the visible
+        ``k`` of row ``i``, exactly 0 where ``mask`` is False (docs/theory/operators.md,
+        *Masked operators*); rows sum to 1 within a few ulps.
     """
     L = np.asarray(logits, dtype=np.float64)
-    Z = np.exp(L - L.max(axis=1, keepdims=True))
+    if mask is None:
+        Z = np.exp(L - L.max(axis=1, keepdims=True))
+        return Z / Z.sum(axis=1, keepdims=True)
+    M = np.asarray(mask, dtype=bool)
+    Lm = np.where(M, L, -np.inf)
+    Z = np.where(M, np.exp(Lm - Lm.max(axis=1, keepdims=True)), 0.0)
     return Z / Z.sum(axis=1, keepdims=True)
+
+
+def causal_mask(m: int, N: int | None = None, offset: int | None = None,
+                window: int | None = None) -> np.ndarray:
+    """The mask of causal attention: query ``i`` (at position ``offset + i``) sees keys
+    ``j <= offset + i``, and with ``window`` only the last ``window`` of them
+    (``offset + i - window < j``).
+
+    Parameters
+    ----------
+    m : int
+        Queries.
+    N : int, optional
+        Keys (default ``m``).
+    offset : int, optional
+        Position of query 0 among the keys (default ``N - m``: the queries are the last
+        ``m`` positions, as in a full causal head, where ``m = N`` and ``offset = 0``).
+    window : int, optional
+        Sliding-window width ``W >= 1`` (default: none).
+
+    Returns
+    -------
+    (m, N) bool ndarray
+
+    Raises
+    ------
+    InvalidArgumentError
+        A size, offset or window out of range, or a query that would see no key.
+    """
+    from .errors import InvalidArgumentError
+
+    N = m if N is None else N
+    offset = N - m if offset is None else offset
+    for name, v, lo in (("m", m, 1), ("N", N, 1), ("offset", offset, 0)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
+            raise InvalidArgumentError(f"{name}: expected an integer >= {lo}, got {v!r}")
+    if offset + m > N:
+        raise InvalidArgumentError(f"offset: queries at positions {offset}..{offset + m - 1} "
+                                   f"need keys up to {offset + m - 1}, got N = {N}")
+    if window is not None and (isinstance(window, bool) or not isinstance(
+            window, (int, np.integer)) or window < 1):
+        raise InvalidArgumentError(f"window: expected an integer >= 1, got {window!r}")
+    pos = offset + np.arange(m)[:, None]
+    j = np.arange(N)[None, :]
+    M = j <= pos
+    if window is not None:
+        M &= j > pos - window
+    return M
+
+
+def mask_kind(mask: np.ndarray | None) -> str:
+    """``"none"``, ``"causal"``, ``"window:W"`` (a causal mask of window ``W``,
+    :func:`causal_mask`) or ``"custom"``: how a mask reads, for provenance and reports."""
+    if mask is None:
+        return "none"
+    m, N = mask.shape
+    if m <= N:
+        if np.array_equal(mask, causal_mask(m, N)):
+            return "causal"
+        W = int(mask.sum(axis=1).max())
+        if W >= 1 and np.array_equal(mask, causal_mask(m, N, window=W)):
+            return f"window:{W}"
+    return "custom"
 
 
 #: Content hash of ``A`` (SHA-256 of its shape and C-ordered float64 bytes, 16 hex chars);
@@ -85,6 +156,29 @@ def _check_matrix(name: str, X: Any) -> np.ndarray:
     return arr
 
 
+def _check_mask(mask: Any, A: np.ndarray) -> np.ndarray:
+    """``mask`` as a read-only bool array of ``A``'s shape, every row seeing a key and ``A``
+    exactly 0 on every key a row does not see; else :class:`InvalidOperatorError`."""
+    M = np.asarray(mask)
+    if M.dtype != bool:
+        raise InvalidOperatorError(f"mask: expected a boolean array, got dtype {M.dtype}")
+    if M.shape != A.shape:
+        raise InvalidOperatorError(f"mask: expected the shape of A {A.shape}, got {M.shape}")
+    empty = ~M.any(axis=1)
+    if empty.any():
+        raise InvalidOperatorError(f"mask: row {int(np.argmax(empty))} sees no key (every "
+                                   "query must see at least one)")
+    hidden = ~M & (A != 0)
+    if hidden.any():
+        i, j = np.argwhere(hidden)[0]
+        raise InvalidOperatorError(
+            f"A: A[{i}, {j}] = {float(A[i, j])!r} on a key the mask hides (masked entries must "
+            f"be exactly 0; {int(hidden.sum())} are not)")
+    M = np.array(M, dtype=bool, copy=True)
+    M.setflags(write=False)
+    return M
+
+
 @dataclass(frozen=True, eq=False)
 class Operator:
     """A validated attention operator (docs/theory/operators.md).
@@ -115,6 +209,13 @@ class Operator:
     operator_id : str, optional
         Stable identifier; defaults to ``family`` plus the hash of ``A``. Checked as
         ``family`` is.
+    mask : (m, N) bool array_like, optional
+        The keys each query sees (True), e.g. :func:`causal_mask`: every row sees at least
+        one key and ``A`` is exactly 0 on the others; with the factors, ``A`` must equal the
+        masked softmax ``softmax_rows(beta Q K^T, mask)``. None (default): every key is
+        visible, and zeros in ``A`` carry no meaning (docs/theory/operators.md, *Masked
+        operators*). ``r_eps(A)`` depends on ``A`` alone, so brackets are the same with or
+        without it; the causal rank depends on it.
 
     Raises
     ------
@@ -134,6 +235,7 @@ class Operator:
     seed: int | None = None
     meta: dict = field(default_factory=dict)
     operator_id: str = ""
+    mask: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         from .ids import check_id_part
@@ -143,6 +245,8 @@ class Operator:
         if problem:
             raise InvalidOperatorError(problem)
         object.__setattr__(self, "A", A)
+        if self.mask is not None:
+            object.__setattr__(self, "mask", _check_mask(self.mask, A))
         if (self.Q is None) != (self.K is None):
             raise InvalidOperatorError(
                 "Q, K: give both factors or neither "
@@ -185,7 +289,7 @@ class Operator:
             if not np.isfinite(logits).all():
                 raise InvalidOperatorError(
                     f"Q, K, beta: beta Q K^T overflows (non-finite logits, beta = {self.beta!r})")
-            gap = np.abs(A - softmax_rows(logits))
+            gap = np.abs(A - softmax_rows(logits, self.mask))
             dev = float(gap.max())
             if not dev <= FACTOR_TOL:
                 i, j = np.unravel_index(int(gap.argmax()), gap.shape)
@@ -198,8 +302,9 @@ class Operator:
         check_id_part(self.operator_id, "operator_id", InvalidOperatorError)
 
     @classmethod
-    def from_factors(cls, Q: Any, K: Any, beta: float, **provenance: Any) -> "Operator":
-        """Build ``A = softmax_rows(beta Q K^T)`` in float64 (docs/theory/operators.md) and validate.
+    def from_factors(cls, Q: Any, K: Any, beta: float, mask: Any = None,
+                     **provenance: Any) -> "Operator":
+        """Build ``A = softmax_rows(beta Q K^T, mask)`` in float64 (docs/theory/operators.md) and validate.
 
         Parameters
         ----------
@@ -207,6 +312,8 @@ class Operator:
         K : (N, d) array_like
         beta : float
             Finite, ``> 0``.
+        mask : (m, N) bool array_like, optional
+            The keys each query sees (:func:`causal_mask`); default all.
 
         Raises
         ------
@@ -225,8 +332,17 @@ class Operator:
             raise InvalidOperatorError(f"beta: expected a real number, got {beta!r}") from exc
         if not np.isfinite(b) or b <= 0:
             raise InvalidOperatorError(f"beta: expected a finite number > 0, got {b!r}")
-        A = softmax_rows(b * (Qa @ Ka.T))
-        return cls(A=A, Q=Qa, K=Ka, beta=b, **provenance)
+        if mask is not None:
+            M = np.asarray(mask)
+            if M.dtype != bool or M.shape != (Qa.shape[0], Ka.shape[0]):
+                raise InvalidOperatorError(
+                    f"mask: expected a boolean array of shape {(Qa.shape[0], Ka.shape[0])}, got "
+                    f"dtype {M.dtype} shape {M.shape}")
+            if not M.any(axis=1).all():
+                raise InvalidOperatorError(f"mask: row {int(np.argmin(M.any(axis=1)))} sees no "
+                                           "key (every query must see at least one)")
+        A = softmax_rows(b * (Qa @ Ka.T), mask)
+        return cls(A=A, Q=Qa, K=Ka, beta=b, mask=mask, **provenance)
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -270,6 +386,8 @@ class Operator:
             "m": self.shape[0],
             "n": self.shape[1],
             "hash": self.hash,
+            **({"mask": mask_kind(self.mask), "mask_hash": matrix_hash(
+                self.mask.astype(np.float64))} if self.mask is not None else {}),
             **{k: v for k, v in self.meta.items()},
         }
 
@@ -300,6 +418,8 @@ def save_operator(path: Any, op: Operator) -> None:
               "key_positions": np.asarray(meta.get("key_positions", []), dtype=np.int64)}
     if op.Q is not None:
         arrays.update(Q=op.Q, K=op.K, beta=np.float64(op.beta))
+    if op.mask is not None:
+        arrays["mask"] = op.mask
     prov = {k: v for k, v in op.provenance().items()
             if k not in ("query_positions", "key_positions")}
     prov["format"] = OPERATOR_FORMAT
@@ -471,7 +591,7 @@ def load_operator(path: Any, arg: str = "path", *, max_bytes: int = MAX_FILE_BYT
                                            f"null, got {type(prov[k]).__name__}")
     meta = {k: v for k, v in prov.items()
             if k not in ("operator_id", "family", "source", "layer", "head", "block",
-                         "seed", "m", "n", "hash", "format")}
+                         "seed", "m", "n", "hash", "format", "mask", "mask_hash")}
     for k in ("query_positions", "key_positions"):
         if k in files:
             x = data[k]
@@ -502,10 +622,18 @@ def load_operator(path: Any, arg: str = "path", *, max_bytes: int = MAX_FILE_BYT
         except InvalidOperatorError as exc:
             raise InvalidOperatorError(f"{where}: {exc}") from None
         meta["renormalized"] = {"dtype": str(data["A"].dtype), "delta": delta}
+    if "mask" in files:
+        if data["mask"].dtype != bool:
+            raise InvalidOperatorError(f"{where}: mask: expected a boolean array, got dtype "
+                                       f"{data['mask'].dtype}")
+        if renormalize:
+            raise InvalidOperatorError(f"{where}: renormalize applies to a matrix without a "
+                                       "mask")
     kw = dict(family=prov.get("family", "matrix"), source=prov.get("source", p.name),
               layer=idx["layer"], head=idx["head"], block=prov.get("block", ""),
               seed=prov.get("seed"), meta=meta,
-              operator_id=prov.get("operator_id") or f"matrix-{p.stem}")
+              operator_id=prov.get("operator_id") or f"matrix-{p.stem}",
+              mask=data.get("mask"))
     try:
         if has_f:
             beta = _scalar(data, "beta", "fiu")  # (the message gets `where` below)
@@ -518,6 +646,10 @@ def load_operator(path: Any, arg: str = "path", *, max_bytes: int = MAX_FILE_BYT
         hint = (_ROW_SUM_HINT.format(dtype=data["A"].dtype.name)
                 if "rows must sum to 1" in str(exc) and not renormalize and low else "")
         raise InvalidOperatorError(f"{where}: {exc}{hint}") from None
+    if "mask_hash" in prov and (op.mask is None or prov["mask_hash"] != matrix_hash(
+            op.mask.astype(np.float64))):
+        raise InvalidOperatorError(f"{where}: the mask differs from the provenance's "
+                                   f"(mask_hash {prov['mask_hash']!s:.20})")
     if "hash" in prov and not renormalize and prov["hash"] != op.hash:
         raise InvalidOperatorError(f"{where}: A's hash {op.hash} differs from the "
                                    f"provenance's {prov['hash']}")

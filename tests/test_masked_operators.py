@@ -1,0 +1,115 @@
+"""Masked operators (docs/theory/operators.md, *Masked operators*): causal and sliding-window
+masks, the masked softmax, the checks an operator with a mask makes, and operator files that
+carry the mask."""
+
+import numpy as np
+import pytest
+
+from softrank.certifiers.bracket import bracket
+from softrank.errors import InvalidArgumentError, InvalidOperatorError
+from softrank.operators import (Operator, causal_mask, load_operator, mask_kind, save_operator,
+                                softmax_rows)
+
+
+def test_causal_masks_by_hand():
+    assert causal_mask(3).tolist() == [[True, False, False], [True, True, False],
+                                       [True, True, True]]
+    # the last 2 of 4 positions as queries (a common-prefix view)
+    assert causal_mask(2, 4).tolist() == [[True, True, True, False], [True, True, True, True]]
+    assert causal_mask(4, window=2).tolist() == [
+        [True, False, False, False], [True, True, False, False],
+        [False, True, True, False], [False, False, True, True]]
+    assert causal_mask(2, 4, offset=0).tolist() == [[True, False, False, False],
+                                                    [True, True, False, False]]
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(m=0), "m: expected an integer >= 1"), (dict(m=3, N=2), "offset:"),
+    (dict(m=2, N=4, offset=3), "offset:"), (dict(m=3, window=0), "window:"),
+    (dict(m=3, window=True), "window:"), (dict(m=2.0), "m:")])
+def test_bad_mask_arguments_name_the_argument(kw, match):
+    with pytest.raises(InvalidArgumentError, match=match):
+        causal_mask(**kw)
+
+
+def test_the_masked_softmax_by_hand():
+    # equal logits: each row uniform over the keys it sees
+    A = softmax_rows(np.zeros((3, 3)), causal_mask(3))
+    assert np.array_equal(A[0], [1.0, 0.0, 0.0])
+    assert np.allclose(A[1], [0.5, 0.5, 0.0]) and A[1, 2] == 0.0
+    assert np.allclose(A[2], [1 / 3, 1 / 3, 1 / 3])
+    # a huge logit on a hidden key changes nothing
+    L = np.zeros((3, 3))
+    L[0, 2] = 1e300
+    assert np.array_equal(softmax_rows(L, causal_mask(3)), A)
+
+
+def _causal_op(n=12, window=None, seed=0):
+    rng = np.random.default_rng(seed)
+    Q, K = rng.normal(size=(n, 4)), rng.normal(size=(n, 4))
+    return Operator.from_factors(Q, K, 0.8, mask=causal_mask(n, window=window),
+                                 family="causal")
+
+
+def test_an_operator_with_a_causal_mask():
+    op = _causal_op()
+    assert np.array_equal(np.triu(op.A, 1), np.zeros_like(op.A))
+    assert np.allclose(op.A.sum(axis=1), 1.0)
+    assert mask_kind(op.mask) == "causal" and not op.mask.flags.writeable
+    assert mask_kind(_causal_op(window=3).mask) == "window:3"
+    assert mask_kind(None) == "none"
+    M = causal_mask(12)
+    M[5, 0] = False
+    assert mask_kind(M) == "custom"
+
+
+def test_the_operator_checks_its_mask():
+    op = _causal_op()
+    with pytest.raises(InvalidOperatorError, match=r"A\[0, 1\] = .* on a key the mask hides"):
+        Operator(A=np.full((3, 3), 1 / 3), mask=causal_mask(3))
+    with pytest.raises(InvalidOperatorError, match="row 1 sees no key"):
+        Operator(A=np.eye(3), mask=np.array([[1, 0, 0], [0, 0, 0], [0, 0, 1]], dtype=bool))
+    with pytest.raises(InvalidOperatorError, match="mask: expected a boolean array"):
+        Operator(A=np.eye(3), mask=np.eye(3))
+    with pytest.raises(InvalidOperatorError, match="mask: expected the shape"):
+        Operator(A=np.eye(3), mask=np.ones((3, 2), dtype=bool))
+    # the plain softmax of the factors is not A: without its mask, a masked head is refused
+    with pytest.raises(InvalidOperatorError, match="differs from softmax_rows"):
+        Operator(A=op.A, Q=op.Q, K=op.K, beta=0.8)
+    with pytest.raises(InvalidOperatorError, match="on a key the mask hides"):
+        Operator(A=softmax_rows(0.8 * op.Q @ op.K.T), Q=op.Q, K=op.K, beta=0.8, mask=op.mask)
+    Operator(A=op.A, Q=op.Q, K=op.K, beta=0.8, mask=op.mask)  # with it, it passes
+
+
+def test_operator_files_carry_the_mask(tmp_path):
+    op = _causal_op(window=4)
+    save_operator(tmp_path / "op.npz", op)
+    back = load_operator(tmp_path / "op.npz")
+    assert np.array_equal(back.mask, op.mask) and back.hash == op.hash
+    assert back.provenance()["mask"] == "window:4"
+    # a mask swapped in the file: the masked softmax of the factors no longer matches A
+    data = dict(np.load(tmp_path / "op.npz"))
+    data["mask"] = causal_mask(12)
+    np.savez(tmp_path / "swapped.npz", **data)
+    with pytest.raises(InvalidOperatorError, match="differs from softmax_rows"):
+        load_operator(tmp_path / "swapped.npz")
+    # without factors, a wider mask fits A's zeros: its hash in the provenance catches it
+    save_operator(tmp_path / "bare.npz", Operator(A=op.A, mask=op.mask))
+    bare = dict(np.load(tmp_path / "bare.npz"))
+    bare["mask"] = causal_mask(12)
+    np.savez(tmp_path / "bare-swapped.npz", **bare)
+    with pytest.raises(InvalidOperatorError, match="the mask differs"):
+        load_operator(tmp_path / "bare-swapped.npz")
+    data["mask"] = op.mask.astype(np.int64)
+    np.savez(tmp_path / "ints.npz", **data)
+    with pytest.raises(InvalidOperatorError, match="mask: expected a boolean array"):
+        load_operator(tmp_path / "ints.npz")
+
+
+def test_r_eps_depends_on_A_alone():
+    """The mask adds no constraint to r_eps: a masked operator's bracket is its matrix's."""
+    op = _causal_op(n=16)
+    plain = Operator(A=op.A)
+    for a, b in zip(bracket(op, [0.25, 0.5], effort="fast"),
+                    bracket(plain, [0.25, 0.5], effort="fast")):
+        assert (a.lower, a.upper) == (b.lower, b.upper)
