@@ -113,3 +113,29 @@ def test_r_eps_depends_on_A_alone():
     for a, b in zip(bracket(op, [0.25, 0.5], effort="fast"),
                     bracket(plain, [0.25, 0.5], effort="fast")):
         assert (a.lower, a.upper) == (b.lower, b.upper)
+
+
+def test_the_copy_a_method_receives_keeps_the_mask():
+    from softrank.certifiers.interface import as_certifier
+
+    seen = []
+
+    class Probe:
+        name = "probe"
+
+        def witness(self, operator, eps):
+            seen.append(operator.mask)
+            return None
+
+    op = _causal_op()
+    as_certifier(Probe()).witness(op, 0.25)
+    assert np.array_equal(seen[0], op.mask) and seen[0] is not op.mask
+
+
+def test_a_gauge_keeps_the_mask():
+    from softrank.suites.suite import _gauged
+
+    op = _causal_op()
+    S = np.diag([2.0, 0.5, 1.0, 3.0])
+    g = _gauged(op, S)
+    assert np.array_equal(g.mask, op.mask) and np.allclose(g.A, op.A, atol=1e-12)

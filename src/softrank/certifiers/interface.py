@@ -415,7 +415,8 @@ def _copy(operator):
                     K=None if operator.K is None else np.array(operator.K), beta=operator.beta,
                     family=operator.family, source=operator.source, layer=operator.layer,
                     head=operator.head, block=operator.block, seed=operator.seed,
-                    meta=dict(operator.meta), operator_id=operator.operator_id)
+                    meta=dict(operator.meta), operator_id=operator.operator_id,
+                    mask=None if operator.mask is None else np.array(operator.mask))
 
 
 def import_module(module: str):

@@ -360,8 +360,8 @@ def _gauge_cases(draw):
 def _gauged(op, Sg):
     Q2 = op.Q @ Sg
     K2 = np.linalg.solve(Sg, op.K.T).T  # K S^{-T}
-    return Operator.from_factors(Q2, K2, op.beta, family=op.family, source=op.source,
-                                 seed=op.seed, meta=op.meta,
+    return Operator.from_factors(Q2, K2, op.beta, mask=op.mask, family=op.family,
+                                 source=op.source, seed=op.seed, meta=op.meta,
                                  operator_id=op.operator_id + "-gauged")
 
 
