@@ -139,3 +139,36 @@ def test_a_gauge_keeps_the_mask():
     S = np.diag([2.0, 0.5, 1.0, 3.0])
     g = _gauged(op, S)
     assert np.array_equal(g.mask, op.mask) and np.allclose(g.A, op.A, atol=1e-12)
+
+
+def test_causal_gaussian_heads():
+    from softrank.generators.synthetic import gaussian_head
+
+    op = gaussian_head(16, 16, d=4, causal=True, seed=1)
+    assert op.family == "gaussian-causal" and mask_kind(op.mask) == "causal"
+    assert np.array_equal(np.triu(op.A, 1), np.zeros((16, 16)))
+    w = gaussian_head(16, 16, d=4, causal=True, window=5, seed=1)
+    assert mask_kind(w.mask) == "window:5" and w.operator_id.endswith("-w5")
+    plain = gaussian_head(16, 16, d=4, seed=1)
+    assert plain.mask is None and np.array_equal(plain.Q, op.Q)  # same draws, other mask
+    with pytest.raises(InvalidArgumentError, match="window: a sliding window needs causal"):
+        gaussian_head(8, 8, window=3)
+    with pytest.raises(InvalidArgumentError, match="m: a causal head has at most"):
+        gaussian_head(9, 8, causal=True)
+
+
+@pytest.mark.parametrize("window", [None, 6])
+def test_a_planted_causal_instance_is_the_masked_part_of_its_rank_k_matrix(window):
+    """The planted factors, tril'd by the mask, are within delta of A: the causal rank is
+    at most k (an identity the generator is built on, checked in float64 here)."""
+    from softrank.generators.synthetic import _planted_causal_parts, planted_causal
+
+    op = planted_causal(20, 3, 0.05, seed=2, window=window)
+    A, M, U, V = _planted_causal_parts(20, 3, 0.05, 2, window, 0.3)
+    assert np.array_equal(op.A, A) and np.array_equal(op.mask, M)
+    assert U.shape == (20, 3) and np.linalg.matrix_rank(U @ V) == 3
+    err = np.abs(A - 0.95 * np.where(M, U @ V, 0.0)).sum(axis=1).max()
+    assert err <= 0.05 + 1e-12
+    assert op.meta["planted_causal_rank"] == 3 and op.family == "planted-causal"
+    # the plain rank of the masked part is far above k: only the causal rank is planted
+    assert np.linalg.matrix_rank(np.where(M, U @ V, 0.0)) > 3

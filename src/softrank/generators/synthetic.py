@@ -27,7 +27,8 @@ import numpy as np
 from ..validation import check_int, check_positive, check_real
 from ..operators import Operator
 
-__all__ = ["grid", "sphere", "ball", "gaussian_head", "planted", "planted_blocks"]
+__all__ = ["grid", "sphere", "ball", "gaussian_head", "planted", "planted_blocks",
+           "planted_causal"]
 
 
 
@@ -119,19 +120,41 @@ def ball(d: int, beta: float, m: int = 64, N: int = 64, seed: int = 0) -> Operat
 
 
 def gaussian_head(m: int = 64, N: int = 64, d: int = 32, temperature: float = 2.0,
-                  seed: int = 0) -> Operator:
-    """Seeded Gaussian random head: ``Q, K ~ N(0, 1)``, ``beta = temperature / sqrt(d)``."""
+                  seed: int = 0, causal: bool = False, window: int | None = None) -> Operator:
+    """Seeded Gaussian random head: ``Q, K ~ N(0, 1)``, ``beta = temperature / sqrt(d)``.
+
+    With ``causal`` the head is masked as a decoder's (:func:`softrank.operators.causal_mask`:
+    the queries are the last ``m`` of the ``N`` positions; ``window``: a sliding window of that
+    width), family ``gaussian-causal``."""
     m, N, d = check_int(m, "m", 1, MAX_POINTS), check_int(N, "N", 1, MAX_POINTS), check_int(d, "d", 1)
     temperature = check_positive(temperature, "temperature")
     seed = check_int(seed, "seed", 0)
+    mask, tag = _mask(m, N, causal, window)
     rng = np.random.default_rng(seed)
     Q = rng.standard_normal((m, d))
     K = rng.standard_normal((N, d))
     return Operator.from_factors(
-        Q, K, temperature / np.sqrt(d), family="gaussian",
-        source=f"gaussian(d={d},t={temperature:g})", block="native", seed=seed,
-        operator_id=f"gaussian-d{d}-t{temperature:g}-s{seed}",
+        Q, K, temperature / np.sqrt(d), mask=mask,
+        family="gaussian-causal" if causal else "gaussian",
+        source=f"gaussian(d={d},t={temperature:g}{tag})", block="native", seed=seed,
+        operator_id=f"gaussian-d{d}-t{temperature:g}-s{seed}{tag.replace(',', '-')}",
     )
+
+
+def _mask(m, N, causal, window):
+    """The causal mask asked for, and a tag for the ids (``,causal`` or ``,wW``)."""
+    from ..errors import InvalidArgumentError
+    from ..operators import causal_mask
+
+    if not isinstance(causal, bool):
+        raise InvalidArgumentError(f"causal: expected True or False, got {causal!r}")
+    if window is not None and not causal:
+        raise InvalidArgumentError("window: a sliding window needs causal=True")
+    if not causal:
+        return None, ""
+    if m > N:
+        raise InvalidArgumentError(f"m: a causal head has at most N = {N} queries, got {m}")
+    return causal_mask(m, N, window=window), (",causal" if window is None else f",w{window}")
 
 
 def _stochastic(rng, r, c, conc):
@@ -164,6 +187,55 @@ def planted(m: int, N: int, k: int, delta: float, seed: int = 0,
         meta={"planted_rank": k, "planted_eps": delta},
         operator_id=f"planted-{m}x{N}-k{k}-d{delta:g}-s{seed}",
     )
+
+
+def planted_causal(N: int, k: int, delta: float, seed: int = 0, window: int | None = None,
+                   concentration: float = 0.3) -> Operator:
+    """A causal head whose causal rank is planted (SPEC section 14; docs/theory/families.md).
+
+    ``A = (1 - delta) B + delta P`` on the causal mask ``M`` (:func:`causal_mask`, ``N x N``,
+    optionally a sliding ``window``): ``B = D^-1 tril_M(W H)`` with ``W (N, k)``, ``H (k, N)``
+    positive (Dirichlet rows with the given concentration, plus 1e-3) and ``D`` the row sums
+    of ``tril_M(W H)``; ``P`` has Dirichlet rows on each row's visible keys. ``B`` is the
+    masked part of the rank-``k`` matrix ``U V = D^-1 W H``, and ``||A - (1 - delta) B||_inf =
+    delta ||P||_inf = delta``: the causal rank is at most ``k`` for ``eps >= delta`` (up to the
+    float64 rounding of ``A``, ~1e-16). The plain ``r_eps`` is not planted: the masked part of
+    a rank-``k`` matrix can have full rank. ``meta["planted_causal_rank"] = k`` and
+    ``meta["planted_eps"] = delta``.
+    """
+    A, M, _, _ = _planted_causal_parts(N, k, delta, seed, window, concentration)
+    tag = "" if window is None else f"-w{window}"
+    return Operator(
+        A=A, mask=M, family="planted-causal",
+        source=f"planted_causal(k={k},delta={delta:g}{',w=' + str(window) if window else ''})",
+        seed=seed, meta={"planted_causal_rank": k, "planted_eps": delta},
+        operator_id=f"planted-causal-{N}-k{k}-d{delta:g}-s{seed}{tag}",
+    )
+
+
+def _planted_causal_parts(N, k, delta, seed, window, concentration):
+    """``A``, its mask and the planted factors ``U (N, k)``, ``V (k, N)`` with
+    ``||A - (1 - delta) tril_M(U V)||_inf <= delta`` (:func:`planted_causal`)."""
+    from ..operators import causal_mask
+
+    N = check_int(N, "N", 1, MAX_POINTS)
+    k = check_int(k, "k", 1, N)
+    delta = check_real(delta, "delta", 0, 1, hi_open=True)
+    concentration = check_positive(concentration, "concentration")
+    seed = check_int(seed, "seed", 0)
+    M = causal_mask(N, window=window)
+    rng = np.random.default_rng(seed)
+    W = _stochastic(rng, N, k, concentration) + 1e-3
+    H = _stochastic(rng, k, N, concentration) + 1e-3
+    T = np.where(M, W @ H, 0.0)
+    d = T.sum(axis=1, keepdims=True)
+    B = T / d
+    P = np.zeros((N, N))
+    for i in range(N):
+        vis = np.flatnonzero(M[i])
+        P[i, vis] = rng.dirichlet(np.ones(vis.size))
+    A = (1 - delta) * B + delta * P
+    return A, M, W / d, H
 
 
 def planted_blocks(m: int, N: int, k: int, delta: float = 0.0, seed: int = 0) -> Operator:
