@@ -41,6 +41,7 @@ from ..errors import MalformedCertificate
 __all__ = [
     "HEADER_FIELDS", "KINDS", "ROW_SUM_TOL", "attention_problem",
     "UpperWitness",
+    "CausalUpperWitness",
     "TrivialCertificate",
     "FrobeniusCertificate",
     "KeyGroupCertificate",
@@ -112,6 +113,46 @@ class UpperWitness:
 
     def arrays(self) -> dict:
         return {"U": self.U, "W": self.W}
+
+
+@dataclass(frozen=True, eq=False)
+class CausalUpperWitness:
+    """``r^causal_eps(A) <= k`` because ``||A - tril_M(U W)||_inf <= eps``: the entries of the
+    rank-``k`` matrix ``U W`` outside the mask ``M`` are replaced by 0 (SPEC section 14; the
+    causal rank of a masked operator, docs/theory/operators.md, *Masked operators*).
+
+    ``U : (m, k)``, ``W : (k, N)`` float64, ``mask : (m, N)`` bool (True: the entry is kept).
+    A witness of the causal rank, not of ``r_eps``: ``tril_M(U W)`` may have any rank.
+    """
+
+    eps: float
+    U: np.ndarray
+    W: np.ndarray
+    mask: np.ndarray
+    method: str = ""
+    kind: str = field(default="causal-upper", init=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "U", _f64("U", self.U))
+        object.__setattr__(self, "W", _f64("W", self.W))
+        M = np.asarray(self.mask)
+        if M.dtype != bool or M.ndim != 2:
+            raise MalformedCertificate(f"mask: expected a 2-D boolean array, got dtype "
+                                       f"{M.dtype} shape {M.shape}")
+        M = np.array(M, dtype=bool, copy=True)
+        M.setflags(write=False)
+        object.__setattr__(self, "mask", M)
+        if self.U.shape[1] != self.W.shape[0]:
+            raise MalformedCertificate(
+                f"U, W: inner dimensions differ, U {self.U.shape}, W {self.W.shape}"
+            )
+
+    @property
+    def rank(self) -> int:
+        return int(self.U.shape[1])
+
+    def arrays(self) -> dict:
+        return {"U": self.U, "W": self.W, "mask": self.mask}
 
 
 @dataclass(frozen=True, eq=False)
@@ -240,7 +281,8 @@ def structure_error(cert, shape) -> str | None:
     m, N = shape
     # exact classes only: a subclass could override ``rank`` or ``kind`` and have one claim
     # checked under another kind's condition
-    expected = {UpperWitness: "upper", TrivialCertificate: "trivial",
+    expected = {UpperWitness: "upper", CausalUpperWitness: "causal-upper",
+                TrivialCertificate: "trivial",
                 FrobeniusCertificate: "frobenius", KeyGroupCertificate: "key-groups",
                 DecodedInverseCertificate: "decoded", SubspaceCertificate: "subspace"}
     if type(cert) not in expected:
@@ -258,6 +300,14 @@ def structure_error(cert, shape) -> str | None:
     if kind == "upper":
         if cert.U.shape[0] != m or cert.W.shape[1] != N:
             return f"shape mismatch: A {shape}, U {cert.U.shape}, W {cert.W.shape}"
+        if not (np.isfinite(cert.U).all() and np.isfinite(cert.W).all()):
+            return "U or W has non-finite entries"
+    elif kind == "causal-upper":
+        if cert.U.shape[0] != m or cert.W.shape[1] != N or cert.mask.shape != (m, N):
+            return (f"shape mismatch: A {shape}, U {cert.U.shape}, W {cert.W.shape}, mask "
+                    f"{cert.mask.shape}")
+        if cert.mask.dtype != bool:
+            return f"mask must be boolean, got dtype {cert.mask.dtype}"
         if not (np.isfinite(cert.U).all() and np.isfinite(cert.W).all()):
             return "U or W has non-finite entries"
     elif kind == "trivial":
@@ -361,7 +411,7 @@ LowerCertificate = Union[
     TrivialCertificate, FrobeniusCertificate, KeyGroupCertificate, DecodedInverseCertificate,
     SubspaceCertificate,
 ]
-Certificate = Union[UpperWitness, LowerCertificate]
+Certificate = Union[UpperWitness, CausalUpperWitness, LowerCertificate]
 
 
 def save_certificate(path, cert: Certificate, A: np.ndarray, producer: str = "",
@@ -404,7 +454,7 @@ MAX_FILE_BYTES = 4 * 2**30
 HEADER_FIELDS = {"format": True, "kind": True, "eps": True, "rank": True, "method": True,
                  "operator_hash": True, "shape": True, "producer": True, "refutes": False}
 
-KINDS = ("upper", "trivial", "frobenius", "key-groups", "decoded", "subspace")
+KINDS = ("upper", "causal-upper", "trivial", "frobenius", "key-groups", "decoded", "subspace")
 
 
 def attention_problem(A: np.ndarray) -> str | None:
@@ -545,6 +595,8 @@ def load_certificate(path, *, max_bytes: int = MAX_FILE_BYTES
     try:
         if kind == "upper":
             cert = UpperWitness(eps, data["U"], data["W"], method)
+        elif kind == "causal-upper":
+            cert = CausalUpperWitness(eps, data["U"], data["W"], data["mask"], method)
         elif kind == "trivial":
             cert = TrivialCertificate(eps, method)
         elif kind == "frobenius":

@@ -134,6 +134,22 @@ def check_upper(A: np.ndarray, c: UpperWitness) -> Float64Result:
     return Float64Result(worst <= c.eps, c.eps - worst, f"max row l1 error <= {worst:.17g}")
 
 
+def check_causal_upper(A: np.ndarray, c) -> Float64Result:
+    """``||A - tril_M(U W)||_inf <= eps`` with rounding bounds: as :func:`check_upper`, the
+    product's entries outside the mask replaced by an exact 0 (no rounding there)."""
+    P, E = _matmul_bound(c.U, c.W)
+    if not np.isfinite(P).all() or not np.isfinite(E).all():
+        return _fail("U W overflows")
+    P = np.where(c.mask, P, 0.0)
+    E = np.where(c.mask, E, 0.0)
+    D = np.abs(A - P)
+    T = np.where(D == 0, 0.0, D * (1.0 + 2.0 * U_ROUND)) + E
+    rows = _sum_up(T, axis=1)
+    worst = float(rows.max())
+    return Float64Result(worst <= c.eps, c.eps - worst,
+                         f"max row l1 error (masked product) <= {worst:.17g}")
+
+
 def distance_bound(A, B) -> float:
     """A rigorous upper bound of ``||A - B||_inf`` (max row l1 distance) of two float matrices.
 
@@ -292,6 +308,7 @@ def check_frobenius(A: np.ndarray, c: FrobeniusCertificate) -> Float64Result:
 
 _DISPATCH = {
     "upper": check_upper,
+    "causal-upper": check_causal_upper,
     "trivial": check_trivial,
     "key-groups": check_key_groups,
     "decoded": check_decoded,
