@@ -49,7 +49,7 @@ def test_the_planted_factors_are_a_causal_witness(window):
 def test_malformed_causal_witnesses_are_rejected():
     A, M = _uniform_causal()
     U, W = np.ones((3, 1)), np.full((1, 3), 1 / 3)
-    with pytest.raises(MalformedCertificate, match="mask: expected a 2-D boolean"):
+    with pytest.raises(MalformedCertificate, match="keep: expected a 2-D boolean"):
         CausalUpperWitness(0.7, U, W, M.astype(int))
     bad = CausalUpperWitness(0.7, U, W, np.ones((3, 2), bool))
     rep = check(A, bad)
@@ -60,8 +60,8 @@ def test_malformed_causal_witnesses_are_rejected():
 
 def test_the_file_format_carries_the_mask(tmp_path):
     A, M = _uniform_causal()
-    w = CausalUpperWitness(0.67, np.ones((3, 1)), np.full((1, 3), 1 / 3), M, "by-hand")
+    w = CausalUpperWitness(0.67, np.ones((3, 1)), np.full((1, 3), 1 / 3), M, method="by-hand")
     save_certificate(tmp_path / "w.npz", w, A)
     back, A2, header = load_certificate(tmp_path / "w.npz")
     assert isinstance(back, CausalUpperWitness) and header["kind"] == "causal-upper"
-    assert np.array_equal(back.mask, M) and check(A2, back).ok and back.rank == 1
+    assert np.array_equal(back.keep, M) and check(A2, back).ok and back.rank == 1

@@ -25,7 +25,7 @@ import numpy as np
 from .checker.certificates import ROW_SUM_TOL, attention_problem, matrix_hash
 from .errors import InvalidOperatorError
 
-__all__ = ["Operator", "softmax_rows", "causal_mask", "mask_kind", "ROW_SUM_TOL",
+__all__ = ["Operator", "softmax_rows", "causal_mask", "mask_kind", "rank_masks", "parse_rank", "RANK_KINDS", "ROW_SUM_TOL",
            "RENORMALIZE_MAX_DELTA", "operator_hash", "save_operator", "load_operator", "renormalize_rows", "OPERATOR_FORMAT", "FACTOR_TOL",
            "MAX_FILE_BYTES"]
 
@@ -108,6 +108,68 @@ def causal_mask(m: int, N: int | None = None, offset: int | None = None,
     if window is not None:
         M &= j > pos - window
     return M
+
+
+#: The ranks softrank brackets: ``plain`` (``r_eps``), ``causal`` (``r^c_eps``) and
+#: ``window:W`` (``r^{c,W}_eps``, the band of width ``W`` kept exact); :func:`rank_masks`.
+RANK_KINDS = ("plain", "causal", "window:W")
+
+
+def parse_rank(rank: Any, arg: str = "rank") -> tuple[str, int | None]:
+    """``("plain", None)``, ``("causal", None)`` or ``("window", W)`` from ``plain``,
+    ``causal`` or ``window:W`` (``W >= 1``); else :class:`InvalidArgumentError` naming ``arg``."""
+    from .errors import InvalidArgumentError
+
+    if rank in ("plain", "causal"):
+        return rank, None
+    if isinstance(rank, str) and rank.startswith("window:"):
+        w = rank[len("window:"):]
+        if w.isdigit() and int(w) >= 1:
+            return "window", int(w)
+    raise InvalidArgumentError(f"{arg}: expected 'plain', 'causal' or 'window:W' with an "
+                               f"integer W >= 1, got {rank!r}")
+
+
+def rank_masks(shape: tuple[int, int], rank: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(keep, exact)``: where an approximation of the given rank kind is the low-rank
+    product and where it copies ``A`` exactly (docs/theory/causal.md).
+
+    The approximation of ``A`` is ``B = exact * A + keep * (U W)`` (entrywise), 0 elsewhere.
+    ``causal``: ``keep`` is the causal mask (query ``i`` at position ``N - m + i`` keeps
+    keys ``j <= N - m + i``; :func:`causal_mask`), ``exact`` is empty. ``window:W``:
+    ``exact`` is the band of the last ``W`` keys of each query (``causal_mask(..., window=W)``),
+    ``keep`` the causal keys before it. ``plain``: ``keep`` everything, ``exact`` nothing.
+
+    Parameters
+    ----------
+    shape : (m, N)
+        ``m <= N`` queries for the causal kinds (the queries are the last ``m`` positions).
+    rank : str
+        ``plain``, ``causal`` or ``window:W`` (:func:`parse_rank`).
+
+    Returns
+    -------
+    keep, exact : (m, N) bool ndarrays, disjoint
+
+    Raises
+    ------
+    InvalidArgumentError
+        An unknown rank kind, or more queries than keys for a causal kind.
+    """
+    from .errors import InvalidArgumentError
+
+    kind, W = parse_rank(rank)
+    m, N = int(shape[0]), int(shape[1])
+    if kind == "plain":
+        return np.ones((m, N), dtype=bool), np.zeros((m, N), dtype=bool)
+    if m > N:
+        raise InvalidArgumentError(f"rank: {rank!r} needs at most as many queries as keys "
+                                   f"(the queries are the last positions), got {m} x {N}")
+    causal = causal_mask(m, N)
+    if kind == "causal":
+        return causal, np.zeros((m, N), dtype=bool)
+    band = causal_mask(m, N, window=W)
+    return causal & ~band, band
 
 
 def mask_kind(mask: np.ndarray | None) -> str:

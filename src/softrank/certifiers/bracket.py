@@ -32,7 +32,7 @@ from ..validation import check_positive
 from .interface import Certifier, Context, Diagnostics, MethodRecord, Verdict, as_certifier
 from .registry import default_constructions, default_lower_tests, load_certifier
 
-__all__ = ["Bracket", "bracket", "validate_eps", "memory_estimate", "check_effort",
+__all__ = ["Bracket", "bracket", "lower_certificate", "validate_eps", "memory_estimate", "check_effort",
            "BASE_MEMORY", "EFFORTS"]
 
 #: The engine's efforts: ``full`` runs every built-in method; ``fast`` skips the late
@@ -105,6 +105,9 @@ class Bracket:
         Validated mode: the enclosure radius; the lower certificate holds at ``eps + rho``
         and the upper witness at ``eps - rho`` for the enclosure's midpoint, so the bracket
         holds for the exact softmax of the exact logits. 0 otherwise.
+    rank : str
+        Which rank the ends bound: ``plain`` (``r_eps``, :func:`bracket`), ``causal`` or
+        ``window:W`` (:func:`softrank.certifiers.causal.causal_bracket`).
     """
 
     eps: float
@@ -119,6 +122,7 @@ class Bracket:
     checks: dict = field(default_factory=dict, repr=False)
     diagnostics: Diagnostics = field(default_factory=Diagnostics, repr=False)
     rho: float = 0.0
+    rank: str = "plain"
 
     @property
     def resolved(self) -> bool:
@@ -155,6 +159,7 @@ class Bracket:
             "diagnostics": self.diagnostics.to_dict(),
             "rho": self.rho,
             "cut_short": self.cut_short,
+            "rank": self.rank,
         }
 
 
@@ -388,6 +393,65 @@ def _bracket_one(op: Operator, ctx: Context, eps_req: float, interval: bool,
         br.checks["upper"] = urep
     _set_verdict(br)
     return br
+
+
+def lower_certificate(B: np.ndarray, eps: float, *, interval: bool = True,
+                      effort: str = "full", deadline: float | None = None, progress=None,
+                      context: Context | None = None, diagnostics: Diagnostics | None = None,
+                      late: bool = True):
+    """softrank's own lower tests on any finite matrix ``B`` at ``eps``: the strongest lower
+    certificate of ``r_eps(B)`` that passes the checker in both arithmetics, or None.
+
+    The lower side of :func:`bracket` without an operator: ``B`` need not have rows that sum
+    to 1 (the certificates' conditions hold for any matrix, docs/theory/lower.md); the
+    causal brackets run it on blocks below the diagonal (docs/theory/causal.md).
+
+    Parameters
+    ----------
+    B : (m, N) float64 ndarray
+    eps : float
+    interval : bool
+        Also the interval check (default True).
+    effort : {"full", "fast"}
+        ``fast``: the late searches (subspace-rows, subspace-climb) do not run.
+    deadline : float, optional
+        A ``time.perf_counter()`` value past which only the ``always`` tests run.
+    progress : callable, optional
+        Called with a line per method.
+    context : Context, optional
+        Shared work on ``B`` (one SVD, LP caches); a new one by default. ``context.lower``
+        is raised to the certified rank.
+    diagnostics : Diagnostics, optional
+        Where the methods' records go (a new one by default).
+    late : bool
+        With ``False`` the late tests do not run even at full effort.
+
+    Returns
+    -------
+    (certificate or None, CheckReport or None, Diagnostics)
+    """
+    from types import SimpleNamespace
+
+    ctx = Context(np.asarray(B, dtype=np.float64)) if context is None else context
+    ctx.lower, ctx.upper = 0, ctx.p + 1
+    holder = SimpleNamespace(A=ctx.A)  # the built-in tests read the context only
+    eng = _Engine(holder, ctx, eps, interval, deadline, progress, diagnostics)
+    owner: dict = {}
+    tests = default_lower_tests()
+    is_late = lambda c: c.traits.late  # noqa: E731
+    run_late = late and effort == "full"
+    found = []
+    for c in tests:
+        if is_late(c) and not run_late:
+            continue
+        out = eng.run(c, "lower", eps)
+        if out is not None:
+            found.append(out)
+            owner[id(out)] = eng.diag.methods[-1]
+            ctx.lower = max(ctx.lower, out.rank)
+    found.sort(key=lambda c: -c.rank)
+    cert, rep = eng.first_passing(found, owner, "lower")
+    return cert, rep, eng.diag
 
 
 def _extend_one(br: Bracket, op: Operator, ctx: Context, interval: bool,

@@ -42,6 +42,7 @@ __all__ = [
     "HEADER_FIELDS", "KINDS", "ROW_SUM_TOL", "attention_problem",
     "UpperWitness",
     "CausalUpperWitness",
+    "CausalLowerCertificate",
     "TrivialCertificate",
     "FrobeniusCertificate",
     "KeyGroupCertificate",
@@ -115,33 +116,46 @@ class UpperWitness:
         return {"U": self.U, "W": self.W}
 
 
+def _mask(name: str, X) -> np.ndarray:
+    M = np.asarray(X)
+    if M.dtype != bool or M.ndim != 2:
+        raise MalformedCertificate(f"{name}: expected a 2-D boolean array, got dtype "
+                                   f"{M.dtype} shape {M.shape}")
+    M = np.array(M, dtype=bool, copy=True)
+    M.setflags(write=False)
+    return M
+
+
 @dataclass(frozen=True, eq=False)
 class CausalUpperWitness:
-    """``r^causal_eps(A) <= k`` because ``||A - tril_M(U W)||_inf <= eps``: the entries of the
-    rank-``k`` matrix ``U W`` outside the mask ``M`` are replaced by 0 (SPEC section 14; the
-    causal rank of a masked operator, docs/theory/operators.md, *Masked operators*).
+    """``r^c_eps(A) <= k`` because ``||A - (exact * A + keep * (U W))||_inf <= eps``
+    (docs/theory/causal.md, *Causal witnesses*).
 
-    ``U : (m, k)``, ``W : (k, N)`` float64, ``mask : (m, N)`` bool (True: the entry is kept).
-    A witness of the causal rank, not of ``r_eps``: ``tril_M(U W)`` may have any rank.
+    ``U : (m, k)``, ``W : (k, N)`` float64; ``keep``, ``exact : (m, N)`` disjoint boolean
+    masks. The approximation is the rank-``k`` product where ``keep`` is True, ``A`` itself
+    where ``exact`` is True and 0 elsewhere: with ``keep`` the causal mask and ``exact``
+    empty, ``tril(U W)`` (the causal rank); with ``exact`` a band of the last ``W`` keys,
+    window plus low rank. Row ``i``'s error is
+    ``sum_{keep} |A_ij - (U W)_ij| + sum_{neither} |A_ij|``. A witness of the rank of that
+    form, not of ``r_eps``: ``keep * (U W)`` may have any rank. Which masks belong to which
+    rank is the caller's to check (:func:`softrank.operators.rank_masks`).
     """
 
     eps: float
     U: np.ndarray
     W: np.ndarray
-    mask: np.ndarray
+    keep: np.ndarray
+    exact: np.ndarray | None = None
     method: str = ""
     kind: str = field(default="causal-upper", init=False)
 
     def __post_init__(self):
         object.__setattr__(self, "U", _f64("U", self.U))
         object.__setattr__(self, "W", _f64("W", self.W))
-        M = np.asarray(self.mask)
-        if M.dtype != bool or M.ndim != 2:
-            raise MalformedCertificate(f"mask: expected a 2-D boolean array, got dtype "
-                                       f"{M.dtype} shape {M.shape}")
-        M = np.array(M, dtype=bool, copy=True)
-        M.setflags(write=False)
-        object.__setattr__(self, "mask", M)
+        keep = _mask("keep", self.keep)
+        object.__setattr__(self, "keep", keep)
+        object.__setattr__(self, "exact", _mask("exact", np.zeros(keep.shape, dtype=bool)
+                                                if self.exact is None else self.exact))
         if self.U.shape[1] != self.W.shape[0]:
             raise MalformedCertificate(
                 f"U, W: inner dimensions differ, U {self.U.shape}, W {self.W.shape}"
@@ -152,7 +166,49 @@ class CausalUpperWitness:
         return int(self.U.shape[1])
 
     def arrays(self) -> dict:
-        return {"U": self.U, "W": self.W, "mask": self.mask}
+        return {"U": self.U, "W": self.W, "keep": self.keep, "exact": self.exact}
+
+
+@dataclass(frozen=True, eq=False)
+class CausalLowerCertificate:
+    """``r^c_eps(A) >= k`` because ``r_eps(A[rows][:, cols]) >= k`` and every entry of that
+    block is one the approximation takes from the low-rank product (docs/theory/causal.md,
+    *Causal lower certificates*).
+
+    ``rows``, ``cols``: distinct indices; ``keep : (m, N)`` bool, True on the whole block;
+    ``inner``: a lower certificate (trivial, frobenius, key-groups, decoded, subspace) at the
+    same ``eps`` about the block ``A[rows][:, cols]``, whose rows need not sum to 1.
+
+    Proof: if ``B = exact * A + keep * (U W)`` has ``||A - B||_inf <= eps`` with
+    ``rank(U W) = k``, then on the block ``B`` equals ``U W`` (``keep`` is True there and
+    ``exact`` is disjoint from it), and each block row's error is part of its row's error,
+    so ``(U W)[rows][:, cols]``, of rank at most ``k``, is within ``eps`` of the block:
+    ``k >= r_eps(block)``, which ``inner`` bounds below (its conditions hold for any matrix).
+    """
+
+    eps: float
+    rows: np.ndarray
+    cols: np.ndarray
+    keep: np.ndarray
+    inner: "LowerCertificate"
+    method: str = ""
+    kind: str = field(default="causal-lower", init=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "rows", _indices("rows", self.rows))
+        object.__setattr__(self, "cols", _indices("cols", self.cols))
+        object.__setattr__(self, "keep", _mask("keep", self.keep))
+        if type(self.inner) not in _INNER:
+            raise MalformedCertificate(f"inner: expected a lower certificate of r_eps, got "
+                                       f"{type(self.inner).__name__}")
+
+    @property
+    def rank(self) -> int:
+        return int(self.inner.rank)
+
+    def arrays(self) -> dict:
+        return {"rows": self.rows, "cols": self.cols, "keep": self.keep,
+                **{f"inner_{k}": v for k, v in self.inner.arrays().items()}}
 
 
 @dataclass(frozen=True, eq=False)
@@ -282,6 +338,7 @@ def structure_error(cert, shape) -> str | None:
     # exact classes only: a subclass could override ``rank`` or ``kind`` and have one claim
     # checked under another kind's condition
     expected = {UpperWitness: "upper", CausalUpperWitness: "causal-upper",
+                CausalLowerCertificate: "causal-lower",
                 TrivialCertificate: "trivial",
                 FrobeniusCertificate: "frobenius", KeyGroupCertificate: "key-groups",
                 DecodedInverseCertificate: "decoded", SubspaceCertificate: "subspace"}
@@ -303,13 +360,33 @@ def structure_error(cert, shape) -> str | None:
         if not (np.isfinite(cert.U).all() and np.isfinite(cert.W).all()):
             return "U or W has non-finite entries"
     elif kind == "causal-upper":
-        if cert.U.shape[0] != m or cert.W.shape[1] != N or cert.mask.shape != (m, N):
-            return (f"shape mismatch: A {shape}, U {cert.U.shape}, W {cert.W.shape}, mask "
-                    f"{cert.mask.shape}")
-        if cert.mask.dtype != bool:
-            return f"mask must be boolean, got dtype {cert.mask.dtype}"
+        if cert.U.shape[0] != m or cert.W.shape[1] != N or cert.keep.shape != (m, N) \
+                or cert.exact.shape != (m, N):
+            return (f"shape mismatch: A {shape}, U {cert.U.shape}, W {cert.W.shape}, keep "
+                    f"{cert.keep.shape}, exact {cert.exact.shape}")
+        if cert.keep.dtype != bool or cert.exact.dtype != bool:
+            return "keep and exact must be boolean"
+        if (cert.keep & cert.exact).any():
+            return "keep and exact overlap"
         if not (np.isfinite(cert.U).all() and np.isfinite(cert.W).all()):
             return "U or W has non-finite entries"
+    elif kind == "causal-lower":
+        if cert.keep.shape != (m, N) or cert.keep.dtype != bool:
+            return f"keep must be a boolean array of the shape of A {shape}, got {cert.keep.shape}"
+        r, c = cert.rows, cert.cols
+        if r.size == 0 or c.size == 0:
+            return "empty block"
+        if r.min() < 0 or r.max() >= m or np.unique(r).size != r.size:
+            return f"rows must be distinct query indices in [0, {m})"
+        if c.min() < 0 or c.max() >= N or np.unique(c).size != c.size:
+            return f"cols must be distinct key indices in [0, {N})"
+        if not cert.keep[np.ix_(r, c)].all():
+            return "the block reaches entries outside keep"
+        if type(cert.inner) not in _INNER or cert.inner.kind == "causal-lower":
+            return "inner must be a lower certificate of r_eps"
+        if float(cert.inner.eps) != float(cert.eps):
+            return f"inner eps {cert.inner.eps!r} differs from eps {cert.eps!r}"
+        return structure_error(cert.inner, (r.size, c.size))
     elif kind == "trivial":
         pass
     elif kind == "frobenius":
@@ -411,7 +488,9 @@ LowerCertificate = Union[
     TrivialCertificate, FrobeniusCertificate, KeyGroupCertificate, DecodedInverseCertificate,
     SubspaceCertificate,
 ]
-Certificate = Union[UpperWitness, CausalUpperWitness, LowerCertificate]
+Certificate = Union[UpperWitness, CausalUpperWitness, CausalLowerCertificate, LowerCertificate]
+_INNER = (TrivialCertificate, FrobeniusCertificate, KeyGroupCertificate,
+          DecodedInverseCertificate, SubspaceCertificate)
 
 
 def save_certificate(path, cert: Certificate, A: np.ndarray, producer: str = "",
@@ -433,6 +512,8 @@ def save_certificate(path, cert: Certificate, A: np.ndarray, producer: str = "",
         "shape": list(A.shape),
         "producer": producer,
     }
+    if cert.kind == "causal-lower":
+        header["inner"] = {"kind": cert.inner.kind, "method": cert.inner.method}
     if refutes is not None:
         header["refutes"] = {"claimed": int(refutes["claimed"]), "eps": float(refutes["eps"]),
                              "by": str(refutes.get("by", ""))}
@@ -452,9 +533,10 @@ MAX_FILE_BYTES = 4 * 2**30
 
 #: Header fields of a certificate file and whether each is required.
 HEADER_FIELDS = {"format": True, "kind": True, "eps": True, "rank": True, "method": True,
-                 "operator_hash": True, "shape": True, "producer": True, "refutes": False}
+                 "operator_hash": True, "shape": True, "producer": True, "refutes": False,
+                 "inner": False}
 
-KINDS = ("upper", "causal-upper", "trivial", "frobenius", "key-groups", "decoded", "subspace")
+KINDS = ("upper", "causal-upper", "causal-lower", "trivial", "frobenius", "key-groups", "decoded", "subspace")
 
 
 def attention_problem(A: np.ndarray) -> str | None:
@@ -537,6 +619,15 @@ def _header_problem(header, A_shape) -> str | None:
     if (not isinstance(shape, list) or len(shape) != 2
             or any(type(x) is not int for x in shape) or tuple(shape) != tuple(A_shape)):
         return f"header: shape {_short(shape)} differs from the shape {list(A_shape)} of A"
+    inner = header.get("inner")
+    if (inner is not None) != (header["kind"] == "causal-lower"):
+        return "header: inner belongs to kind causal-lower, and only there"
+    if inner is not None:
+        if (not isinstance(inner, dict) or set(inner) != {"kind", "method"}
+                or inner["kind"] not in _INNER_KINDS or not isinstance(inner["method"], str)
+                or not inner["method"].isprintable()):
+            return (f"header: inner {_short(inner)} is not {{kind: one of "
+                    f"{list(_INNER_KINDS)}, method: str}}")
     ref = header.get("refutes")
     if ref is not None:
         if (not isinstance(ref, dict) or set(ref) - {"claimed", "eps", "by"}
@@ -546,6 +637,32 @@ def _header_problem(header, A_shape) -> str | None:
                 or not ref.get("by", "").isprintable()):
             return f"header: refutes {_short(ref)} is not {{claimed: int, eps: number, by: str}}"
     return None
+
+
+_INNER_KINDS = ("trivial", "frobenius", "key-groups", "decoded", "subspace")
+
+
+def _from_arrays(kind: str, eps: float, data: dict, method: str):
+    """The certificate of ``kind`` from its arrays (KeyError: one is missing)."""
+    if kind == "upper":
+        return UpperWitness(eps, data["U"], data["W"], method)
+    if kind == "causal-upper":
+        return CausalUpperWitness(eps, data["U"], data["W"], data["keep"], data["exact"], method)
+    if kind == "trivial":
+        return TrivialCertificate(eps, method)
+    if kind == "frobenius":
+        return FrobeniusCertificate(eps, data["rows"], data["r"], method)
+    if kind == "key-groups":
+        sizes = _indices("group_sizes", data["group_sizes"])
+        if sizes.sum() != data["group_keys"].size or (sizes < 0).any():
+            raise MalformedCertificate("group_sizes do not match group_keys")
+        groups = np.split(data["group_keys"], np.cumsum(sizes)[:-1]) if sizes.size else []
+        return KeyGroupCertificate(eps, data["queries"], tuple(groups), method)
+    if kind == "decoded":
+        return DecodedInverseCertificate(eps, data["L"], data["R"], method)
+    if kind == "subspace":
+        return SubspaceCertificate(eps, data["J"], data["R"], data["Lam"], data["M"], method)
+    raise MalformedCertificate(f"unknown certificate kind {kind!r}")
 
 
 def load_certificate(path, *, max_bytes: int = MAX_FILE_BYTES
@@ -593,26 +710,14 @@ def load_certificate(path, *, max_bytes: int = MAX_FILE_BYTES
     method = header["method"]
     A = np.asarray(A, dtype=np.float64)
     try:
-        if kind == "upper":
-            cert = UpperWitness(eps, data["U"], data["W"], method)
-        elif kind == "causal-upper":
-            cert = CausalUpperWitness(eps, data["U"], data["W"], data["mask"], method)
-        elif kind == "trivial":
-            cert = TrivialCertificate(eps, method)
-        elif kind == "frobenius":
-            cert = FrobeniusCertificate(eps, data["rows"], data["r"], method)
-        elif kind == "key-groups":
-            sizes = _indices("group_sizes", data["group_sizes"])
-            if sizes.sum() != data["group_keys"].size or (sizes < 0).any():
-                raise MalformedCertificate("group_sizes do not match group_keys")
-            groups = np.split(data["group_keys"], np.cumsum(sizes)[:-1]) if sizes.size else []
-            cert = KeyGroupCertificate(eps, data["queries"], tuple(groups), method)
-        elif kind == "decoded":
-            cert = DecodedInverseCertificate(eps, data["L"], data["R"], method)
-        elif kind == "subspace":
-            cert = SubspaceCertificate(eps, data["J"], data["R"], data["Lam"], data["M"], method)
+        if kind == "causal-lower":
+            ik = header["inner"]["kind"]
+            inner = _from_arrays(ik, eps, {k[6:]: v for k, v in data.items()
+                                           if k.startswith("inner_")}, header["inner"]["method"])
+            cert = CausalLowerCertificate(eps, data["rows"], data["cols"], data["keep"], inner,
+                                          method)
         else:
-            raise MalformedCertificate(f"unknown certificate kind {kind!r}")
+            cert = _from_arrays(kind, eps, data, method)
     except KeyError as exc:
         raise MalformedCertificate(f"{path}: kind {kind!r} needs array {exc}") from exc
     except MalformedCertificate as exc:  # the data's own checks: one line, cut

@@ -135,19 +135,25 @@ def check_upper(A: np.ndarray, c: UpperWitness) -> Float64Result:
 
 
 def check_causal_upper(A: np.ndarray, c) -> Float64Result:
-    """``||A - tril_M(U W)||_inf <= eps`` with rounding bounds: as :func:`check_upper`, the
-    product's entries outside the mask replaced by an exact 0 (no rounding there)."""
+    """``||A - (exact * A + keep * (U W))||_inf <= eps`` with rounding bounds: as
+    :func:`check_upper` where ``keep`` holds; ``|A_ij|`` (exact) where neither mask holds;
+    nothing where ``exact`` holds (the approximation is ``A`` itself there)."""
     P, E = _matmul_bound(c.U, c.W)
     if not np.isfinite(P).all() or not np.isfinite(E).all():
         return _fail("U W overflows")
-    P = np.where(c.mask, P, 0.0)
-    E = np.where(c.mask, E, 0.0)
-    D = np.abs(A - P)
-    T = np.where(D == 0, 0.0, D * (1.0 + 2.0 * U_ROUND)) + E
+    D = np.where(c.keep, np.abs(A - P), np.where(c.exact, 0.0, np.abs(A)))
+    T = np.where(D == 0, 0.0, D * (1.0 + 2.0 * U_ROUND)) + np.where(c.keep, E, 0.0)
     rows = _sum_up(T, axis=1)
     worst = float(rows.max())
     return Float64Result(worst <= c.eps, c.eps - worst,
                          f"max row l1 error (masked product) <= {worst:.17g}")
+
+
+def check_causal_lower(A: np.ndarray, c) -> Float64Result:
+    """The inner certificate's condition on the block ``A[rows][:, cols]`` (its position
+    inside ``keep`` is checked by ``structure_error``)."""
+    r = check_float64(A[np.ix_(c.rows, c.cols)], c.inner)
+    return Float64Result(r.ok, r.margin, f"block {c.rows.size}x{c.cols.size}: {r.detail}")
 
 
 def distance_bound(A, B) -> float:
@@ -309,6 +315,7 @@ def check_frobenius(A: np.ndarray, c: FrobeniusCertificate) -> Float64Result:
 _DISPATCH = {
     "upper": check_upper,
     "causal-upper": check_causal_upper,
+    "causal-lower": check_causal_lower,
     "trivial": check_trivial,
     "key-groups": check_key_groups,
     "decoded": check_decoded,

@@ -15,7 +15,7 @@ def run(args) -> int:
     from ...certifiers.bracket import bracket
     from ... import __version__
     from ...checker import save_certificate
-    from ...operators import load_operator
+    from ...operators import load_operator, mask_kind
 
     limit, _ = memory_limit(args)
     op = load_operator(args.file, "file", max_bytes=limit, renormalize=args.renormalize)
@@ -25,10 +25,28 @@ def run(args) -> int:
 
     cons, tests = load_certifiers(args.certifier)
     say = (lambda line: print(line, file=sys.stderr, flush=True)) if args.progress else None
-    store = reference_store(args)
-    brs = bracket(op, list(args.eps), interval=not args.no_interval, constructions=cons,
-                  lower_tests=tests, time_limit=args.time_limit, progress=say,
-                  effort=args.effort, store=store)
+    if args.rank != "plain":
+        from ...certifiers.causal import check_causal_operator
+
+        check_causal_operator(op, args.rank, "--rank")  # before any work
+        if tests:
+            raise SoftrankError(
+                f"--certifier {tests[0].spec or tests[0].name!r}: a lower test of r_eps does not "
+                f"bound the rank {args.rank!r}; with --rank give constructions only")
+        store = None
+    else:
+        store = reference_store(args)
+    if args.rank != "plain":
+        from ...certifiers.causal import causal_bracket
+
+        brs = causal_bracket(op, list(args.eps), rank=args.rank,
+                             interval=not args.no_interval, effort=args.effort,
+                             time_limit=args.time_limit, progress=say,
+                             constructions=[_CausalUser(c) for c in cons])
+    else:
+        brs = bracket(op, list(args.eps), interval=not args.no_interval, constructions=cons,
+                      lower_tests=tests, time_limit=args.time_limit, progress=say,
+                      effort=args.effort, store=store)
     if d is not None:
         # the matrix's hash, the tolerance (repr: distinct tolerances never share a name),
         # the side and the kind: bracketing another matrix into DIR never reuses a name
@@ -52,6 +70,7 @@ def run(args) -> int:
                            **({"renormalized": rn} if rn else {})} for br in brs], indent=2))
     else:
         print(f"operator {op.operator_id} (hash {op.hash}): {op.shape[0]} x {op.shape[1]}" + (
+            f", mask {mask_kind(op.mask)}" if op.mask is not None else "") + (
             f"; native geometry rho_Q {geo['rho_Q']:.4g}, rho_K {geo['rho_K']:.4g}, "
             f"Gamma {geo['Gamma']:.4g} (gauge-dependent)" if geo else ""))
         rn = op.meta.get("renormalized")
@@ -63,6 +82,12 @@ def run(args) -> int:
             if small:
                 print(f"note: delta >= eps for eps {', '.join(repr(e) for e in small)}: the "
                       "lower end says nothing about the given matrix there")
+        if args.rank != "plain":
+            print(f"rank {args.rank}: " + ("lower <= r^c_eps(A) <= upper, the least rank of U W "
+                  "with ||A - tril(U W)||_inf <= eps" if args.rank == "causal" else
+                  "the least rank of U W with ||A - (band * A + below * U W)||_inf <= eps, the "
+                  f"band of each query's last {args.rank[7:]} keys copied exactly")
+                  + " (docs/theory/causal.md); the reference store keeps plain brackets only")
         w = max(6, *(len(repr(br.eps)) for br in brs))
         print(f"{'eps':>{w}}  {'lower':>5}  {'upper':>5}  verdict   lower method / upper method")
         for br in brs:
@@ -92,6 +117,15 @@ def run(args) -> int:
             print("effort fast: the late searches (subspace-rows, subspace-climb, trust-region, "
                   "alternating-l1-smooth, alternating-l1-anneal) were skipped; the ends are "
                   "the other methods', checked as always")
+        causal_ref = sorted({r.name for br in brs for r in br.diagnostics.methods
+                             if r.origin == "reference"}) if args.rank != "plain" else []
+        for name in causal_ref:
+            for br in brs:
+                r = br.diagnostics.record(name)
+                if r is not None:
+                    print(f"  {name} at eps {br.eps!r}: {r.status}"
+                          + (f", rank {r.rank}" if r.rank is not None else "")
+                          + (f" ({r.message})" if r.message else ""))
         for c in cons + tests:  # the user's own methods, beside the bracket
             for br in brs:
                 r = br.diagnostics.record(c.name)
@@ -100,6 +134,21 @@ def run(args) -> int:
                           + (f", rank {r.rank}" if r.rank is not None else "")
                           + (f" ({r.message})" if r.message else ""))
     return 1 if any(br.verdict in ("unsound", "error") for br in brs) else 0
+
+
+class _CausalUser:
+    """A user's construction (:class:`~softrank.certifiers.interface.Certifier`) as a
+    causal one: its ``(U, W)`` is checked as ``keep * (U W)``; its ``window`` attribute (the
+    band it copies exactly), if any, is read from the object."""
+
+    def __init__(self, c):
+        self.c, self.name = c, c.name
+        self.window = getattr(c.obj, "window", None)
+        self.origin = "third-party"
+
+    def witness(self, operator, eps):
+        w = self.c.witness(operator, eps)
+        return None if w is None else (w.U, w.W)
 
 
 def _geometry(op) -> dict:

@@ -8,6 +8,16 @@ import argparse
 __all__ = ["build_parser"]
 
 
+def _rank_arg(v: str) -> str:
+    from ...operators import parse_rank
+
+    try:
+        parse_rank(v, "--rank")
+    except Exception as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--rank: ")) from None
+    return v
+
+
 def _eps_arg(s: str) -> float:
     try:
         v = float(s)
@@ -211,6 +221,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "the tolerance is reported with the best checked ends so far, marked "
                         "'cut short' (never an unchecked bound)")
     b.add_argument("--effort", choices=("full", "fast"), default="full", help=_EFFORT_HELP)
+    b.add_argument("--rank", type=_rank_arg, default="plain", metavar="plain|causal|window:W",
+                   help="which rank to bracket: plain (default) r_eps; causal, the least k with "
+                        "||A - tril(U W)||_inf <= eps over rank-k U W (causal linear attention); "
+                        "window:W, the same with each query's last W keys copied exactly "
+                        "(window plus low rank). The causal kinds need a causal head "
+                        "(docs/theory/causal.md)")
     b.add_argument("--progress", action="store_true",
                    help="print every method's outcome and time to stderr as it finishes")
     b.add_argument("--max-memory", type=_memory_arg, default=None, metavar="SIZE",
@@ -231,7 +247,13 @@ def build_parser() -> argparse.ArgumentParser:
                         "library docstrings) or 'skimage:NAME' (a scikit-image image)")
     h.add_argument("--width", type=_int_arg(2), default=None,
                    help="block width w: native models take the first w tokens; causal models "
-                        "keys [0, w) and queries [w, 2w) (default: the whole input)")
+                        "keys [0, w) and queries [w, 2w); with --full the first w tokens "
+                        "(default: the whole input)")
+    h.add_argument("--full", action="store_true",
+                   help="whole heads: every token a query and a key, with the model's own mask "
+                        "of each layer stored in the file (causal, or a sliding window where the "
+                        "config has one; bidirectional models: no mask); not with "
+                        "--keys/--queries (docs/theory/heads.md)")
     h.add_argument("--layers", type=_int_arg(0), nargs="+", default=None, help="default all")
     h.add_argument("--heads", type=_int_arg(0), nargs="+", default=None,
                    help="query heads (default all)")
@@ -311,6 +333,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("family", choices=TINY_FAMILIES)
     t.add_argument("directory", help="new or empty directory")
     t.add_argument("--seed", type=_int_arg(0), default=0)
+    t.add_argument("--sliding-window", type=_int_arg(1), default=None, metavar="W",
+                   help="qwen2 only: layer 1 attends to the last W positions (layer 0 stays "
+                        "causal), e.g. 8 so that inputs of a few dozen tokens slide")
 
     v = sub.add_parser("verify", help="re-check saved certificates without trusting the producer")
     v.add_argument("path", help="a certificate .npz or a directory of them")
