@@ -113,9 +113,13 @@ def group_key(row) -> str:
     Returns
     -------
     str
-        ``FAMILY-wN`` for learned heads (one group per width ``N``), the family otherwise.
+        ``FAMILY-wN`` for learned heads (one group per width ``N``), ``FAMILY-fullN`` for
+        whole masked heads of ``N`` tokens (``softrank heads --full``, ``block``
+        ``full:0-N``), the family otherwise.
     """
     fam = row["family"]
     if fam == "minilm" or row.get("checkpoint"):  # learned heads: one group per width
+        if str(row.get("block", "")).startswith("full:"):
+            return f"{fam}-full{row['n']}"
         return f"{fam}-w{row['n']}"
     return fam

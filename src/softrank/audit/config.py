@@ -16,6 +16,7 @@ from ..attacks import EFFORTS as ATTACK_EFFORTS
 from ..certifiers.bracket import check_effort, validate_eps
 from ..certifiers.registry import load_certifiers
 from ..errors import InvalidArgumentError
+from ..operators import parse_rank
 from ..refstore import ReferenceStore
 from ..validation import check_choice, check_positive
 from .pipeline import default_stages, stage_columns
@@ -52,6 +53,10 @@ class AuditConfig:
     stages : sequence of Stage or str
         Extra stages run after the default ones (objects, or ``MODULE:OBJECT`` specs; see
         :mod:`softrank.audit.pipeline`).
+    rank : str
+        ``plain`` (default): the brackets of ``r_eps`` only. ``causal`` or ``window:W``: every
+        cell of a causal head also gets its bracket of that rank (the ``causal`` stage,
+        :class:`softrank.audit.causal_stage.CausalStage`; docs/theory/causal.md).
     reference_store : str, optional
         Directory of the reference store (:class:`softrank.refstore.ReferenceStore`):
         softrank's own bracket of a cell stored there is read back and checked instead of
@@ -72,6 +77,7 @@ class AuditConfig:
     effort: str = "full"
     certifiers: tuple[str, ...] = ()
     stages: tuple[Any, ...] = ()
+    rank: str = "plain"
     reference_store: str | None = field(default=None, compare=False)
     _stage_names: tuple[str, ...] = field(init=False, repr=False, compare=False, default=())
     _columns: tuple[str, ...] = field(init=False, repr=False, compare=False, default=())
@@ -94,6 +100,7 @@ class AuditConfig:
             raise InvalidArgumentError("certifiers: expected MODULE:OBJECT strings, got "
                                        f"{list(self.certifiers)!r:.120}")
         load_certifiers(self.certifiers)
+        parse_rank(self.rank, "rank")
         if self.reference_store is not None:
             if not isinstance(self.reference_store, str):
                 raise InvalidArgumentError("reference_store: expected a directory path, got "
@@ -117,5 +124,6 @@ class AuditConfig:
         match them, and ``softrank diff`` lists those that differ."""
         return {"eps": list(self.eps), "validated": self.validated, "attacks": self.attacks,
                 "cell_timeout": self.cell_timeout, "effort": self.effort,
-                "certifiers": list(self.certifiers), "stages": list(self._stage_names)}
+                "certifiers": list(self.certifiers), "stages": list(self._stage_names),
+                **({"rank": self.rank} if self.rank != "plain" else {})}
 

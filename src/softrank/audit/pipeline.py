@@ -5,7 +5,8 @@ all its cells at once (:func:`run_stages`):
 
 1. ``bracket`` (:mod:`softrank.audit.bracket_stage`): the certified bracket;
 2. ``attack`` (:mod:`softrank.audit.attack_stage`): the targeted attack on its lower
-   certificate;
+   certificate; with a rank other than ``plain`` (``softrank audit --rank``), then
+   ``causal`` (:mod:`softrank.audit.causal_stage`): the bracket of the causal rank;
 3. ``native-geometry`` and 5. ``intrinsic-descriptor``
    (:mod:`softrank.audit.geometry_stages`): the factors' geometry and the descriptor;
 4. ``b1-features`` and 6. ``gauge-features`` (:mod:`softrank.audit.feature_stages`): the
@@ -147,7 +148,7 @@ class OperatorCells:
         def enclose():
             from ..checker.validated import enclose_softmax
 
-            return enclose_softmax(op.Q, op.K, op.beta)[0]
+            return enclose_softmax(op.Q, op.K, op.beta, op.mask)[0]
 
         return self.shared("certified_matrix", enclose)
 
@@ -330,6 +331,11 @@ def default_stages(config) -> list:
                            config.reference_store),
               AttackStage(config.attacks, config.reference_store), NativeGeometryStage(), BaselineFeaturesStage(),
               IntrinsicDescriptorStage(), GaugeFeaturesStage()]
+    if getattr(config, "rank", "plain") != "plain":
+        from .causal_stage import CausalStage
+
+        stages.insert(2, CausalStage(config.rank, config.certifiers, config.effort,
+                                     config.cell_timeout))
     return check_stages(stages + load_stages(config.stages))
 
 

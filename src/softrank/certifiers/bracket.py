@@ -654,7 +654,7 @@ def bracket(A, eps, *, interval: bool = True, validated: bool = False,
                 f"{op.operator_id!r} without them")
         from ..checker.validated import enclose_softmax
 
-        A_used, rho = enclose_softmax(op.Q, op.K, op.beta)
+        A_used, rho = enclose_softmax(op.Q, op.K, op.beta, op.mask)
         if rho >= min(eps_list):
             raise InvalidArgumentError(
                 f"eps: the smallest tolerance {min(eps_list)!r} does not exceed the enclosure "

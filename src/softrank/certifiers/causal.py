@@ -343,12 +343,21 @@ def _one(op, search: CausalSearch, keep, exact, rank, eps, blocks, contexts, int
     cands: list = []  # (rank, factors, method)
 
     def offer(name, f, origin="builtin", t=None):
+        """A candidate's record: softrank's own within the safe target (checked in full
+        once, if it is the best); a construction's checked in both arithmetics now, so that
+        its recorded rank is a checked witness of its own."""
         k = int(f[0].shape[1])
-        e = search.row_errors(*f).max()
-        ok = e <= target
-        _record(diag, progress, eps, name, "upper", "ok" if ok else "declined", k,
-                0.0 if t is None else time.perf_counter() - t,
-                "" if ok else f"error {e:.4g} > eps", origin)
+        dt = 0.0 if t is None else time.perf_counter() - t
+        if origin == "builtin":
+            e = search.row_errors(*f).max()
+            ok, msg = e <= target, f"error {e:.4g} > eps"
+        else:
+            rep = check(op.A, _witness(eps, f, keep, exact, name), interval=interval)
+            ok, msg = rep.ok, "the checker rejected it"
+            diag.checker_disagreements += bool(rep.disagree)
+        _record(diag, progress, eps, name, "upper",
+                "ok" if ok else ("declined" if origin == "builtin" else "rejected"), k, dt,
+                "" if ok else msg, origin)
         if ok:
             cands.append((k, f, name))
         return ok

@@ -2,7 +2,9 @@
 
 Each is a rank-``k`` matrix built from the operator's factors ``Q`` (``m x d``), ``K``
 (``N x d``) and ``beta`` (logits ``beta Q K^T``), written as an upper witness ``U W`` and
-checked like any other. Each declines (returns None) on an operator without factors, and
+checked like any other. Each declines (returns None) on an operator without factors or with
+a mask (their formulas are those of the unmasked softmax; for causal heads see
+:mod:`softrank.certifiers.causal_reference`), and
 searches the least rank at which it meets ``eps``; one that never meets it within its
 budget declines, and the audit reports that.
 
@@ -47,6 +49,10 @@ def _softmax_rows(L: np.ndarray) -> np.ndarray:
 
 
 def _factors(operator):
+    # their formulas approximate the unmasked softmax: on a masked operator (a causal head)
+    # they decline, and the causal ones (causal_reference) answer instead
+    if getattr(operator, "mask", None) is not None:
+        return None
     if operator.Q is None or operator.K is None or operator.beta is None:
         return None
     return (np.asarray(operator.Q, dtype=np.float64), np.asarray(operator.K, dtype=np.float64),

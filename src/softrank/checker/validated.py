@@ -25,8 +25,8 @@ __all__ = ["enclose_softmax", "PREC"]
 PREC = 106
 
 
-def enclose_softmax(Q, K, beta: float) -> tuple[np.ndarray, float]:
-    """``(A_mid, rho)`` with ``||softmax_rows(beta Q K^T) - A_mid||_inf <= rho`` exactly.
+def enclose_softmax(Q, K, beta: float, mask=None) -> tuple[np.ndarray, float]:
+    """``(A_mid, rho)`` with ``||softmax_rows(beta Q K^T, mask) - A_mid||_inf <= rho`` exactly.
 
     Parameters
     ----------
@@ -34,6 +34,9 @@ def enclose_softmax(Q, K, beta: float) -> tuple[np.ndarray, float]:
     K : (N, d) float64 ndarray
     beta : float
         The float64 scale; logits are ``beta * (Q K^T)`` in exact real arithmetic.
+    mask : (m, N) bool ndarray, optional
+        The keys each query sees (every row at least one); the softmax runs over those, and
+        the others are exactly 0 in both the exact matrix and ``A_mid``. Default: all.
 
     Returns
     -------
@@ -54,16 +57,19 @@ def enclose_softmax(Q, K, beta: float) -> tuple[np.ndarray, float]:
         Lq = arb_mat([[float(v) for v in row] for row in Q])
         Lk = arb_mat([[float(v) for v in row] for row in K]).transpose()
         L = (Lq * Lk) * arb(float(beta))
-        shift = (float(beta) * (Q @ K.T)).max(axis=1)  # any per-row shift is exact for softmax
-        A_mid = np.empty((m, N))
+        M = np.ones((m, N), dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
+        # any per-row shift is exact for softmax
+        shift = np.where(M, float(beta) * (Q @ K.T), -np.inf).max(axis=1)
+        A_mid = np.zeros((m, N))
         rho = 0.0
         for i in range(m):
             c = arb(float(shift[i]))
-            e = [(L[i, j] - c).exp() for j in range(N)]
+            vis = np.flatnonzero(M[i])
+            e = [(L[i, int(j)] - c).exp() for j in vis]
             tot = sum(e[1:], e[0])
             a = [x / tot for x in e]
             row = np.array([float(x.mid()) for x in a])
-            A_mid[i] = row
+            A_mid[i, vis] = row
             dev = sum((abs(x - arb(float(v))) for x, v in zip(a, row)), arb(0))
             hi = float(dev.mid()) + float(dev.rad())
             rho = max(rho, float(np.nextafter(np.nextafter(hi, np.inf), np.inf)))

@@ -137,7 +137,8 @@ def gaussian_head(m: int = 64, N: int = 64, d: int = 32, temperature: float = 2.
         Q, K, temperature / np.sqrt(d), mask=mask,
         family="gaussian-causal" if causal else "gaussian",
         source=f"gaussian(d={d},t={temperature:g}{tag})", block="native", seed=seed,
-        operator_id=f"gaussian-d{d}-t{temperature:g}-s{seed}{tag.replace(',', '-')}",
+        operator_id=f"gaussian-d{d}-t{temperature:g}-s{seed}" + (
+            "" if not causal else f"-causal{N}" + ("" if window is None else f"-w{window}")),
     )
 
 

@@ -37,6 +37,8 @@ __all__ = [
     "IMAGE_SIZE",
     "PATCH_SIZE",
     "NUM_CHANNELS",
+    "SLIDING_WINDOW_FAMILIES",
+    "SLIDING_LAYERS_FROM",
     "save_tiny_checkpoint",
 ]
 
@@ -54,6 +56,12 @@ MAX_POSITIONS = 512  # text families
 VOCAB_SIZE = 1000
 #: Number of standard-library docstring sources the tokenizers are trained on.
 TOKENIZER_SOURCES = 60
+
+#: Families whose config has a sliding window (``save_tiny_checkpoint(..., sliding_window=W)``).
+SLIDING_WINDOW_FAMILIES: tuple[str, ...] = ("qwen2",)
+#: With a sliding window, layers ``>= SLIDING_LAYERS_FROM`` slide (Qwen2's ``max_window_layers``):
+#: layer 0 is full causal attention, layer 1 a sliding window.
+SLIDING_LAYERS_FROM = 1
 
 IMAGE_SIZE = 32
 PATCH_SIZE = 8  # vit: (32 / 8)^2 = 16 patches + CLS = 17 tokens
@@ -79,13 +87,20 @@ _BERT_SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
 
 def _check_arguments(
-    family: Any, directory: Any, seed: Any, initializer_range: Any
+    family: Any, directory: Any, seed: Any, initializer_range: Any, sliding_window: Any = None
 ) -> pathlib.Path:
     if not isinstance(family, str) or family not in FAMILIES:
         allowed = ", ".join(repr(f) for f in FAMILIES)
         raise InvalidArgumentError(f"family: expected one of {allowed}, got {family!r}")
     check_int(seed, "seed", 0, 2**63 - 1)
     check_positive(initializer_range, "initializer_range")
+    if sliding_window is not None:
+        if family not in SLIDING_WINDOW_FAMILIES:
+            raise InvalidArgumentError(
+                f"sliding_window: {family!r} has no sliding window (families with one: "
+                f"{', '.join(repr(f) for f in SLIDING_WINDOW_FAMILIES)}), got {sliding_window!r}"
+            )
+        check_int(sliding_window, "sliding_window", 1, MAX_POSITIONS)
     if not isinstance(directory, (str, os.PathLike)):
         raise InvalidArgumentError(
             f"directory: expected a str or os.PathLike, got {type(directory).__name__}"
@@ -246,7 +261,9 @@ def _token_ids(tokenizer: Any) -> dict[str, int]:
     return {k: int(v) for k, v in ids.items() if v is not None}
 
 
-def _config(family: str, initializer_range: float, tokenizer: Any) -> Any:
+def _config(
+    family: str, initializer_range: float, tokenizer: Any, sliding_window: int | None = None
+) -> Any:
     import transformers
 
     common = {"initializer_range": float(initializer_range), "dtype": "float32"}
@@ -284,6 +301,11 @@ def _config(family: str, initializer_range: float, tokenizer: Any) -> Any:
             **common,
         )
     cls = transformers.Qwen2Config if family == "qwen2" else transformers.LlamaConfig
+    if sliding_window is not None:
+        # Qwen2Config: layers i >= max_window_layers slide (config.layer_types); layer 0
+        # keeps full causal attention, so one tiny model has both kinds of layer
+        common.update(use_sliding_window=True, sliding_window=int(sliding_window),
+                      max_window_layers=SLIDING_LAYERS_FROM)
     return cls(
         hidden_size=HIDDEN_SIZE,
         num_hidden_layers=NUM_LAYERS,
@@ -312,6 +334,7 @@ def save_tiny_checkpoint(
     *,
     seed: int = 0,
     initializer_range: float = 0.5,
+    sliding_window: int | None = None,
 ) -> pathlib.Path:
     """Write a tiny random-initialised, offline-loadable Hugging Face checkpoint (docs/theory/heads.md).
 
@@ -357,6 +380,13 @@ def save_tiny_checkpoint(
         Python minor version and torch/transformers/tokenizers versions).
     initializer_range : float, default 0.5
         Standard deviation of the random weight initialisation, ``> 0``.
+    sliding_window : int, optional
+        ``qwen2`` only (:data:`SLIDING_WINDOW_FAMILIES`): a sliding window of ``W`` keys
+        (``use_sliding_window=True``, ``sliding_window=W``, ``max_window_layers=1``), so layer
+        0 attends causally and layer 1 only to the last ``W`` positions (query ``i`` sees keys
+        ``i - W < j <= i``; ``config.layer_types`` is ``["full_attention",
+        "sliding_attention"]``). A small ``W`` (e.g. 8) makes inputs of a few dozen tokens
+        slide. Default: no window.
 
     Returns
     -------
@@ -372,10 +402,11 @@ def save_tiny_checkpoint(
     InvalidArgumentError
         If ``family`` is not one of the families; if ``directory`` is not a path, exists as a
         file or is a non-empty directory; if ``seed`` is not an int in ``[0, 2**63)``; if
-        ``initializer_range`` is not a finite number ``> 0``. Checked before anything is
-        written.
+        ``initializer_range`` is not a finite number ``> 0``; if ``sliding_window`` is given
+        for a family without one or is not an int in ``[1, 512]``. Checked before anything
+        is written.
     """
-    path = _check_arguments(family, directory, seed, initializer_range)
+    path = _check_arguments(family, directory, seed, initializer_range, sliding_window)
 
     import torch
     import transformers
@@ -394,7 +425,7 @@ def save_tiny_checkpoint(
     else:
         tokenizer = _byte_level_tokenizer(family)
 
-    config = _config(family, initializer_range, tokenizer)
+    config = _config(family, initializer_range, tokenizer, sliding_window)
     model_cls = getattr(transformers, _MODEL_CLASSES[family])
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)

@@ -39,6 +39,7 @@ A panel file (TOML) lists the same things::
     layers = [0, 1]                 # keys [0, w), queries [w, 2w); default all layers
     heads = [0, 3]                  # default all (query) heads
     family = "qwen2-tiny"           # default: the config's model_type
+    full = false                    # true: whole heads with the model's own mask
 
     [[certifier]]                   # a third-party construction or lower test run in every
     spec = "mypkg.certifiers:Mine"  # cell (as `softrank audit --certifier`); `path`, relative
@@ -46,6 +47,15 @@ A panel file (TOML) lists the same things::
 
 Every (source, width, layer, head) of a ``[[heads]]`` entry is one operator; each
 checkpoint is loaded once and every operator verified against the model's eager attention.
+With ``full = true`` (default false) each operator is a whole head
+(docs/theory/heads.md#full-heads): for each width ``w`` of ``widths`` the first ``w``
+tokens of every source (when ``widths`` is omitted: all of its ``T`` tokens, up to the
+model's maximum, so ``T`` may differ between sources) are the queries and the keys, and the
+``(w, w)`` operator carries the model's own mask of that layer (causal, a sliding window,
+none for BERT and ViT); ids ``{family}-full{w}-L{l}H{h}-{source}``, block ``full:0-w``. The
+audit report groups heads by family and width (:func:`softrank.ids.group_key`), so an entry
+with ``full`` and one without, on the same family and width, share a group unless one of
+them is given its own ``family`` (e.g. ``"gpt2-full"``).
 """
 
 from __future__ import annotations
@@ -60,15 +70,16 @@ from pathlib import Path
 from ..certifiers.bracket import validate_eps
 from ..errors import PanelError, SoftrankError
 from ..ids import check_id_part
-from ..operators import Operator, load_operator
+from ..operators import Operator, load_operator, parse_rank
 
 __all__ = ["Panel", "build_panel", "materialize", "minilm_specs", "DEFAULT_EPS", "PANELS"]
 
 DEFAULT_EPS = (0.1, 0.25, 0.5)
-PANELS = ("quick", "default")
+PANELS = ("quick", "default", "causal")
 N_SOURCES = 64
 
-_SYNTHETIC = ("grid", "sphere", "ball", "gaussian_head", "planted", "planted_blocks")
+_SYNTHETIC = ("grid", "sphere", "ball", "gaussian_head", "planted", "planted_blocks",
+              "planted_causal")
 
 
 @dataclass
@@ -80,6 +91,9 @@ class Panel:
     eps: tuple = DEFAULT_EPS
     certifiers: tuple = ()
     certifier_paths: tuple = ()
+    #: The rank bracketed beside ``r_eps`` on causal heads (``plain``: none; ``causal``,
+    #: ``window:W``; ``softrank audit --rank`` overrides it).
+    rank: str = "plain"
 
     def __len__(self) -> int:
         return len(self.specs)
@@ -132,6 +146,24 @@ def _synthetic_default(seed: int, quick: bool):
     return [{"kind": "synthetic", **s} for s in S]
 
 
+def _synthetic_causal(seed: int) -> list[dict]:
+    """The ``causal`` panel: causal Gaussian heads (``d = 32``, three temperatures; ``d = 8``
+    at temperature 0.5, smooth), a sliding-window one and planted causal instances (planted causal rank 2, 4, 8 at delta 0.04), at widths 64
+    and 128."""
+    S = []
+    for n in (64, 128):
+        S += [{"family": "gaussian_head", "m": n, "N": n, "d": 32, "temperature": t,
+               "seed": seed + i, "causal": True} for i, t in enumerate((1.0, 2.0, 4.0))]
+        S.append({"family": "gaussian_head", "m": n, "N": n, "d": 32, "temperature": 2.0,
+                  "seed": seed, "causal": True, "window": 16})
+        # a smooth low-dimensional head, where feature maps of exp can reach eps
+        S.append({"family": "gaussian_head", "m": n, "N": n, "d": 8, "temperature": 0.5,
+                  "seed": seed, "causal": True})
+        S += [{"family": "planted_causal", "N": n, "k": k, "delta": 0.04, "seed": seed + k}
+              for k in (2, 4, 8)]
+    return [{"kind": "synthetic", **s} for s in S]
+
+
 def _tables(data: dict, key: str, path: Path) -> list[dict]:
     """``[[key]]`` entries: a list of tables (a single ``[key]`` table is a mistake)."""
     val = data.get(key, [])
@@ -173,10 +205,13 @@ def _heads_specs(h: dict, i: int, path: Path) -> list[dict]:
     from ..generators.capture import read_sources
 
     where = f"[[heads]] entry {i}"
-    bad = set(h) - {"checkpoint", "sources", "widths", "layers", "heads", "family"}
+    bad = set(h) - {"checkpoint", "sources", "widths", "layers", "heads", "family", "full"}
     if bad:
         raise PanelError(f"panel: {where} has unknown keys {sorted(bad)}; expected checkpoint, "
-                         "sources, widths, layers, heads, family")
+                         "sources, widths, layers, heads, family, full")
+    full = h.get("full", False)
+    if not isinstance(full, bool):
+        raise PanelError(f"panel: {where}: full must be true or false, got {full!r}")
     if not isinstance(h.get("checkpoint"), str) or not h["checkpoint"]:
         raise PanelError(f"panel: {where} needs 'checkpoint', a directory, got "
                          f"{h.get('checkpoint')!r}")
@@ -209,14 +244,14 @@ def _heads_specs(h: dict, i: int, path: Path) -> list[dict]:
     if fam is not None:
         check_id_part(fam, f"panel: {where}: family", PanelError)
     group = {"checkpoint": str(ck), "sources": [str(x) for x in srcs], "base": str(path.parent),
-             "family": fam, "layers": layers, "heads": heads, "entry": i}
+             "family": fam, "layers": layers, "heads": heads, "full": full, "entry": i}
     return [{"kind": "heads", **group, "width": w, "source": n, "layer": l, "head": hd}
             for w in widths for n in names for l in layers for hd in heads]
 
 
 def _materialize_heads(specs: list[tuple[int, dict]], out: list) -> None:
     """Capture the operators of ``[[heads]]`` specs: one load per checkpoint, one capture
-    per (entry, width)."""
+    per (entry, width); an entry with ``full`` captures whole heads with their masks."""
     from ..generators.capture import capture, read_sources, resolve_checkpoint
 
     loaded: dict = {}
@@ -233,9 +268,12 @@ def _materialize_heads(specs: list[tuple[int, dict]], out: list) -> None:
             ck, default_family = got
             sources = read_sources(s0["sources"], base=Path(s0["base"]))
             ops = capture(ck, sources, width=width, layers=s0["layers"], heads=s0["heads"],
-                          family=s0["family"] or default_family)
+                          family=s0["family"] or default_family,
+                          full=s0.get("full", False))
         except SoftrankError as exc:
-            raise PanelError(f"panel: {where} (width {width}): {exc}") from exc
+            what = f"width {width}" if width is not None else "the whole input"
+            raise PanelError(f"panel: {where} ({what}{', full' if s0.get('full') else ''}): "
+                             f"{exc}") from exc
         by = {(op.source, op.layer, op.head): op for op in ops}
         for i, s in items:
             out[i] = by[(s["source"], s["layer"], s["head"])]
@@ -252,7 +290,7 @@ def _panel_file(path: Path, seed: int) -> Panel:
         raise PanelError(f"panel: {str(path)!r} is not valid TOML ({exc})") from exc
     except OSError as exc:
         raise PanelError(f"panel: cannot read {str(path)!r} ({exc})") from exc
-    known = {"eps", "minilm", "synthetic", "matrix", "heads", "name", "certifier"}
+    known = {"eps", "minilm", "synthetic", "matrix", "heads", "name", "certifier", "rank"}
     extra = set(data) - known
     if extra:
         raise PanelError(f"panel: {str(path)!r} has unknown keys {sorted(extra)}; expected {sorted(known)}")
@@ -326,11 +364,16 @@ def _panel_file(path: Path, seed: int) -> Panel:
         raise PanelError(f"panel: {str(path)!r}: {exc}") from exc
     name = data.get("name", path.stem)
     check_id_part(name, f"panel: {str(path)!r}: name", PanelError)  # headings, identity
-    return Panel(name, specs, tuple(eps), tuple(certs), tuple(cpaths))
+    rank = data.get("rank", "plain")
+    try:
+        parse_rank(rank, "rank")
+    except SoftrankError as exc:
+        raise PanelError(f"panel: {str(path)!r}: {exc}") from exc
+    return Panel(name, specs, tuple(eps), tuple(certs), tuple(cpaths), rank)
 
 
 def build_panel(panel: str, seed: int = 0) -> Panel:
-    """A built-in panel (``quick``, ``default``) or a TOML panel file.
+    """A built-in panel (``quick``, ``default``, ``causal``) or a TOML panel file.
 
     Raises
     ------
@@ -339,6 +382,8 @@ def build_panel(panel: str, seed: int = 0) -> Panel:
     """
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise PanelError(f"seed: expected an integer >= 0, got {seed!r}")
+    if panel == "causal":
+        return Panel(panel, _synthetic_causal(seed), rank="causal")
     if panel in ("quick", "default"):
         quick = panel == "quick"
         if quick:
@@ -348,7 +393,8 @@ def build_panel(panel: str, seed: int = 0) -> Panel:
         return Panel(panel, specs + _synthetic_default(seed, quick))
     p = Path(panel)
     if p.suffix.lower() != ".toml" and not p.is_file():
-        raise PanelError(f"panel: expected 'quick', 'default' or a .toml file, got {panel!r}")
+        raise PanelError(f"panel: expected 'quick', 'default', 'causal' or a .toml file, got "
+                         f"{panel!r}")
     return _panel_file(p, seed)
 
 

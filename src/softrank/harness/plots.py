@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["plot_minilm", "plot_families", "plot_constructions"]
+__all__ = ["plot_minilm", "plot_families", "plot_constructions", "plot_causal"]
 
 
 def plot_minilm(rows, eps, out: Path) -> list[str]:
@@ -172,6 +172,78 @@ def plot_constructions(points: dict, out: Path) -> str | None:
     fig.suptitle("Constructions against the certified lower end (every cell, every eps; "
                  "dashed: rank = certified lower; grey: every construction)", fontsize=9)
     name = "constructions.png"
+    fig.savefig(out / name, dpi=110)
+    plt.close(fig)
+    return name
+
+
+def plot_causal(rows, out: Path) -> str | None:
+    """Per cell of a causal head: the bracket of ``r_eps`` (grey) beside the bracket of the
+    causal rank (blue), and the causal constructions' checked ranks (markers), one panel per
+    tolerance, the operators along x grouped by family; log-scale ranks.
+
+    Parameters
+    ----------
+    rows : list of dict
+        The audit's rows; those with a ``rank`` of ``causal`` or ``window:W`` and both ends
+        of both brackets are plotted.
+    out : pathlib.Path
+
+    Returns
+    -------
+    str or None
+        The file's name (``causal_rank.png``), or None when no cell has both brackets.
+    """
+    import json
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sel = [r for r in rows if r.get("rank", "") not in ("", "plain")
+           and not r["rank"].startswith("plain") and r.get("rank_upper", "") != ""
+           and r.get("lower", "") != "" and r.get("upper", "") != ""]
+    if not sel:
+        return None
+    eps_list = sorted({float(r["eps"]) for r in sel})
+    ops = sorted({(r["family"], r["operator_id"]) for r in sel})
+    x_of = {op: i for i, (_, op) in enumerate(ops)}
+    fig, axes = plt.subplots(len(eps_list), 1, figsize=(max(6.0, 0.32 * len(ops) + 2), 2.8 * len(eps_list)),
+                             squeeze=False, constrained_layout=True, sharex=True)
+    marks = {}
+    for ax, e in zip(axes[:, 0], eps_list):
+        for r in (r for r in sel if abs(float(r["eps"]) - e) < 1e-12):
+            x = x_of[r["operator_id"]]
+            for dx, lo, up, col in ((-0.12, int(r["lower"]), int(r["upper"]), "0.55"),
+                                    (0.12, int(r["rank_lower"] or 0), int(r["rank_upper"]),
+                                     "C0")):
+                # a rank of 0 is drawn at 1 (log scale); a resolved bracket as one tick
+                lo, up = max(lo, 1), max(up, 1)
+                ax.plot([x + dx, x + dx], [lo, up], color=col, lw=3, solid_capstyle="butt")
+                ax.scatter([x + dx, x + dx], [lo, up], marker="_", s=60, color=col, zorder=2)
+            for name, k in json.loads(r.get("rank_constructions") or "{}").items():
+                if k is not None:
+                    m = marks.setdefault(name, "o^sDv<>"[len(marks) % 7])
+                    ax.scatter([x + 0.3], [max(k, 1)], marker=m, s=14, color="C3", zorder=3,
+                               label=name)
+        ax.set_yscale("log")
+        ax.set_ylabel(f"rank, eps {e:g}", fontsize=8)
+        ax.tick_params(labelsize=7)
+    axes[-1, 0].set_xticks(range(len(ops)))
+    axes[-1, 0].set_xticklabels([op for _, op in ops], rotation=70, ha="right", fontsize=6)
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    uniq = dict(zip(labels, handles))
+    from matplotlib.lines import Line2D
+
+    extra = [Line2D([], [], color="0.55", lw=3), Line2D([], [], color="C0", lw=3)]
+    axes[0, 0].legend(extra + list(uniq.values()),
+                      ["r_eps bracket", f"{sel[0]['rank']} rank bracket"] + list(uniq),
+                      fontsize=6, loc="upper left", ncol=2)
+    fig.suptitle("Brackets of r_eps (grey) and of the causal rank (blue) per causal head\n"
+                 "markers: the causal constructions' checked ranks (log scale; 0 drawn at 1)",
+                 fontsize=9)
+    name = "causal_rank.png"
     fig.savefig(out / name, dpi=110)
     plt.close(fig)
     return name

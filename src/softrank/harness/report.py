@@ -17,7 +17,7 @@ import numpy as np
 
 from ..audit.record import group_key, read_diagnostics, read_stages, refutations
 from ..certifiers.interface import Diagnostics, MethodRecord
-from .plots import plot_families, plot_minilm
+from .plots import plot_causal, plot_families, plot_minilm
 from .store import SUMMARY_NAME, read_summary
 
 __all__ = ["summarize", "write_report", "PAPER", "group_key", "cell_diagnostics"]
@@ -206,7 +206,87 @@ def summarize(rows: list[dict], panel: str, eps_list, wall_seconds: float, seed:
         "constructions": {name: _method_stats(rs) for name, rs in _by_method(rows, "upper").items()},
         "lower_tests": {name: _method_stats(rs) for name, rs in _by_method(rows, "lower").items()},
         "paper": PAPER,
+        **({"causal": _causal_summary(rows)} if _causal_rows(rows) else {}),
     }
+
+
+def _causal_rows(rows) -> list[dict]:
+    """The rows that carry a bracket of a causal rank (``softrank audit --rank``)."""
+    return [r for r in rows if r.get("rank", "") and not r["rank"].startswith("plain")]
+
+
+def _causal_summary(rows) -> dict:
+    """Per family and tolerance: the medians of both brackets, and the causal
+    constructions' checked ranks against the causal lower end (docs/theory/causal.md)."""
+    sel = _causal_rows(rows)
+    by = defaultdict(list)
+    for r in sel:
+        by[(group_key(r), float(r["eps"]))].append(r)
+    fams = defaultdict(dict)
+    for (g, e), rs in sorted(by.items()):
+        ok = [r for r in rs if r["rank_verdict"] in ("resolved", "open")]
+        fams[g][f"{e:g}"] = {
+            "cells": len(rs), "bounded": len(ok),
+            "resolved": sum(r["rank_verdict"] == "resolved" for r in rs),
+            "unsound": sum(r["rank_verdict"] == "unsound" for r in rs),
+            "median_lower": _median([int(r["lower"]) for r in ok if r["lower"] != ""], 1),
+            "median_upper": _median([int(r["upper"]) for r in ok if r["upper"] != ""], 1),
+            "median_rank_lower": _median([int(r["rank_lower"]) for r in ok], 1),
+            "median_rank_upper": _median([int(r["rank_upper"]) for r in ok], 1),
+        }
+    cons = defaultdict(list)
+    for r in sel:
+        if r["rank_verdict"] not in ("resolved", "open"):
+            continue
+        for name, k in json.loads(r.get("rank_constructions") or "{}").items():
+            cons[name].append((k, int(r["rank_lower"]), int(r["rank_upper"])))
+    return {
+        "rank": sorted({r["rank"] for r in sel}),
+        "cells": len(sel),
+        "unsound": sum(r["rank_verdict"] == "unsound" for r in sel),
+        "families": fams,
+        "constructions": {n: {
+            "cells": len(v), "met_eps": sum(k is not None for k, _, _ in v),
+            "median_rank": _median([k for k, _, _ in v if k is not None], 1),
+            "median_rank_over_lower": _median([k / max(lo, 1) for k, lo, _ in v
+                                               if k is not None]),
+            "median_rank_over_upper": _median([k / max(up, 1) for k, _, up in v
+                                               if k is not None]),
+        } for n, v in sorted(cons.items())},
+    }
+
+
+def _causal_section(s: dict, plot: str | None) -> list[str]:
+    c = s.get("causal")
+    if not c:
+        return []
+    trows = [[fam, e, st["cells"], f"[{st['median_lower']}, {st['median_upper']}]",
+              f"[{st['median_rank_lower']}, {st['median_rank_upper']}]", st["resolved"],
+              st["unsound"]]
+             for fam, per in c["families"].items() for e, st in per.items()]
+    crow = [[n, v["cells"], v["met_eps"], v["median_rank"], v["median_rank_over_lower"],
+             v["median_rank_over_upper"]] for n, v in c["constructions"].items()]
+    lines = [
+        f"## The causal rank ({', '.join(c['rank'])})", "",
+        "Beside `r_eps` of each causal head, the least rank of `U W` whose causal part "
+        "(`tril(U W)`; for `window:W` with each query's last `W` keys copied from `A`) is "
+        "within `eps` of `A`: what causal linear attention with that many features can reach "
+        "(docs/theory/causal.md). Lower ends are certificates of `r_eps` of blocks below the "
+        "diagonal, upper ends checked causal witnesses; both passed the checker in both "
+        f"arithmetics. {c['cells']} cells, {c['unsound']} unsound. Medians per family:", "",
+        _table(["family", "eps", "cells", "r_eps [lower, upper]", "causal [lower, upper]",
+                "causal resolved", "unsound"], trows), "",
+    ]
+    if crow:
+        lines += [
+            "Causal constructions (checked causal witnesses; `met eps`: cells where the "
+            "construction met the tolerance within its budget; ratios against the causal "
+            "bracket's ends of those cells):", "",
+            _table(["construction", "cells", "met eps", "median rank",
+                    "median rank / causal lower", "median rank / causal upper"], crow), ""]
+    if plot:
+        lines += [f"![{plot}]({plot})", ""]
+    return lines
 
 
 def _reference_counts(rows) -> dict:
@@ -478,7 +558,8 @@ def write_report(rows: list[dict], summary: dict, out: Path, study_boot: int = 1
             plots += plot_minilm(rows, e, out)
     plots.insert(0, plot_families(summary, out))
     cplot = _plot_constructions(rows, out)
-    summary["plots"] = plots + ([cplot] if cplot else [])
+    causal_plot = plot_causal(rows, out) if summary.get("causal") else None
+    summary["plots"] = plots + ([cplot] if cplot else []) + ([causal_plot] if causal_plot else [])
     (out / SUMMARY_NAME).write_text(json.dumps(summary, indent=2, sort_keys=False) + "\n")
 
     s = summary
@@ -556,6 +637,7 @@ def write_report(rows: list[dict], summary: dict, out: Path, study_boot: int = 1
         "",
     ]
     lines += _constructions_section(rows, s, cplot)
+    lines += _causal_section(s, causal_plot)
     lines += [
         "## Plots",
         "",

@@ -73,7 +73,7 @@ def _matrix(op, validated: bool):
         return op.A, 0.0
     from ..checker.validated import enclose_softmax
 
-    return enclose_softmax(op.Q, op.K, op.beta)
+    return enclose_softmax(op.Q, op.K, op.beta, op.mask)
 
 
 def export_bundle(store: ReferenceStore, operators, eps_list, dest, *, effort: str = "full",

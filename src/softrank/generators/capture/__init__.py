@@ -21,7 +21,8 @@ scaling (``1/sqrt(d_head)``; GPT-2 with ``scale_attn_by_inverse_layer_idx`` divi
 ``l + 1``), and ``A = softmax_rows(beta Q K^T)`` in float64 from the float32 factors: the
 model's attention restricted to the block's keys and renormalised. The mask of every block
 is checked: each query must see every key of its block (else the operator is not the
-model's attention), and the mask may hold nothing but 0 and the masked value.
+model's attention; full heads keep the mask instead, below), and the mask may hold nothing
+but 0 and the masked value.
 
 **Blocks.** Bidirectional models (BERT, ViT) give native operators: queries = keys = all
 ``w`` tokens. Causal models give common-prefix blocks: keys ``[0, w)``, queries ``[w, 2w)``
@@ -30,10 +31,20 @@ keys (docs/theory/operators.md). Sequences of different lengths are batched with
 attention mask and ``position_ids = 0 .. T-1`` per sequence, so padding never moves a
 token's position (rotary models) and no real token attends a pad.
 
+**Full heads.** ``capture(..., full=True)`` takes every one of a source's own ``T`` tokens
+(the first ``width``, if given) as query and key, and keeps the model's mask of that layer
+for that sequence as the operator's ``mask``: ``A = softmax_rows(beta Q K^T, mask)``,
+exactly 0 on the keys the model hides (causal order; the window of a sliding layer, as
+``config.layer_types`` assigns them; anything else the model's additive mask says). The
+mask is read from the model, never assumed; padding keys lie outside ``[0, T)`` and are
+never part of the operator. For bidirectional models the mask hides nothing and the full
+operator is the native one without a mask.
+
 **Verification.** :func:`capture` (``verify=True``, the default) runs every batch a second
 time with eager attention and ``output_attentions=True`` and compares each operator with the
 model's own probabilities on its query and key positions, renormalised over the block's
-keys; a difference above ``atol`` (1e-5) is an error, so a capture that lost the rotary
+keys (full heads: as they are, every entry, masked ones included); a difference above
+``atol`` (1e-5) is an error, so a capture that lost the rotary
 embedding or mapped a query head to the wrong key head cannot pass silently.
 
 Loading is offline (``local_files_only=True``) and safetensors-only; torch and transformers

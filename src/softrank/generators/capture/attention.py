@@ -203,7 +203,13 @@ def _allowed(mask: np.ndarray | None, b: int, T: int, layer: int) -> np.ndarray:
 
 
 def _positions(ck: Checkpoint, T: int, width: int | None, key_positions, query_positions,
-               name: str):
+               name: str, full: bool = False):
+    if full:  # the whole sequence: the first `width` tokens (the input is truncated to them)
+        p = np.arange(T)
+        if p.size < 2:
+            raise InvalidArgumentError(f"source: {name!r} has {T} tokens; a full operator "
+                                       "needs at least 2")
+        return p, p
     if key_positions is not None or query_positions is not None:
         if key_positions is None or query_positions is None:
             raise InvalidArgumentError("key_positions, query_positions: give both or neither")
@@ -233,7 +239,8 @@ def _positions(ck: Checkpoint, T: int, width: int | None, key_positions, query_p
 def capture(ck: Checkpoint, sources: Sequence[Source], *, width: int | None = None,
             layers: Sequence[int] | None = None, heads: Sequence[int] | None = None,
             key_positions=None, query_positions=None, family: str | None = None,
-            batch_size: int = 8, verify: bool = True, atol: float = 1e-5) -> list[Operator]:
+            batch_size: int = 8, verify: bool = True, atol: float = 1e-5,
+            full: bool = False) -> list[Operator]:
     """Operators of every (source, layer, head) (docs/theory/operators.md, docs/theory/heads.md); see the module docstring.
 
     Parameters
@@ -246,8 +253,9 @@ def capture(ck: Checkpoint, sources: Sequence[Source], *, width: int | None = No
         Block width ``w``: native operators take the first ``w`` tokens (the text is
         tokenised and truncated to ``w``, special tokens kept); causal models take keys
         ``[0, w)`` and queries ``[w, 2w)`` of the first ``2w`` tokens. None: the whole
-        sequence (native) or ``w = T // 2`` (causal). ``vit``: the sequence is fixed by the
-        image size (``1 + patches``); ``width`` must be None or that length.
+        sequence (native) or ``w = T // 2`` (causal). With ``full``: the first ``w`` tokens
+        (None: the whole input). ``vit``: the sequence is fixed by the image size
+        (``1 + patches``); ``width`` must be None or that length.
     layers, heads : sequence of int, optional
         Default all. ``heads`` are query heads.
     key_positions, query_positions : sequence of int, optional
@@ -263,15 +271,27 @@ def capture(ck: Checkpoint, sources: Sequence[Source], *, width: int | None = No
         forward pass per batch); ``meta["eager_max_abs_diff"]`` records the difference.
     atol : float
         Largest difference accepted by the verification.
+    full : bool
+        Whole heads (docs/theory/heads.md, *Full heads*): queries = keys = all ``T`` tokens
+        of each source (its own tokens only, never padding), ``A (T, T) =
+        softmax_rows(beta Q K^T, mask)`` with ``mask (T, T)`` the model's own mask of that
+        layer for that source (causal for GPT-2, Llama, Qwen2; causal with a window of ``W``
+        keys on the sliding layers of a config with a sliding window; whatever the model
+        builds otherwise, read from its additive mask, never assumed). An all-visible mask
+        (bidirectional models: BERT, ViT) is no mask: their full operator is the native
+        whole-sequence operator, ``mask`` None. ``block`` is ``"full:0-T"``, the id
+        ``{family}-full{T}-L{l}H{h}-{source}``, ``meta["full"]`` True; the mask's kind
+        (:func:`~softrank.operators.mask_kind`: ``"causal"``, ``"window:W"``) is in
+        :meth:`Operator.provenance`. Not with ``key_positions``/``query_positions``.
 
     Returns
     -------
     list of Operator
         Source-major, then layer, then head. Each has ``A (m, N)``, ``Q (m, d)``,
-        ``K (N, d)`` float64, ``beta``, ``layer``, ``head``, ``block`` and ``meta`` with
-        ``query_positions``, ``key_positions``, ``width``, ``checkpoint`` (directory name),
-        ``checkpoint_dir``, ``model_type`` and ``key_head``; the native geometry is
-        :meth:`Operator.native_geometry`.
+        ``K (N, d)`` float64, ``beta``, ``layer``, ``head``, ``block``, ``mask`` (``full``
+        only; else None) and ``meta`` with ``query_positions``, ``key_positions``,
+        ``width``, ``checkpoint`` (directory name), ``checkpoint_dir``, ``model_type`` and
+        ``key_head``; the native geometry is :meth:`Operator.native_geometry`.
 
     Raises
     ------
@@ -279,21 +299,28 @@ def capture(ck: Checkpoint, sources: Sequence[Source], *, width: int | None = No
         Bad ``width``, ``layers``, ``heads``, positions, or a source too short or of the
         wrong kind, token ids outside the vocabulary, or a ``family`` or source name that
         :func:`softrank.ids.check_id_part` refuses (messages name the argument and the
-        source).
+        source); ``full`` with ``key_positions`` or ``query_positions``.
     CheckpointError
         If a text source is given and the checkpoint has no tokenizer (token ids need none),
         if a block's queries may not attend all its keys (causal order, sliding window,
-        padding), the mask carries position terms, the model's attention calls do not
-        match its config, or (``verify``) an operator differs from the model's attention
-        by more than ``atol``.
+        padding; not checked with ``full``, which keeps the mask), the mask carries
+        position terms, a causal model passes no mask (``full``), the model's attention
+        calls do not match its config, or (``verify``) an operator differs from the model's
+        attention by more than ``atol``.
     """
     if not sources:
         raise InvalidArgumentError("sources: expected at least one source, got none")
+    if not isinstance(full, bool):
+        raise InvalidArgumentError(f"full: expected True or False, got {full!r}")
+    if full and (key_positions is not None or query_positions is not None):
+        raise InvalidArgumentError(
+            "full, key_positions, query_positions: a full operator takes every position as "
+            "query and key; give full=True or explicit positions, not both")
     batch_size = check_int(batch_size, "batch_size", 1)
     cap = ck.max_positions
     if width is not None:
         width = check_int(width, "width", 2)
-        need = 2 * width if ck.causal else width
+        need = 2 * width if ck.causal and not full else width
         if cap is not None and need > cap and key_positions is None:
             raise InvalidArgumentError(
                 f"width: {width} needs {need} positions, more than the model's {cap}")
@@ -314,7 +341,7 @@ def capture(ck: Checkpoint, sources: Sequence[Source], *, width: int | None = No
                 f"key_positions, query_positions: position {length - 1} is beyond the model's "
                 f"{cap} positions")
     elif width is not None:
-        length = 2 * width if ck.causal else width
+        length = 2 * width if ck.causal and not full else width
     else:
         length = None
     if ck.model_type == "vit":
@@ -338,34 +365,48 @@ def capture(ck: Checkpoint, sources: Sequence[Source], *, width: int | None = No
                     f"{length} that width={width} needs" if key_positions is None else
                     f"key_positions, query_positions: source {src.name!r} has only {T} tokens, "
                     f"fewer than the {length} the block needs")
-            kp, qp = _positions(ck, T, width, key_positions, query_positions, src.name)
+            kp, qp = _positions(ck, T, width, key_positions, query_positions, src.name, full)
             # ids name the block: w for the default blocks, the spans for explicit ones
             w_label = (f"k{_span(kp)}q{_span(qp)}" if key_positions is not None
                        else str(width if width is not None else len(kp)))
+            if full:  # the whole sequence, with the model's mask
+                block, id_block = f"full:0-{len(kp)}", f"full{len(kp)}"
+            elif ck.causal is False and key_positions is None:
+                block, id_block = f"native:0-{len(kp)}", f"w{w_label}"
+            else:
+                block, id_block = f"keys:{_span(kp)},queries:{_span(qp)}", f"w{w_label}"
             for l in ls:
                 r = rec[l]
+                if full and ck.causal and r["mask"] is None:
+                    raise CheckpointError(
+                        f"model: layer {l} of a causal model passed no attention mask; the "
+                        "full operator's mask cannot be read")
                 allowed = _allowed(r["mask"], b, r["query"].shape[2], l)
-                if not allowed[np.ix_(qp, kp)].all():
+                sub = allowed[np.ix_(qp, kp)]
+                if full:
+                    mask = None if sub.all() else sub  # the model's own; all-visible: none
+                elif not sub.all():
                     raise CheckpointError(
                         f"model: layer {l} masks some keys of the block (queries "
                         f"{int(qp.min())}..{int(qp.max())}, keys {int(kp.min())}..{int(kp.max())}) "
                         f"for source {src.name!r}; every query must see every key (docs/theory/operators.md)")
+                else:
+                    mask = None
                 scaling = r["scaling"] if r["scaling"] is not None else r["query"].shape[-1] ** -0.5
                 for h in hs:
                     kh = key_head(h, ck.n_heads, ck.n_kv_heads)
                     Q = r["query"][b, h][qp].astype(np.float64)
                     K = r["key"][b, kh][kp].astype(np.float64)
-                    block = (f"native:0-{len(kp)}" if ck.causal is False and key_positions is None
-                             else f"keys:{_span(kp)},queries:{_span(qp)}")
                     op = Operator.from_factors(
-                        Q, K, beta=float(scaling), family=fam, source=src.name, layer=l, head=h,
-                        block=block,
+                        Q, K, beta=float(scaling), mask=mask, family=fam, source=src.name,
+                        layer=l, head=h, block=block,
                         meta={"width": len(kp), "checkpoint": ck.name,
                               "model_type": ck.model_type, "key_head": kh,
                               "checkpoint_dir": str(ck.path.resolve()) if str(ck.path) else "",
                               "source_sha256": src_hash[src.name], **versions,
+                              **({"full": True} if full else {}),
                               "query_positions": qp.tolist(), "key_positions": kp.tolist()},
-                        operator_id=f"{fam}-w{w_label}-L{l}H{h}-{src.name}")
+                        operator_id=f"{fam}-{id_block}-L{l}H{h}-{src.name}")
                     if att is not None:
                         d = _eager_difference(att, b, op)
                         if not d <= atol:
@@ -455,9 +496,15 @@ def _run_eager(ck: Checkpoint, batch: _Batch) -> list[np.ndarray]:
 
 
 def _eager_difference(att: list[np.ndarray], b: int, op: Operator) -> float:
-    """Max |model probabilities on the block, renormalised over its keys - A|."""
+    """Max |model probabilities on the block, renormalised over its keys - A|.
+
+    A full operator (``meta["full"]``) is compared with the model's probabilities as they
+    are, not renormalised: every entry, those its mask hides (0 in both) included, and a row
+    of the model that gave mass to a key outside the operator (padding) would show as a
+    row of ``A`` with more mass than the model's."""
     qp = np.asarray(op.meta["query_positions"])
     kp = np.asarray(op.meta["key_positions"])
     P = att[op.layer][b, op.head][np.ix_(qp, kp)]
-    P = P / P.sum(axis=1, keepdims=True)
+    if not op.meta.get("full"):
+        P = P / P.sum(axis=1, keepdims=True)
     return float(np.abs(P - op.A).max())

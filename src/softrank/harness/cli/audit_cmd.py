@@ -53,6 +53,7 @@ def _config(args, panel, store=None):
                        effort=args.effort,
                        certifiers=tuple(panel.certifiers) + tuple(args.certifier),
                        stages=tuple(args.stage),
+                       rank=args.rank if args.rank is not None else panel.rank,
                        reference_store=None if store is None else str(store.root))
 
 

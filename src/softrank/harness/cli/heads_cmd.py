@@ -1,5 +1,6 @@
-"""``softrank heads CHECKPOINT`` (per-head operators of a local checkpoint) and
-``softrank tiny-checkpoint`` (a tiny random-initialised one to try it on)."""
+"""``softrank heads CHECKPOINT`` (per-head operators of a local checkpoint; ``--full``: whole
+heads with the model's own mask) and ``softrank tiny-checkpoint`` (a tiny random-initialised
+one to try it on)."""
 
 from __future__ import annotations
 
@@ -25,11 +26,14 @@ def _span_arg(s: str | None, arg: str):
 
 def run(args) -> int:
     from ...generators.capture import capture, read_sources, resolve_checkpoint
-    from ...operators import save_operator
+    from ...operators import mask_kind, save_operator
 
     keys, queries = _span_arg(args.keys, "--keys"), _span_arg(args.queries, "--queries")
     if (keys is None) != (queries is None):
         raise SoftrankError("--keys, --queries: give both or neither")
+    if args.full and keys is not None:
+        raise SoftrankError(f"--full: not with --keys {args.keys} / --queries {args.queries} "
+                            "(a full head takes every position as query and key)")
     if keys is not None and args.width is not None:
         raise SoftrankError("--width: not with --keys/--queries (they fix the block)")
     sources = read_sources(args.source)
@@ -39,7 +43,7 @@ def run(args) -> int:
     ck, family = resolve_checkpoint(args.checkpoint, args.family)
     ops = capture(ck, sources, width=args.width, layers=args.layers, heads=args.heads,
                   key_positions=keys, query_positions=queries, family=family,
-                  batch_size=args.batch_size, verify=not args.no_verify)
+                  batch_size=args.batch_size, verify=not args.no_verify, full=args.full)
     out = out_dir(args.out, "--out")
     targets = [out / f"{op.operator_id}.npz" for op in ops]
     clash = [t.name for t in targets if t.exists()]
@@ -49,9 +53,11 @@ def run(args) -> int:
     for op, t in zip(ops, targets):
         save_operator(t, op)
     worst = max((op.meta.get("eager_max_abs_diff", 0.0) for op in ops), default=0.0)
-    print(f"{len(ops)} operators ({len(sources)} inputs x {len(set(o.layer for o in ops))} "
-          f"layers x {len(set(o.head for o in ops))} heads, {ops[0].family} ({ck.model_type}), "
-          f"{ops[0].shape[0]}x{ops[0].shape[1]} first) -> {out}/ in "
+    kinds = sorted({mask_kind(op.mask) for op in ops})  # "causal", "window:8", "none", ...
+    print(f"{len(ops)} {'full ' if args.full else ''}operators ({len(sources)} inputs x "
+          f"{len(set(o.layer for o in ops))} layers x {len(set(o.head for o in ops))} heads, "
+          f"{ops[0].family} ({ck.model_type}), {ops[0].shape[0]}x{ops[0].shape[1]} first"
+          + (f", masks {', '.join(kinds)}" if args.full else "") + f") -> {out}/ in "
           f"{time.perf_counter() - t0:.1f} s" + (
               "" if args.no_verify else
               f"; largest difference from the model's eager attention {worst:.2e}"))
@@ -61,7 +67,15 @@ def run(args) -> int:
 def run_tiny(args) -> int:
     from ...generators.tiny import save_tiny_checkpoint
 
-    d = save_tiny_checkpoint(args.family, args.directory, seed=args.seed)
+    window = args.sliding_window
+    try:
+        d = save_tiny_checkpoint(args.family, args.directory, seed=args.seed,
+                                 sliding_window=window)
+    except SoftrankError as exc:  # name the option, not the keyword
+        if str(exc).startswith("sliding_window:"):
+            raise SoftrankError("--sliding-window" + str(exc)[len("sliding_window"):]) from None
+        raise
     print(f"tiny {args.family} checkpoint (2 layers x 4 heads, head dimension 8, "
-          f"initializer_range 0.5) -> {d}/")
+          f"initializer_range 0.5" + (f", layer 1 a sliding window of {window}" if window else "")
+          + f") -> {d}/")
     return 0

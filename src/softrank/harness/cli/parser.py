@@ -162,6 +162,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "searches are skipped and the cell keeps the best checked ends so far, "
                         "marked cut_short in its diagnostics (never an unchecked bound)")
     a.add_argument("--effort", choices=("full", "fast"), default="full", help=_EFFORT_HELP)
+    a.add_argument("--rank", type=_rank_arg, default=None, metavar="plain|causal|window:W",
+                   help="beside r_eps, bracket this rank on every causal head (columns rank, "
+                        "rank_lower, rank_upper, ...; docs/theory/causal.md): causal, the least "
+                        "rank of U W with ||A - tril(U W)||_inf <= eps; window:W, the same with "
+                        "each query's last W keys copied exactly. Default: the panel's "
+                        "(causal for --panel causal, else plain)")
     a.add_argument("--resume", action="store_true",
                    help="continue the run whose ledger (ledger.sqlite) is in --out: finished "
                         "cells are kept, not recomputed")
