@@ -10,7 +10,8 @@ from .errors import SoftrankError
 
 __version__ = "0.1.0"
 
-__all__ = ["Operator", "SoftrankError", "softmax_rows", "bracket", "__version__"]
+__all__ = ["Operator", "SoftrankError", "softmax_rows", "bracket", "causal_bracket",
+           "__version__"]
 
 
 _SUBPACKAGES = ("attacks", "audit", "certifiers", "checker", "generators", "geometry", "harness",
@@ -22,6 +23,10 @@ def __getattr__(name):  # lazy: keep `import softrank` light (the pytest plugin 
         from .certifiers.bracket import bracket
 
         return bracket
+    if name == "causal_bracket":
+        from .certifiers.causal import causal_bracket
+
+        return causal_bracket
     if name in ("Operator", "softmax_rows"):
         from . import operators
 

@@ -117,7 +117,7 @@ RANK_KINDS = ("plain", "causal", "window:W")
 
 def parse_rank(rank: Any, arg: str = "rank") -> tuple[str, int | None]:
     """``("plain", None)``, ``("causal", None)`` or ``("window", W)`` from ``plain``,
-    ``causal`` or ``window:W`` (``W >= 1``); else :class:`InvalidArgumentError` naming ``arg``."""
+    ``causal`` or ``window:W`` (``W >= 1``); else :class:`~softrank.errors.InvalidArgumentError` naming ``arg``."""
     from .errors import InvalidArgumentError
 
     if rank in ("plain", "causal"):

@@ -194,7 +194,7 @@ def planted_causal(N: int, k: int, delta: float, seed: int = 0, window: int | No
                    concentration: float = 0.3) -> Operator:
     """A causal head whose causal rank is planted (SPEC section 14; docs/theory/families.md).
 
-    ``A = (1 - delta) B + delta P`` on the causal mask ``M`` (:func:`causal_mask`, ``N x N``,
+    ``A = (1 - delta) B + delta P`` on the causal mask ``M`` (:func:`softrank.operators.causal_mask`, ``N x N``,
     optionally a sliding ``window``): ``B = D^-1 tril_M(W H)`` with ``W (N, k)``, ``H (k, N)``
     positive (Dirichlet rows with the given concentration, plus 1e-3) and ``D`` the row sums
     of ``tril_M(W H)``; ``P`` has Dirichlet rows on each row's visible keys. ``B`` is the
