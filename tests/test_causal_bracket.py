@@ -165,3 +165,21 @@ def test_cli_rank(tmp_path, capsys):
     assert rows[0]["rank"] == "causal" and (rows[0]["lower"], rows[0]["upper"]) == (1, 1)
     assert main(["bracket", str(tmp_path / "b.npz"), "--eps", "0.25", "--rank", "causal"]) == 2
     assert "defined for causal heads" in capsys.readouterr().err
+
+
+def test_verify_names_the_rank_and_keeps_ranks_apart(tmp_path, capsys):
+    # uniform causal attention: r^c = 1 while r_eps >= 2; a causal witness of rank 1 and a
+    # plain lower certificate of rank >= 2 on one matrix are no contradiction
+    from softrank.harness.cli import main
+    from softrank.operators import save_operator
+
+    save_operator(tmp_path / "c.npz", _uniform_causal(8))
+    d = tmp_path / "certs"
+    for rank in ("plain", "causal"):
+        main(["bracket", str(tmp_path / "c.npz"), "--eps", "0.1", "--rank", rank,
+              "--save-certificates", str(d), "--no-reference-store", "--effort", "fast"])
+    capsys.readouterr()
+    assert main(["verify", str(d)]) == 0
+    out = capsys.readouterr().out
+    assert "r^causal_eps <= 1 at eps 0.1" in out and "r^causal_eps >= 1" in out
+    assert "CONTRADICTION" not in out and "4 of 4 certificates hold" in out

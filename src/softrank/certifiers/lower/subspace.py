@@ -202,7 +202,8 @@ class SubspaceSearch:
         colmass = A.sum(axis=0)
         cands = [self.V[:, j] for j in range(k0, min(k0 + n_cand, self.V.shape[1]))]
         cands += [np.eye(N)[j] for j in np.argsort(-colmass, kind="stable")[:n_cand]]
-        cands += [A[i] / A[i].max() for i in np.argsort(-A.max(axis=1), kind="stable")[:n_cand]]
+        cands += [A[i] / A[i].max() for i in np.argsort(-A.max(axis=1), kind="stable")[:n_cand]
+                  if A[i].max() > 0]  # (a zero row, in a block of a causal head: no direction)
         best = None
         for _ in range(max_steps):
             if basis.shape[1] >= min(m, N):

@@ -50,7 +50,8 @@ def run(args) -> int:
     if d is not None:
         # the matrix's hash, the tolerance (repr: distinct tolerances never share a name),
         # the side and the kind: bracketing another matrix into DIR never reuses a name
-        files = [(d / f"{op.hash[:16]}_eps{br.eps!r}_{side}_{cert.kind}.npz", cert)
+        tag = "" if args.rank == "plain" else args.rank.replace(":", "") + "_"
+        files = [(d / f"{op.hash[:16]}_eps{br.eps!r}_{tag}{side}_{cert.kind}.npz", cert)
                  for br in brs
                  for side, cert in (("lower", br.lower_certificate), ("upper", br.upper_witness))
                  if cert is not None]

@@ -211,8 +211,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--save-certificates", metavar="DIR", default=None,
                    help="write the certificates as .npz files into DIR, named "
                         "HASH_epsEPS_SIDE_KIND.npz (HASH: the first 16 hex digits of the "
-                        "matrix's content hash); an existing file is never replaced without "
-                        "--overwrite")
+                        "matrix's content hash; with --rank causal or window:W, "
+                        "HASH_epsEPS_causal_SIDE_KIND.npz or ..._windowW_...); an existing file "
+                        "is never replaced without --overwrite")
     b.add_argument("--overwrite", action="store_true",
                    help="with --save-certificates: replace files of the same name")
     b.add_argument("--no-interval", action="store_true",
@@ -331,6 +332,36 @@ def build_parser() -> argparse.ArgumentParser:
     de = stsub.add_parser("descriptor", help="rank correlation of the intrinsic descriptor "
                                              "(log q, kappa) with the brackets, per family")
     study_args(de, [64, 128], list(range(12)), 1, "softrank-descriptor", boot=100)
+
+    ca = stsub.add_parser("causal", help="the same decoder heads three ways: r_eps of the full "
+                                         "causal head, its causal rank, r_eps of the "
+                                         "common-prefix block (docs/theory/causal.md)")
+    ca.add_argument("--checkpoint", action="append", default=[], metavar="DIR",
+                    help="a decoder checkpoint directory (repeatable; GPT-2, Qwen2, Llama). "
+                         "Default: tiny random-initialised gpt2, qwen2, qwen2 with a sliding "
+                         "window of 16 and llama, built offline in a temporary directory")
+    ca.add_argument("--no-synthetic", action="store_true",
+                    help="leave out the causal Gaussian heads (d 32 at temperatures 1, 2, 4; "
+                         "d 8 at 0.5)")
+    ca.add_argument("--widths", type=_int_arg(4), nargs="+", default=[64, 128],
+                    help="tokens N of each full head (default 64 128); the block is N/2 wide")
+    ca.add_argument("--layers", type=_int_arg(0), nargs="+", default=None,
+                    help="layers of the checkpoints (default all)")
+    ca.add_argument("--heads", type=_int_arg(0), nargs="+", default=None,
+                    help="query heads of the checkpoints (default all)")
+    ca.add_argument("--source", default="stdlib:json",
+                    help="the input the checkpoints read (a source spec as for softrank heads; "
+                         "default stdlib:json)")
+    ca.add_argument("--eps", type=_eps_arg, default=0.25,
+                    help="the tolerance of the brackets, in (0, 1) (default 0.25)")
+    ca.add_argument("--effort", choices=("full", "fast"), default="fast",
+                    help="the brackets' effort (default fast: the study compares three ranks of "
+                         "many heads; full tightens every end at several times the cost)")
+    ca.add_argument("--workers", type=_int_arg(1), default=2)
+    ca.add_argument("--seed", type=_int_arg(0), default=0)
+    ca.add_argument("--out", default="softrank-causal", help="output directory")
+    ca.add_argument("--overwrite", action="store_true",
+                    help="replace causal.csv, causal.md and causal.png in --out if they exist")
 
     t = sub.add_parser("tiny-checkpoint", help="write a tiny random-initialised checkpoint "
                                                 "(for trying `heads` and panels offline)")

@@ -107,10 +107,61 @@ def _study_rows(args, out: Path | None):
                      workers=args.workers, progress=True, identity={"study": args.study})
 
 
-_STUDY_STEMS = {"block-width": "blockwidth", "addon": "addon", "descriptor": "descriptor"}
+_STUDY_STEMS = {"block-width": "blockwidth", "addon": "addon", "descriptor": "descriptor",
+                "causal": "causal"}
+
+
+def _run_causal(args) -> int:
+    """``softrank study causal``: the same decoder heads three ways (docs/theory/causal.md)."""
+    import sys
+    import tempfile
+
+    from ...studies.causal import (decoder_heads, run_causal_study, synthetic_causal_heads,
+                                   write_causal)
+
+    for w in args.widths:
+        if w % 2:
+            raise SoftrankError(f"--widths: each width must be even (the block is N/2), got {w}")
+    for d in args.checkpoint:
+        if not Path(d).is_dir():
+            raise SoftrankError(f"--checkpoint: {d!r} is not a directory")
+    refuse_existing(args.out, "causal", args.overwrite)
+    out = out_dir(args.out, "--out")
+    t0 = time.perf_counter()
+    from .common import quiet_transformers
+
+    quiet_transformers()
+    with tempfile.TemporaryDirectory(prefix="softrank-tiny-") as tmp:
+        dirs = list(args.checkpoint)
+        if not dirs:
+            from ...generators.tiny import save_tiny_checkpoint
+
+            for name, fam, kw in (("gpt2", "gpt2", {}), ("qwen2", "qwen2", {}),
+                                  ("qwen2-window16", "qwen2", {"sliding_window": 16}),
+                                  ("llama", "llama", {})):
+                dirs.append(str(save_tiny_checkpoint(fam, Path(tmp) / name, seed=args.seed,
+                                                     **kw)))
+        heads = decoder_heads(dirs, args.widths, args.source, args.layers, args.heads)
+    if not args.no_synthetic:
+        heads += synthetic_causal_heads(args.widths, seed=args.seed)
+    print(f"{len(heads)} causal heads, eps {args.eps:g}, effort {args.effort}", file=sys.stderr)
+    say = lambda r: print(f"  {r['model']} N={r['width']} "  # noqa: E731
+                          + (f"L{r['layer']}H{r['head']} " if r["layer"] is not None else "")
+                          + f"full [{r['full_lower']},{r['full_upper']}] causal "
+                          f"[{r['causal_lower']},{r['causal_upper']}] block "
+                          f"[{r['block_lower']},{r['block_upper']}] {r['seconds']:.1f} s",
+                          file=sys.stderr, flush=True)
+    rows = run_causal_study(heads, args.eps, args.effort, args.workers, progress=say)
+    paths = write_causal(rows, out)
+    print((out / "causal.md").read_text())
+    print(f"{len(rows)} heads in {time.perf_counter() - t0:.1f} s -> "
+          f"{', '.join(str(p) for p in paths)}")
+    return 0
 
 
 def run(args) -> int:
+    if args.study == "causal":
+        return _run_causal(args)
     _study_check(args)
     refuse_existing(args.out, _STUDY_STEMS[args.study], args.overwrite)
     t0 = time.perf_counter()

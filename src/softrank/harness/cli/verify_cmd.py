@@ -60,16 +60,47 @@ def run(args) -> int:
                   f"{' '.join(str(exc).split())[:200]})")
             failures += 1
             continue
-        side = "r_eps <=" if cert.kind == "upper" else "r_eps >="
+        form, quantity = _form(cert)
+        side = f"{quantity} <=" if cert.kind in ("upper", "causal-upper") else f"{quantity} >="
         print(f"{'ok  ' if rep.ok else 'FAIL'} {f}: {side} {cert.rank} at eps {float(cert.eps)!r} "
               f"for the matrix of hash {h}{' (--matrix)' if ext is not None else ''} "
               f"({cert.kind}, {cert.method}) -- {rep.summary()}")
         failures += not rep.ok
         if rep.ok:
-            held.append((h, cert.kind, float(cert.eps), cert.rank, f, header))
+            held.append((h, cert.kind, float(cert.eps), cert.rank, f, header, form, quantity))
     print(f"{len(files) - failures} of {len(files)} certificates hold")
     refuted = _contradictions(held)
     return 0 if failures == 0 and not refuted else 1
+
+
+def _form(cert) -> tuple[str, str]:
+    """``(form, quantity)``: which rank a certificate bounds. ``plain`` and ``r_eps`` for the
+    kinds of ``r_eps``; for the causal kinds the hash of the kept region (two certificates
+    bound the same rank iff their regions are equal) and ``r^causal_eps`` /
+    ``r^window:W_eps`` when the region is one of :func:`softrank.operators.rank_masks`'s,
+    else ``r^custom_eps``."""
+    import numpy as np
+
+    from ...checker import matrix_hash
+    from ...operators import rank_masks
+
+    if cert.kind not in ("causal-upper", "causal-lower"):
+        return "plain", "r_eps"
+    keep = cert.keep
+    m, N = keep.shape
+    label = "custom"
+    kinds = ["causal"] + ([f"window:{N - int(keep[-1].sum())}"]
+                          if 0 < N - int(keep[-1].sum()) else [])
+    for kind in kinds:
+        try:
+            k, e = rank_masks((m, N), kind)
+        except Exception:  # noqa: BLE001 - a shape no rank kind has
+            continue
+        if np.array_equal(k, keep) and (cert.kind == "causal-lower"
+                                        or np.array_equal(e, cert.exact)):
+            label = kind
+            break
+    return matrix_hash(keep.astype(np.float64)), f"r^{label}_eps"
 
 
 def _contradictions(held) -> int:
@@ -78,7 +109,7 @@ def _contradictions(held) -> int:
     and ``u < l`` cannot both be sound; and a counterexample witness (header ``refutes``)
     that holds refutes the claim it names. Returns how many were found."""
     n = 0
-    for h, kind, eps, rank, f, header in held:
+    for h, kind, eps, rank, f, header, _, _ in held:
         ref = header.get("refutes")
         if kind == "upper" and isinstance(ref, dict):
             try:
@@ -89,13 +120,14 @@ def _contradictions(held) -> int:
                 n += 1
                 print(f"REFUTED: {f} holds (r_eps <= {rank} at eps {eps!r}), so the claim "
                       f"r_eps >= {claimed} at eps {ceps!r} by {ref.get('by', '?')!r} is false")
-    lowers = [x for x in held if x[1] != "upper"]
-    uppers = [x for x in held if x[1] == "upper"]
-    for lh, _, leps, lrank, lf, _ in lowers:
-        for uh, _, ueps, urank, uf, _ in uppers:
-            if lh == uh and ueps <= leps and urank < lrank:
+    lowers = [x for x in held if x[1] not in ("upper", "causal-upper")]
+    uppers = [x for x in held if x[1] in ("upper", "causal-upper")]
+    for lh, _, leps, lrank, lf, _, lform, q in lowers:
+        for uh, _, ueps, urank, uf, _, uform, _ in uppers:
+            # the same matrix and the same rank (plain, or the same kept region)
+            if lh == uh and lform == uform and ueps <= leps and urank < lrank:
                 n += 1
-                print(f"CONTRADICTION: {lf} (r_eps >= {lrank} at eps {leps!r}) and {uf} "
-                      f"(r_eps <= {urank} at eps {ueps!r}) both pass the checker: the checker "
+                print(f"CONTRADICTION: {lf} ({q} >= {lrank} at eps {leps!r}) and {uf} "
+                      f"({q} <= {urank} at eps {ueps!r}) both pass the checker: the checker "
                       "or a certificate's proof is unsound")
     return n
