@@ -183,3 +183,45 @@ def test_verify_names_the_rank_and_keeps_ranks_apart(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "r^causal_eps <= 1 at eps 0.1" in out and "r^causal_eps >= 1" in out
     assert "CONTRADICTION" not in out and "4 of 4 certificates hold" in out
+
+
+@pytest.mark.parametrize("N,k,seed", [(32, 3, 0), (48, 5, 1)])
+def test_planted_segments_bound_both_ranks(N, k, seed):
+    # k segments with identical rows in B: rank(B) <= k and B is causal, so r_eps <= k and
+    # r^c <= k for eps >= delta; no lower end of either rank may exceed k
+    from softrank import bracket
+    from softrank.generators.synthetic import planted_segments
+
+    op = planted_segments(N, k, 0.05, seed=seed)
+    eps = [0.06, 0.25, 0.5]
+    for br in bracket(op, eps, effort="fast"):
+        assert br.bounded and br.lower <= k
+    for br in causal_bracket(op, eps, effort="fast"):
+        assert br.bounded and br.lower <= k
+    assert op.meta["planted_rank"] == op.meta["planted_causal_rank"] == k
+
+
+def test_planted_segments_structure():
+    from softrank.generators.synthetic import planted_segments
+
+    op = planted_segments(20, 4, 0.0, seed=3)
+    # delta 0: A = B has exactly k distinct rows, every one causal
+    assert np.unique(op.A, axis=0).shape[0] == 4
+    assert (np.triu(op.A, 1) == 0).all() and np.allclose(op.A.sum(axis=1), 1)
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=12, deadline=None)
+@given(N=st.integers(6, 24), k=st.integers(1, 4), delta=st.sampled_from([0.02, 0.05, 0.1]),
+       seed=st.integers(0, 2**16), rank=st.sampled_from(["causal", "window:2"]))
+def test_no_lower_end_above_a_planted_causal_rank(N, k, delta, seed, rank):
+    # planted_causal: A is within delta of the causal part of a rank-k matrix, so r^c and
+    # the windowed rank (at most r^c) are <= k from eps = delta on; every end is checked
+    op = planted_causal(N, min(k, N), delta, seed=seed)
+    for br in causal_bracket(op, [delta + 1e-3, 0.3], rank=rank, effort="fast"):
+        assert br.bounded and br.lower <= min(k, N) and br.lower <= br.upper
+        assert br.upper_witness is not None and check(op.A, br.upper_witness).ok
+        if br.lower_certificate is not None:
+            assert check(op.A, br.lower_certificate).ok

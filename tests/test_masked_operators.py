@@ -159,8 +159,8 @@ def test_causal_gaussian_heads():
 
 @pytest.mark.parametrize("window", [None, 6])
 def test_a_planted_causal_instance_is_the_masked_part_of_its_rank_k_matrix(window):
-    """The planted factors, tril'd by the mask, are within delta of A: the causal rank is
-    at most k (an identity the generator is built on, checked in float64 here)."""
+    """The planted factors, kept on the mask, are within delta of A: the causal rank (without
+    a window) is at most k (an identity the generator is built on, checked in float64 here)."""
     from softrank.generators.synthetic import _planted_causal_parts, planted_causal
 
     op = planted_causal(20, 3, 0.05, seed=2, window=window)
@@ -169,6 +169,7 @@ def test_a_planted_causal_instance_is_the_masked_part_of_its_rank_k_matrix(windo
     assert U.shape == (20, 3) and np.linalg.matrix_rank(U @ V) == 3
     err = np.abs(A - 0.95 * np.where(M, U @ V, 0.0)).sum(axis=1).max()
     assert err <= 0.05 + 1e-12
-    assert op.meta["planted_causal_rank"] == 3 and op.family == "planted-causal"
+    key = "planted_causal_rank" if window is None else "planted_masked_rank"
+    assert op.meta[key] == 3 and op.family == "planted-causal"
     # the plain rank of the masked part is far above k: only the causal rank is planted
     assert np.linalg.matrix_rank(np.where(M, U @ V, 0.0)) > 3

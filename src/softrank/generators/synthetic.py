@@ -28,7 +28,7 @@ from ..validation import check_int, check_positive, check_real
 from ..operators import Operator
 
 __all__ = ["grid", "sphere", "ball", "gaussian_head", "planted", "planted_blocks",
-           "planted_causal"]
+           "planted_causal", "planted_segments"]
 
 
 
@@ -192,16 +192,21 @@ def planted(m: int, N: int, k: int, delta: float, seed: int = 0,
 
 def planted_causal(N: int, k: int, delta: float, seed: int = 0, window: int | None = None,
                    concentration: float = 0.3) -> Operator:
-    """A causal head whose causal rank is planted (SPEC section 14; docs/theory/families.md).
+    """A causal head whose causal rank is planted (docs/theory/families.md, *Planted causal
+    instances*).
 
-    ``A = (1 - delta) B + delta P`` on the causal mask ``M`` (:func:`softrank.operators.causal_mask`, ``N x N``,
-    optionally a sliding ``window``): ``B = D^-1 tril_M(W H)`` with ``W (N, k)``, ``H (k, N)``
-    positive (Dirichlet rows with the given concentration, plus 1e-3) and ``D`` the row sums
-    of ``tril_M(W H)``; ``P`` has Dirichlet rows on each row's visible keys. ``B`` is the
-    masked part of the rank-``k`` matrix ``U V = D^-1 W H``, and ``||A - (1 - delta) B||_inf =
-    delta ||P||_inf = delta``: the causal rank is at most ``k`` for ``eps >= delta`` (up to the
-    float64 rounding of ``A``, ~1e-16). The plain ``r_eps`` is not planted: the masked part of
-    a rank-``k`` matrix can have full rank. ``meta["planted_causal_rank"] = k`` and
+    ``A = (1 - delta) B + delta P`` on the mask ``M`` (:func:`softrank.operators.causal_mask`,
+    ``N x N``, optionally a sliding ``window``): ``B = D^-1 (M * (W H))`` with ``W (N, k)``,
+    ``H (k, N)`` positive (Dirichlet rows with the given concentration, plus 1e-3) and ``D``
+    the row sums of ``M * (W H)``; ``P`` has Dirichlet rows on each row's visible keys. ``B``
+    is the masked part of the rank-``k`` matrix ``U V = D^-1 W H``, and ``||A - (1 - delta)
+    B||_inf = delta ||P||_inf = delta``. Without ``window`` (``M`` the lower triangle) the
+    causal rank is therefore at most ``k`` for ``eps >= delta`` (up to the float64 rounding of
+    ``A``, ~1e-16), and so is the windowed one (``window:W``, at most the causal rank). With
+    ``window`` the planted form keeps the product on the band ``M`` only, which is neither
+    rank kind: the causal rank of such a head may exceed ``k`` (the product would have to
+    vanish below the band). The plain ``r_eps`` is not planted: the masked part of a rank-``k``
+    matrix can have full rank. ``meta["planted_causal_rank"] = k`` (without ``window``) and
     ``meta["planted_eps"] = delta``.
     """
     A, M, _, _ = _planted_causal_parts(N, k, delta, seed, window, concentration)
@@ -209,9 +214,56 @@ def planted_causal(N: int, k: int, delta: float, seed: int = 0, window: int | No
     return Operator(
         A=A, mask=M, family="planted-causal",
         source=f"planted_causal(k={k},delta={delta:g}{',w=' + str(window) if window else ''})",
-        seed=seed, meta={"planted_causal_rank": k, "planted_eps": delta},
+        seed=seed, meta={**({"planted_causal_rank": k} if window is None else
+                            {"planted_masked_rank": k}), "planted_eps": delta},
         operator_id=f"planted-causal-{N}-k{k}-d{delta:g}-s{seed}{tag}",
     )
+
+
+def planted_segments(N: int, k: int, delta: float, seed: int = 0,
+                     concentration: float = 0.3) -> Operator:
+    """A causal head whose plain rank is planted, and so its causal rank (SPEC section 14;
+    docs/theory/families.md).
+
+    The ``N`` positions are cut into ``k`` contiguous segments starting at ``s_0 = 0 < s_1 <
+    ... < s_{k-1}``; every query of segment ``a`` attends, in ``B``, with the same Dirichlet
+    distribution (the given concentration) to the keys ``0..s_a`` -- keys it sees, since
+    ``s_a <= i``. ``B`` has ``k`` distinct rows (rank ``<= k``) and is causal; ``A = (1 - delta)
+    B + delta P`` with ``P`` Dirichlet rows on each row's causal keys. Then
+    ``||A - (1 - delta) B||_inf = delta``: ``r_eps(A) <= k`` and, by the ordering of the
+    ranks, ``r^c_eps(A) <= k`` for ``eps >= delta`` (up to the float64 rounding of ``A``).
+    ``meta["planted_rank"] = k``, ``meta["planted_causal_rank"] = k``, ``meta["planted_eps"]
+    = delta``; the mask is :func:`softrank.operators.causal_mask`.
+
+    Raises
+    ------
+    InvalidArgumentError
+        ``N``, ``k`` (``1 <= k <= N``), ``delta`` in ``[0, 1)``, ``concentration`` > 0 or
+        ``seed`` out of range.
+    """
+    from ..operators import causal_mask
+
+    N = check_int(N, "N", 1, MAX_POINTS)
+    k = check_int(k, "k", 1, N)
+    delta = check_real(delta, "delta", 0, 1, hi_open=True)
+    concentration = check_positive(concentration, "concentration")
+    seed = check_int(seed, "seed", 0)
+    M = causal_mask(N)
+    rng = np.random.default_rng(seed)
+    starts = np.concatenate([[0], np.sort(rng.choice(np.arange(1, N), k - 1, replace=False))]
+                            ) if k > 1 else np.array([0])
+    B = np.zeros((N, N))
+    for a, s in enumerate(starts):
+        end = starts[a + 1] if a + 1 < k else N
+        B[s:end, :s + 1] = rng.dirichlet(np.full(s + 1, concentration))
+    P = np.zeros((N, N))
+    for i in range(N):
+        P[i, :i + 1] = rng.dirichlet(np.ones(i + 1))
+    A = (1 - delta) * B + delta * P
+    return Operator(A=A, mask=M, family="planted-segments",
+                    source=f"planted_segments(k={k},delta={delta:g})", seed=seed,
+                    meta={"planted_rank": k, "planted_causal_rank": k, "planted_eps": delta},
+                    operator_id=f"planted-segments-{N}-k{k}-d{delta:g}-s{seed}")
 
 
 def _planted_causal_parts(N, k, delta, seed, window, concentration):

@@ -79,7 +79,7 @@ PANELS = ("quick", "default", "causal")
 N_SOURCES = 64
 
 _SYNTHETIC = ("grid", "sphere", "ball", "gaussian_head", "planted", "planted_blocks",
-              "planted_causal")
+              "planted_causal", "planted_segments")
 
 
 @dataclass
@@ -148,8 +148,9 @@ def _synthetic_default(seed: int, quick: bool):
 
 def _synthetic_causal(seed: int) -> list[dict]:
     """The ``causal`` panel: causal Gaussian heads (``d = 32``, three temperatures; ``d = 8``
-    at temperature 0.5, smooth), a sliding-window one and planted causal instances (planted causal rank 2, 4, 8 at delta 0.04), at widths 64
-    and 128."""
+    at temperature 0.5, smooth), a sliding-window one and planted causal instances (planted
+    causal rank 2, 4, 8 at delta 0.04; planted plain and causal rank 4, 8), at widths 64 and
+    128."""
     S = []
     for n in (64, 128):
         S += [{"family": "gaussian_head", "m": n, "N": n, "d": 32, "temperature": t,
@@ -161,6 +162,8 @@ def _synthetic_causal(seed: int) -> list[dict]:
                   "seed": seed, "causal": True})
         S += [{"family": "planted_causal", "N": n, "k": k, "delta": 0.04, "seed": seed + k}
               for k in (2, 4, 8)]
+        S += [{"family": "planted_segments", "N": n, "k": k, "delta": 0.04, "seed": seed + k}
+              for k in (4, 8)]
     return [{"kind": "synthetic", **s} for s in S]
 
 

@@ -231,13 +231,15 @@ def _plot(rows, path: Path) -> None:
         ax.set_yscale("log")
         ax.set_ylabel(f"rank (N = {w})", fontsize=8)
         ax.set_xticks(range(len(sel)))
-        ax.set_xticklabels([f"{r['model']} L{r['layer']}H{r['head']}" for r in sel],
-                           rotation=80, fontsize=5)
+        ax.set_xticklabels([r["model"] + (f" L{r['layer']}H{r['head']}"
+                                           if r["layer"] not in (None, "") else "")
+                            for r in sel], rotation=80, fontsize=5)
     from matplotlib.lines import Line2D
 
-    axes[0, 0].legend([Line2D([], [], color=c, lw=3) for c in ("0.55", "C0", "C1")],
-                      ["full causal head, r_eps", "causal rank (window:W if sliding)",
-                       "common-prefix block N/2, r_eps"], fontsize=7, loc="upper left")
+    fig.legend([Line2D([], [], color=c, lw=3) for c in ("0.55", "C0", "C1")],
+               ["full causal head, r_eps", "its causal rank r^c_eps",
+                "common-prefix block (N/2 x N/2), r_eps"], fontsize=7, loc="outside lower center",
+               ncol=3)
     fig.suptitle("Three ranks of the same decoder heads (certified brackets; log scale, "
                  "0 drawn at 1)", fontsize=9)
     fig.savefig(path, dpi=110)
