@@ -225,3 +225,16 @@ def test_no_lower_end_above_a_planted_causal_rank(N, k, delta, seed, rank):
         assert br.upper_witness is not None and check(op.A, br.upper_witness).ok
         if br.lower_certificate is not None:
             assert check(op.A, br.lower_certificate).ok
+
+
+def test_a_crash_is_an_error_bracket_never_a_bound():
+    from unittest import mock
+
+    from softrank.certifiers import causal
+
+    op = planted_causal(12, 2, 0.05, seed=0)
+    with mock.patch.object(causal.CausalSearch, "row_errors", side_effect=RuntimeError("boom")):
+        brs = causal.causal_bracket(op, [0.1, 0.25], effort="fast")
+    for br in brs:
+        assert (br.lower, br.upper, br.verdict, br.rank) == (None, None, "error", "causal")
+        assert "boom" in br.diagnostics.error

@@ -300,8 +300,12 @@ def causal_bracket(A, eps, *, rank: str = "causal", interval: bool = True,
     out = []
     t0 = time.perf_counter()
     for e in sorted(set(eps_list), reverse=True):
-        br = _one(op, search, keep, exact, rank, e, blocks, contexts, interval, effort,
-                  deadline, cons, witnesses or (), progress)
+        try:
+            br = _one(op, search, keep, exact, rank, e, blocks, contexts, interval, effort,
+                      deadline, cons, witnesses or (), progress)
+        except Exception as exc:  # a crash is an error verdict, never a bound
+            br = Bracket.failed(e, f"{type(exc).__name__}: {exc}")
+            br.rank = rank
         t1 = time.perf_counter()
         br.seconds, t0 = t1 - t0, t1
         out.append(br)
@@ -466,7 +470,7 @@ def _one(op, search: CausalSearch, keep, exact, rank, eps, blocks, contexts, int
 
 def _verdict(br: Bracket) -> None:
     """As for ``r_eps``, except that a lower end of 0 needs no certificate."""
-    if br.upper_witness is None:
+    if br.lower is None or br.upper_witness is None:
         br.verdict = "error"
         br.diagnostics.error = br.diagnostics.error or f"no checked witness at eps {br.eps!r}"
     elif br.lower > br.upper:
@@ -477,9 +481,13 @@ def _verdict(br: Bracket) -> None:
 
 def _monotone(brs: list[Bracket], A: np.ndarray, interval: bool) -> None:
     """Carry lower certificates to smaller tolerances and witnesses to larger ones (both
-    re-stamped and checked again), as :func:`softrank.certifiers.bracket.bracket` does."""
+    re-stamped and checked again), as :func:`softrank.certifiers.bracket.bracket` does; an
+    ``error`` bracket (a crash) stays one."""
     for i, small in enumerate(brs):
         for big in brs[i + 1:]:
+            if small.diagnostics.error and small.upper_witness is None or \
+                    big.diagnostics.error and big.upper_witness is None:
+                continue
             c = big.lower_certificate
             if c is not None and c.rank > small.lower:
                 moved = dataclasses.replace(c, eps=small.eps,

@@ -148,7 +148,7 @@ def _synthetic_default(seed: int, quick: bool):
 
 def _synthetic_causal(seed: int) -> list[dict]:
     """The ``causal`` panel: causal Gaussian heads (``d = 32``, three temperatures; ``d = 8``
-    at temperature 0.5, smooth), a sliding-window one and planted causal instances (planted
+    at temperatures 0.25 and 0.5, smooth enough for feature maps of ``exp`` to reach eps), a sliding-window one and planted causal instances (planted
     causal rank 2, 4, 8 at delta 0.04; planted plain and causal rank 4, 8), at widths 64 and
     128."""
     S = []
@@ -158,8 +158,8 @@ def _synthetic_causal(seed: int) -> list[dict]:
         S.append({"family": "gaussian_head", "m": n, "N": n, "d": 32, "temperature": 2.0,
                   "seed": seed, "causal": True, "window": 16})
         # a smooth low-dimensional head, where feature maps of exp can reach eps
-        S.append({"family": "gaussian_head", "m": n, "N": n, "d": 8, "temperature": 0.5,
-                  "seed": seed, "causal": True})
+        S += [{"family": "gaussian_head", "m": n, "N": n, "d": 8, "temperature": t,
+               "seed": seed, "causal": True} for t in (0.25, 0.5)]
         S += [{"family": "planted_causal", "N": n, "k": k, "delta": 0.04, "seed": seed + k}
               for k in (2, 4, 8)]
         S += [{"family": "planted_segments", "N": n, "k": k, "delta": 0.04, "seed": seed + k}

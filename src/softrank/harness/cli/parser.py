@@ -144,7 +144,9 @@ def build_parser() -> argparse.ArgumentParser:
     a = sub.add_parser("audit", help="bracket every operator of a panel and write a report")
     a.add_argument("--panel", default="default",
                    help="'quick', 'default' (all 72 MiniLM heads at widths 64 and 128 plus the "
-                        "synthetic families) or a TOML panel file")
+                        "synthetic families), 'causal' (causal Gaussian, sliding-window and "
+                        "planted causal heads at widths 64 and 128, with --rank causal) or a "
+                        "TOML panel file")
     a.add_argument("--eps", type=_eps_arg, nargs="+", default=None,
                    help="tolerances (default: the panel's, 0.1 0.25 0.5)")
     a.add_argument("--out", default="softrank-report", help="output directory")
