@@ -181,7 +181,7 @@ def test_verify_names_the_rank_and_keeps_ranks_apart(tmp_path, capsys):
     capsys.readouterr()
     assert main(["verify", str(d)]) == 0
     out = capsys.readouterr().out
-    assert "r^causal_eps <= 1 at eps 0.1" in out and "r^causal_eps >= 1" in out
+    assert "r^c_eps <= 1 at eps 0.1" in out and "r^c_eps >= 1" in out
     assert "CONTRADICTION" not in out and "4 of 4 certificates hold" in out
 
 
@@ -238,3 +238,35 @@ def test_a_crash_is_an_error_bracket_never_a_bound():
     for br in brs:
         assert (br.lower, br.upper, br.verdict, br.rank) == (None, None, "error", "causal")
         assert "boom" in br.diagnostics.error
+
+
+def test_rank_strings_are_canonical_and_bounded():
+    from softrank.operators import parse_rank
+
+    assert parse_rank("window:8") == ("window", 8)
+    for bad in ("window:08", "window:+3", "window:0", "window:99999999999999999999", "Causal",
+                "window:", ""):
+        with pytest.raises(InvalidArgumentError, match="rank"):
+            parse_rank(bad)
+    # a band wider than the sequence copies every causal key: the windowed rank is 0
+    br = causal_bracket(_uniform_causal(6), [0.25], rank="window:1000000000")[0]
+    assert (br.lower, br.upper) == (0, 0)
+
+
+class _Window:
+    def __init__(self, window, name):
+        self.window, self.name = window, name
+
+    def witness(self, operator, eps):
+        return np.ones((operator.shape[0], 1)), np.ones((1, operator.shape[1]))
+
+
+def test_a_construction_s_window_is_checked_by_name():
+    op = _uniform_causal(6)
+    br = causal_bracket(op, [0.25], reference=False, effort="fast",
+                        constructions=[_Window("8", "str-window"), _Window(8, "wide"),
+                                       _Window(None, "plain-causal")])[0]
+    rec = {r.name: r for r in br.diagnostics.methods}
+    assert rec["str-window"].status == "failed" and "window" in rec["str-window"].message
+    assert rec["wide"].status == "skipped" and "band of 8 keys" in rec["wide"].message
+    assert rec["plain-causal"].status in ("ok", "rejected")

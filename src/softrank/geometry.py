@@ -48,7 +48,7 @@ def _matrix(A) -> np.ndarray:
         i, j = np.argwhere(~(A > 0))[0]
         raise InvalidArgumentError(
             f"A: the interaction needs a common positive support (docs/theory/operators.md), A[{i}, {j}] = "
-            f"{A[i, j]!r}")
+            f"{float(A[i, j])!r}")
     return A
 
 

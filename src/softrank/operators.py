@@ -106,9 +106,13 @@ def causal_mask(m: int, N: int | None = None, offset: int | None = None,
     j = np.arange(N)[None, :]
     M = j <= pos
     if window is not None:
-        M &= j > pos - window
+        M &= j > pos - min(int(window), N)  # (a wider window adds no key)
     return M
 
+
+#: The largest band width ``W`` of a rank ``window:W`` (a band wider than the sequence copies
+#: every causal key, as one of its width does).
+MAX_WINDOW = 10**9
 
 #: The ranks softrank brackets: ``plain`` (``r_eps``), ``causal`` (``r^c_eps``) and
 #: ``window:W`` (``r^{c,W}_eps``, the band of width ``W`` kept exact); :func:`rank_masks`.
@@ -124,10 +128,12 @@ def parse_rank(rank: Any, arg: str = "rank") -> tuple[str, int | None]:
         return rank, None
     if isinstance(rank, str) and rank.startswith("window:"):
         w = rank[len("window:"):]
-        if w.isdigit() and int(w) >= 1:
+        # W as written by str(int): no sign, no leading zero, at most 10 digits
+        if w.isascii() and w.isdigit() and w == str(int(w)) and 1 <= int(w) <= MAX_WINDOW:
             return "window", int(w)
     raise InvalidArgumentError(f"{arg}: expected 'plain', 'causal' or 'window:W' with an "
-                               f"integer W >= 1, got {rank!r}")
+                               f"integer 1 <= W <= {MAX_WINDOW} written without leading zeros, "
+                               f"got {rank!r}")
 
 
 def rank_masks(shape: tuple[int, int], rank: str) -> tuple[np.ndarray, np.ndarray]:
@@ -168,7 +174,7 @@ def rank_masks(shape: tuple[int, int], rank: str) -> tuple[np.ndarray, np.ndarra
     causal = causal_mask(m, N)
     if kind == "causal":
         return causal, np.zeros((m, N), dtype=bool)
-    band = causal_mask(m, N, window=W)
+    band = causal_mask(m, N, window=min(W, N))  # (a wider band adds no key)
     return causal & ~band, band
 
 

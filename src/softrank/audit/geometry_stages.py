@@ -37,13 +37,18 @@ class IntrinsicDescriptorStage:
 
     A descriptor, never a bound. It needs a common positive support or the factors; where
     it cannot be computed the stage fails and its columns stay empty, with the reason in
-    the ``stages`` column.
+    the ``stages`` column. A masked operator (a decoder's head, docs/theory/causal.md) has
+    none by construction: its columns stay empty without a failure.
     """
 
     name = "intrinsic-descriptor"
     columns = ("int_r", "int_tau", "int_kappa", "int_logq")
 
     def run(self, cells) -> list[dict]:
+        if cells.operator.mask is not None:
+            # a masked head (a decoder's) has no common positive support: no descriptor, and
+            # no failure either -- it is undefined there, not broken
+            return [{} for _ in cells.eps]
         ds = intrinsic_descriptors(cells.operator, list(cells.eps))
         return [{"int_r": d.r, "int_tau": round(d.tau, 6), "int_kappa": round(d.kappa, 6),
                  "int_logq": round(d.log_q, 6)} for d in ds]

@@ -219,6 +219,16 @@ class CausalSearch:
         return None if k is None else (k, got[k])
 
 
+def _block_name(rows, cols) -> str:
+    return f"block {rows[0]}:{rows[-1] + 1}x0:{cols[-1] + 1}"
+
+
+def _tag(diag: Diagnostics, start: int, rows, cols) -> None:
+    """Name the block in the lower tests' records from ``start`` on."""
+    for r in diag.methods[start:]:
+        r.message = f"{_block_name(rows, cols)}" + (f"; {r.message}" if r.message else "")
+
+
 def _witness(eps, f, keep, exact, method) -> CausalUpperWitness:
     return CausalUpperWitness(eps, f[0], f[1], keep, exact, method=method)
 
@@ -251,8 +261,10 @@ def causal_bracket(A, eps, *, rank: str = "causal", interval: bool = True,
         Causal constructions: objects with ``witness(operator, eps, context=None)`` returning
         ``(U, W)`` or None and an attribute ``window`` (None, or the band width ``W'`` they
         copy exactly); each one applies to the ranks ``causal`` (``window`` None) and
-        ``window:W`` with ``W >= W'``. Their answers are checked like the others' and recorded
-        in ``diagnostics``; the best checked one may become the upper end.
+        ``window:W`` with ``W >= W'``, and is recorded as skipped (with the reason) for the
+        others, as failed when ``window`` is not None or an integer ``>= 1``. Their answers
+        are checked like the others' and recorded in ``diagnostics``; the best checked one
+        may become the upper end.
     reference : bool
         Also run the reference causal constructions (default True;
         :mod:`softrank.certifiers.causal_reference`: causal random features and the Taylor
@@ -285,13 +297,15 @@ def causal_bracket(A, eps, *, rank: str = "causal", interval: bool = True,
     _, W_band = parse_rank(rank)
     if time_limit is not None:
         check_positive(time_limit, "time_limit (seconds)")
-    cons = [c for c in (constructions or ())
-            if (getattr(c, "window", None) or 0) <= (W_band or 0)]
+    cons = list(constructions or ())
     if reference:
         from .causal_reference import CausalRandomFeatures, CausalTaylorFeatures, SinkWindowLowRank
 
-        cons = [CausalRandomFeatures(), CausalTaylorFeatures()] + (
-            [SinkWindowLowRank(window=W_band)] if W_band else []) + cons
+        ours = [CausalRandomFeatures(), CausalTaylorFeatures()] + (
+            [SinkWindowLowRank(window=W_band)] if W_band else [])
+        for c in ours:
+            c.origin = "reference"
+        cons = ours + cons
     t_start = time.perf_counter()
     deadline = None if time_limit is None else t_start + float(time_limit)
     search = CausalSearch(op.A, keep, exact, iters=40 if effort == "full" else 15)
@@ -314,6 +328,12 @@ def causal_bracket(A, eps, *, rank: str = "causal", interval: bool = True,
     return [by_eps[e] for e in eps_list]
 
 
+def _one_line(exc: BaseException) -> str:
+    """``Type: first line of the message`` (a third party's traceback stays out of records)."""
+    msg = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {msg[0] if msg else ''}"[:300]
+
+
 def _record(diag: Diagnostics, progress, eps, name, side, status, rank=None, seconds=0.0,
             message="", origin="builtin"):
     rec = MethodRecord(name, side, origin, status, rank, seconds, message)
@@ -328,6 +348,7 @@ def _record(diag: Diagnostics, progress, eps, name, side, status, rank=None, sec
 def _one(op, search: CausalSearch, keep, exact, rank, eps, blocks, contexts, interval,
          effort, deadline, cons, plain, progress) -> Bracket:
     diag = Diagnostics()
+    W_band = parse_rank(rank)[1]
     target = safe_target(eps)
     late_ok = lambda: deadline is None or time.perf_counter() <= deadline  # noqa: E731
 
@@ -337,9 +358,11 @@ def _one(op, search: CausalSearch, keep, exact, rank, eps, blocks, contexts, int
         if not late_ok() and best[0] is not None:
             diag.cut_short = True
             break
+        n0 = len(diag.methods)
         cert, _, _ = lower_certificate(ctx.A, eps, interval=False, effort="fast", context=ctx,
                                        diagnostics=diag, late=False,
                                        deadline=deadline, progress=progress)
+        _tag(diag, n0, rows, cols)
         if cert is not None and (best[0] is None or cert.rank > best[0].rank):
             best = (cert, b, None)
 
@@ -396,13 +419,25 @@ def _one(op, search: CausalSearch, keep, exact, rank, eps, blocks, contexts, int
     for c in cons:
         t = time.perf_counter()
         name = getattr(c, "name", type(c).__name__)
-        origin = getattr(c, "origin", "reference")
+        origin = getattr(c, "origin", "third-party")
+        cw = getattr(c, "window", None)
+        if cw is not None and (isinstance(cw, bool) or not isinstance(cw, (int, np.integer))
+                               or cw < 1):
+            _record(diag, progress, eps, name, "upper", "failed", message=(
+                f"window: expected None or an integer >= 1 (the band it copies), got "
+                f"{cw!r:.40}"), origin=origin)
+            continue
+        if cw is not None and cw > (W_band or 0):
+            _record(diag, progress, eps, name, "upper", "skipped", message=(
+                f"it copies a band of {cw} keys; rank {rank!r} copies "
+                + (f"{W_band}" if W_band else "none")), origin=origin)
+            continue
         try:
             f = (c.witness(op, eps, context=search.context) if origin == "reference"
                  else c.witness(op, eps))
         except Exception as exc:  # noqa: BLE001 - a failure is recorded, never a bound
             _record(diag, progress, eps, name, "upper", "failed", None,
-                    time.perf_counter() - t, f"{type(exc).__name__}: {exc}"[:300], origin)
+                    time.perf_counter() - t, _one_line(exc), origin)
             continue
         if f is None:
             _record(diag, progress, eps, name, "upper", "declined", None,
@@ -420,9 +455,11 @@ def _one(op, search: CausalSearch, keep, exact, rank, eps, blocks, contexts, int
     # ---- the late lower searches on the best block, while the ends can still move
     if effort == "full" and best[1] is not None and lower_now() < upper_now() and late_ok():
         b = best[1]
+        n0 = len(diag.methods)
         cert, _, _ = lower_certificate(contexts[b].A, eps, interval=False, effort="full",
                                        context=contexts[b], diagnostics=diag,
                                        deadline=deadline, progress=progress)
+        _tag(diag, n0, *blocks[b])
         if cert is not None and cert.rank > best[0].rank:
             best = (cert, b, None)
     elif effort == "full" and best[1] is not None:
@@ -435,8 +472,7 @@ def _one(op, search: CausalSearch, keep, exact, rank, eps, blocks, contexts, int
     if best[0] is not None:
         rows, cols = blocks[best[1]]
         lcert = CausalLowerCertificate(eps, rows, cols, keep, best[0],
-                                       method=f"block {rows[0]}:{rows[-1] + 1}x0:{cols[-1] + 1} "
-                                              f"{best[0].method}")
+                                       method=f"{_block_name(rows, cols)} {best[0].method}")
         lrep = check(op.A, lcert, interval=interval)
         if not lrep.ok:
             diag.checker_disagreements += bool(lrep.disagree)

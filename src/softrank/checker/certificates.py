@@ -712,8 +712,13 @@ def load_certificate(path, *, max_bytes: int = MAX_FILE_BYTES
     try:
         if kind == "causal-lower":
             ik = header["inner"]["kind"]
-            inner = _from_arrays(ik, eps, {k[6:]: v for k, v in data.items()
-                                           if k.startswith("inner_")}, header["inner"]["method"])
+            try:
+                inner = _from_arrays(ik, eps, {k[6:]: v for k, v in data.items()
+                                               if k.startswith("inner_")},
+                                     header["inner"]["method"])
+            except KeyError as exc:
+                raise MalformedCertificate(f"inner kind {ik!r} needs array "
+                                           f"'inner_{exc.args[0]}'") from None
             cert = CausalLowerCertificate(eps, data["rows"], data["cols"], data["keep"], inner,
                                           method)
         else:

@@ -69,7 +69,9 @@ def descriptor_correlations(rows: list[dict], n_boot: int = 1000, seed: int = 0,
         groups.setdefault((group_key(r), vals[2]), []).append(r)
     if not groups:
         raise InvalidArgumentError("rows: no bracketed cell carries the intrinsic descriptor "
-                                   "(int_logq); audit with softrank >= this version")
+                                   "(int_logq): it needs a common positive support, which "
+                                   "masked (causal) heads lack, or an audit of softrank >= "
+                                   "this version")
     rng = np.random.default_rng(seed)
     out = []
     for (g, e), rs in sorted(groups.items()):

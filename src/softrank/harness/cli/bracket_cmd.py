@@ -33,6 +33,12 @@ def run(args) -> int:
             raise SoftrankError(
                 f"--certifier {tests[0].spec or tests[0].name!r}: a lower test of r_eps does not "
                 f"bound the rank {args.rank!r}; with --rank give constructions only")
+        plain = [c for c in cons if getattr(c.obj, "causal", False) is not True]
+        if plain:
+            raise SoftrankError(
+                f"--certifier {plain[0].spec or plain[0].name!r}: not a causal construction; with "
+                f"--rank {args.rank} give constructions that set causal = True (their U, W are "
+                "checked as tril(U W); docs/theory/causal.md)")
         store = None
     else:
         store = reference_store(args)

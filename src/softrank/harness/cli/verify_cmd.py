@@ -60,7 +60,7 @@ def run(args) -> int:
                   f"{' '.join(str(exc).split())[:200]})")
             failures += 1
             continue
-        form, quantity = _form(cert)
+        form, quantity = _form(cert, A.shape)
         side = f"{quantity} <=" if cert.kind in ("upper", "causal-upper") else f"{quantity} >="
         print(f"{'ok  ' if rep.ok else 'FAIL'} {f}: {side} {cert.rank} at eps {float(cert.eps)!r} "
               f"for the matrix of hash {h}{' (--matrix)' if ext is not None else ''} "
@@ -73,7 +73,7 @@ def run(args) -> int:
     return 0 if failures == 0 and not refuted else 1
 
 
-def _form(cert) -> tuple[str, str]:
+def _form(cert, shape) -> tuple[str, str]:
     """``(form, quantity)``: which rank a certificate bounds. ``plain`` and ``r_eps`` for the
     kinds of ``r_eps``; for the causal kinds the hash of the kept region (two certificates
     bound the same rank iff their regions are equal) and ``r^causal_eps`` /
@@ -87,6 +87,8 @@ def _form(cert) -> tuple[str, str]:
     if cert.kind not in ("causal-upper", "causal-lower"):
         return "plain", "r_eps"
     keep = cert.keep
+    if keep.ndim != 2 or keep.shape != tuple(shape):  # malformed: rejected, no rank to name
+        return "malformed", "r^c_eps"
     m, N = keep.shape
     label = "custom"
     kinds = ["causal"] + ([f"window:{N - int(keep[-1].sum())}"]
@@ -100,7 +102,8 @@ def _form(cert) -> tuple[str, str]:
                                         or np.array_equal(e, cert.exact)):
             label = kind
             break
-    return matrix_hash(keep.astype(np.float64)), f"r^{label}_eps"
+    name = "r^c_eps" if label == "causal" else f"r^c[{label}]_eps"
+    return matrix_hash(keep.astype(np.float64)), name
 
 
 def _contradictions(held) -> int:
