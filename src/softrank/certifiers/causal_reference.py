@@ -43,6 +43,7 @@ from ..errors import SoftrankError
 from ..operators import rank_masks
 from ..validation import check_int, check_positive
 from .interface import Context
+from .reference import RankSearch
 from .upper.basic import safe_target
 
 __all__ = ["causal_error", "CausalRandomFeatures", "CausalTaylorFeatures",
@@ -108,38 +109,9 @@ def _is_rank(k) -> bool:
     return not isinstance(k, bool) and isinstance(k, Integral)
 
 
-class _Search:
-    """Factors ``make(k) -> (U, W) | None`` of one family and their causal errors against
-    ``A`` (:func:`causal_error`), kept per ``k`` so that the tolerances of one operator share
-    them; the searches of :mod:`softrank.certifiers.reference` (scan, gallop)."""
-
-    def __init__(self, A: np.ndarray, make, rank: str):
-        self.A, self.make, self.rank = A, make, rank
-        self.err: dict = {}
-
-    def error(self, k: int) -> float:
-        if k not in self.err:
-            f = self.make(k)
-            self.err[k] = np.inf if f is None else causal_error(self.A, *f, self.rank)
-        return self.err[k]
-
-    def gallop(self, target: float, lo: int, hi: int) -> int | None:
-        """A least ``k`` in ``[lo, hi]`` within ``target`` for a family whose error falls
-        with ``k`` (nested features): ``lo``, then ``lo + 1, 2, 4, ...`` up to the first
-        ``k`` within it, then bisection below that ``k``."""
-        prev, k = lo - 1, lo
-        while self.error(k) > target:
-            if k >= hi:
-                return None
-            prev, k = k, min(lo + max(1, 2 * (k - lo)), hi)
-        a, b = prev + 1, k - 1
-        while a <= b:
-            mid = (a + b) // 2
-            if self.error(mid) <= target:
-                k, b = mid, mid - 1
-            else:
-                a = mid + 1
-        return k
+def _search(A: np.ndarray, make, rank: str) -> RankSearch:
+    """The reference constructions' search (scan, gallop) on the causal error of ``rank``."""
+    return RankSearch(A, make, error_of=lambda U, W: causal_error(A, U, W, rank))
 
 
 def _context(operator, context):
@@ -273,7 +245,7 @@ class CausalRandomFeatures:
             return _prefix_normalised(FQ, FK, keep)
 
         search = ctx.shared(f"causal-ref:{self.name}:{self.seed}:{n}",
-                            lambda: _Search(ctx.A, make, self.rank_kind))
+                            lambda: _search(ctx.A, make, self.rank_kind))
         r = search.gallop(safe_target(eps), 1, n)
         return None if r is None else search.make(r)
 
@@ -367,7 +339,7 @@ class CausalTaylorFeatures:
             return None
         ctx = _context(operator, context)
         keep = rank_masks(ctx.A.shape, self.rank_kind)[0]
-        search = ctx.shared(f"causal-ref:{self.name}", lambda: _Search(
+        search = ctx.shared(f"causal-ref:{self.name}", lambda: _search(
             ctx.A, lambda o: self._make(f, keep, o), self.rank_kind))
         target = safe_target(eps)
         order = next((o for o in self.orders if search.error(o) <= target), None)
@@ -499,7 +471,7 @@ class SinkWindowLowRank:
         n = _budget(self.budget, ctx.p)
         key = f"causal-ref:{self.name}:{self.seed}:{n}"
         parts = ctx.shared(key + ":parts", lambda: self._parts(f, A.shape, n))
-        search = ctx.shared(key, lambda: _Search(
+        search = ctx.shared(key, lambda: _search(
             A, lambda r: self._make(A, parts, r), self.rank_kind))
         r = search.gallop(target, 0, n)
         return None if r is None else search.make(r)

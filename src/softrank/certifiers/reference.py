@@ -36,7 +36,7 @@ from ..checker import UpperWitness
 from .interface import Context
 from .upper import SAFETY
 
-__all__ = ["NystromLandmarks", "PositiveRandomFeatures", "SinksPlusRandomFeatures"]
+__all__ = ["NystromLandmarks", "PositiveRandomFeatures", "SinksPlusRandomFeatures", "RankSearch"]
 
 
 def _target(eps: float) -> float:
@@ -63,12 +63,18 @@ def _context(operator, context):
     return context if context is not None else Context(operator.A)
 
 
-class _RankSearch:
-    """Rank-``k`` factors ``make(k) -> (U, W) | None`` of one family and their max-row
-    errors against ``A``, kept per ``k`` so that the tolerances of one operator share them."""
+class RankSearch:
+    """Rank-``k`` factors ``make(k) -> (U, W) | None`` of one family and their errors
+    against ``A``, kept per ``k`` so that the tolerances of one operator share them.
 
-    def __init__(self, A: np.ndarray, make):
+    ``error_of(U, W)`` measures a pair (default: the max row l1 error ``||A - U W||_inf``;
+    the causal constructions pass the causal error,
+    :func:`softrank.certifiers.causal_reference.causal_error`); a non-finite error counts
+    as infinite."""
+
+    def __init__(self, A: np.ndarray, make, error_of=None):
         self.A, self.make = A, make
+        self.error_of = error_of or (lambda U, W: float(np.abs(A - U @ W).sum(axis=1).max()))
         self.err: dict = {}
 
     def error(self, k: int) -> float:
@@ -77,7 +83,7 @@ class _RankSearch:
             e = np.inf
             if f is not None:
                 with np.errstate(all="ignore"):
-                    e = float(np.abs(self.A - f[0] @ f[1]).sum(axis=1).max())
+                    e = float(self.error_of(*f))
             self.err[k] = e if np.isfinite(e) else np.inf
         return self.err[k]
 
@@ -125,7 +131,7 @@ class NystromLandmarks:
         if f is None:
             return None
         ctx = _context(operator, context)
-        search = ctx.shared("ref:nystrom", lambda: _RankSearch(
+        search = ctx.shared("ref:nystrom", lambda: RankSearch(
             ctx.A, lambda k: _nystrom(ctx.A.shape, *f, k)))
         k = search.scan(_target(eps), 1, ctx.p)
         return None if k is None else UpperWitness(eps, *search.make(k), self.name)
@@ -229,7 +235,7 @@ class PositiveRandomFeatures:
             return FQ / z[:, None], FK.T
 
         search = ctx.shared(f"ref:random-features:{self.seed}:{n}",
-                            lambda: _RankSearch(ctx.A, make))
+                            lambda: RankSearch(ctx.A, make))
         r = search.gallop(_target(eps), 1, n)
         return None if r is None else UpperWitness(eps, *search.make(r), self.name)
 
@@ -291,7 +297,7 @@ class SinksPlusRandomFeatures:
                 return np.hstack([A[:, S], FQ * (left / z)[:, None]]), W
 
             search = ctx.shared(f"ref:sinks:{self.seed}:{n}:{s}",
-                                lambda make=make: _RankSearch(A, make))
+                                lambda make=make: RankSearch(A, make))
             cap = n if best is None else min(n, best[0] - s - 1)
             r = search.gallop(target, 0, cap) if cap >= 0 else None
             if r is not None:
