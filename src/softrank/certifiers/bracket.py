@@ -32,7 +32,7 @@ from ..validation import check_positive
 from .interface import Certifier, Context, Diagnostics, MethodRecord, Verdict, as_certifier
 from .registry import default_constructions, default_lower_tests, load_certifier
 
-__all__ = ["Bracket", "bracket", "lower_certificate", "validate_eps", "memory_estimate", "check_effort",
+__all__ = ["Bracket", "bracket", "lower_certificate", "monotone", "validate_eps", "memory_estimate", "check_effort",
            "BASE_MEMORY", "EFFORTS"]
 
 #: The engine's efforts: ``full`` runs every built-in method; ``fast`` skips the late
@@ -518,13 +518,25 @@ def _set_verdict(br: Bracket) -> None:
         br.verdict = "open"
 
 
-def _monotone(brs: list[Bracket], A: np.ndarray, interval: bool) -> None:
+def _restamp(cert, eps: float, method: str):
+    """``cert`` issued at ``eps`` under ``method``; a causal lower certificate's inner one
+    is re-stamped with it (the checker asks both to share ``eps``)."""
+    inner = getattr(cert, "inner", None)
+    extra = {} if inner is None else {"inner": dataclasses.replace(inner, eps=eps)}
+    return dataclasses.replace(cert, eps=eps, method=method, **extra)
+
+
+def monotone(brs: list[Bracket], A: np.ndarray, interval: bool, verdict=None) -> None:
     """Make brackets monotone in ``eps`` (``brs`` in increasing ``eps``), in place.
 
-    ``r_eps`` is non-increasing in ``eps``: a lower certificate issued at ``eps2`` also proves
-    its rank at every ``eps1 < eps2`` (every condition only gets easier), and an upper
-    witness at ``eps1`` holds at ``eps2 > eps1``. Each certificate carried over is re-stamped
-    with its new tolerance and re-checked by the full checker before it is adopted.
+    ``r_eps`` is non-increasing in ``eps``, and so is the causal rank: a lower certificate
+    issued at ``eps2`` also proves its rank at every ``eps1 < eps2`` (every condition only
+    gets easier), and an upper witness at ``eps1`` holds at ``eps2 > eps1``. Each
+    certificate carried over is re-stamped with its new tolerance and re-checked by the full
+    checker before it is adopted; ``error`` brackets take nothing. ``verdict(br)`` sets each
+    bracket's verdict afterwards (default: that of ``r_eps``;
+    :func:`softrank.certifiers.causal.causal_bracket` passes its own, for which a lower end
+    of 0 needs no certificate).
     """
     for i, small in enumerate(brs):
         for big in brs[i + 1:]:
@@ -532,8 +544,7 @@ def _monotone(brs: list[Bracket], A: np.ndarray, interval: bool) -> None:
             c = big.lower_certificate
             if c is not None and not small.diagnostics.error and small.lower is not None and \
                     c.rank > small.lower:
-                moved = dataclasses.replace(c, eps=small.eps + small.rho,
-                                            method=f"{c.method} (from eps {big.eps:g})")
+                moved = _restamp(c, small.eps + small.rho, f"{c.method} (from eps {big.eps:g})")
                 rep = check(A, moved, interval=interval)
                 if rep.ok:
                     small.lower_certificate, small.lower = moved, moved.rank
@@ -544,8 +555,7 @@ def _monotone(brs: list[Bracket], A: np.ndarray, interval: bool) -> None:
             w = small.upper_witness
             if w is not None and not big.diagnostics.error and (
                     big.upper_witness is None or w.rank < big.upper):
-                moved = dataclasses.replace(w, eps=big.eps - big.rho,
-                                            method=f"{w.method} (from eps {small.eps:g})")
+                moved = _restamp(w, big.eps - big.rho, f"{w.method} (from eps {small.eps:g})")
                 rep = check(A, moved, interval=interval)
                 if rep.ok:
                     big.upper_witness, big.upper = moved, moved.rank
@@ -553,7 +563,7 @@ def _monotone(brs: list[Bracket], A: np.ndarray, interval: bool) -> None:
                     big.diagnostics.carried["upper"] = small.eps
                     big.diagnostics.reported["upper"] = small.diagnostics.reported.get("upper")
     for br in brs:
-        _set_verdict(br)
+        (verdict or _set_verdict)(br)
 
 
 def bracket(A, eps, *, interval: bool = True, validated: bool = False,
@@ -675,7 +685,7 @@ def bracket(A, eps, *, interval: bool = True, validated: bool = False,
         out = store.brackets(op, A_used, rho, eps_list, effort=effort, validated=validated,
                              interval=interval, compute=own)
         # tolerances read back and computed may come from different runs: carry ends
-        _monotone(sorted(out, key=lambda b: b.eps), A_used, interval)
+        monotone(sorted(out, key=lambda b: b.eps), A_used, interval)
     if extra_cons or extra_tests:
         if not contexts:
             try:
@@ -693,7 +703,7 @@ def bracket(A, eps, *, interval: bool = True, validated: bool = False,
                                  deadline, progress)
             br.seconds += time.perf_counter() - t
         if moved:
-            _monotone(sorted(out, key=lambda b: b.eps), A_used, interval)
+            monotone(sorted(out, key=lambda b: b.eps), A_used, interval)
     by_eps = {b.eps: b for b in out}
     return [by_eps[e] for e in eps_list]
 
@@ -732,7 +742,7 @@ def _own_brackets(op: Operator, A_used: np.ndarray, rho: float, eps_list: list[f
         t0 = t1
         out.append(br)
     if ctx is not None:
-        _monotone(sorted(out, key=lambda b: b.eps), ctx.A, interval)
+        monotone(sorted(out, key=lambda b: b.eps), ctx.A, interval)
     by_eps = {b.eps: b for b in out}
     return [by_eps[e] for e in eps_list]
 

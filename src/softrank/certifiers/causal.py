@@ -27,7 +27,6 @@ method ``none``.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 
 import numpy as np
@@ -36,7 +35,7 @@ from ..checker import CausalLowerCertificate, CausalUpperWitness, check, check_f
 from ..errors import InvalidArgumentError
 from ..operators import Operator, parse_rank, rank_masks
 from ..validation import check_positive
-from .bracket import Bracket, check_effort, lower_certificate, validate_eps
+from .bracket import Bracket, check_effort, lower_certificate, monotone, validate_eps
 from .interface import Context, Diagnostics, MethodRecord
 from .linalg import weighted_solves
 from .lp import L1Regression
@@ -323,7 +322,7 @@ def causal_bracket(A, eps, *, rank: str = "causal", interval: bool = True,
         t1 = time.perf_counter()
         br.seconds, t0 = t1 - t0, t1
         out.append(br)
-    _monotone(sorted(out, key=lambda b: b.eps), op.A, interval)
+    monotone(sorted(out, key=lambda b: b.eps), op.A, interval, verdict=_verdict)
     by_eps = {b.eps: b for b in out}
     return [by_eps[e] for e in eps_list]
 
@@ -513,35 +512,3 @@ def _verdict(br: Bracket) -> None:
         br.verdict = "unsound"
     else:
         br.verdict = "resolved" if br.lower == br.upper else "open"
-
-
-def _monotone(brs: list[Bracket], A: np.ndarray, interval: bool) -> None:
-    """Carry lower certificates to smaller tolerances and witnesses to larger ones (both
-    re-stamped and checked again), as :func:`softrank.certifiers.bracket.bracket` does; an
-    ``error`` bracket (a crash) stays one."""
-    for i, small in enumerate(brs):
-        for big in brs[i + 1:]:
-            if small.diagnostics.error and small.upper_witness is None or \
-                    big.diagnostics.error and big.upper_witness is None:
-                continue
-            c = big.lower_certificate
-            if c is not None and c.rank > small.lower:
-                moved = dataclasses.replace(c, eps=small.eps,
-                                            inner=dataclasses.replace(c.inner, eps=small.eps),
-                                            method=f"{c.method} (from eps {big.eps:g})")
-                rep = check(A, moved, interval=interval)
-                if rep.ok:
-                    small.lower_certificate, small.lower = moved, moved.rank
-                    small.lower_method, small.checks["lower"] = moved.method, rep
-                    small.diagnostics.carried["lower"] = big.eps
-            w = small.upper_witness
-            if w is not None and (big.upper_witness is None or w.rank < big.upper):
-                moved = dataclasses.replace(w, eps=big.eps,
-                                            method=f"{w.method} (from eps {small.eps:g})")
-                rep = check(A, moved, interval=interval)
-                if rep.ok:
-                    big.upper_witness, big.upper = moved, moved.rank
-                    big.upper_method, big.checks["upper"] = moved.method, rep
-                    big.diagnostics.carried["upper"] = small.eps
-    for br in brs:
-        _verdict(br)
