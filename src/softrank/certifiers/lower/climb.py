@@ -16,10 +16,86 @@ from ...checker import SubspaceCertificate
 from ...errors import InvalidArgumentError
 from ...validation import check_int, check_real
 from ..lp import RangeLP
+from .simplex import OPTIMAL, solve_from
 from .starts import brief_repr, checked_start, finite_columns
 from .subspace import SubspaceSearch
 
 __all__ = ["SubspaceClimb"]
+
+
+def _rows(AB: np.ndarray, B: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``G, h`` of :func:`~softrank.certifiers.lower.simplex.solve_from` for ``LP_j(span B)``:
+    the rows ``A B c - t <= 0``, ``-A B c - t <= 0``, ``B c <= 1``, ``-B c <= 1``."""
+    m, k = AB.shape
+    N = B.shape[0]
+    G = np.zeros((2 * (m + N), k + 1))
+    G[:m, :k], G[:m, k] = AB, -1.0
+    G[m:2 * m, :k], G[m:2 * m, k] = -AB, -1.0
+    G[2 * m:2 * m + N, :k] = B
+    G[2 * m + N:, :k] = -B
+    h = np.zeros(2 * (m + N))
+    h[2 * m:] = 1.0
+    return G, h
+
+
+def _highs_duals(act: np.ndarray, mult: np.ndarray, m: int, N: int, j: int) -> np.ndarray:
+    """The row duals of :meth:`SubspaceClimb._model`'s LP (HiGHS's rows and signs) from the
+    multipliers of :func:`~softrank.certifiers.lower.simplex.solve_from`: rows ``0..m-1``
+    are ``A B c - t <= 0`` (dual ``-mult``), ``m..2m-1`` are ``A B c + t >= 0``
+    (``+mult``), ``2m + l`` is ``-1 <= (B c)_l <= 1`` (``-mult`` at its upper bound, row
+    ``2m + l`` of ``G``; ``+mult`` at its lower bound, row ``2m + N + l``), and ``2m + j`` the
+    equality (``-mult[-1]``)."""
+    y = np.zeros(2 * m + N)
+    lam = mult[:-1]
+    sign = np.where((act < m) | ((act >= 2 * m) & (act < 2 * m + N)), -1.0, 1.0)
+    np.add.at(y, np.where(act >= 2 * m + N, act - N, act), sign * lam)
+    y[2 * m + j] -= mult[-1]
+    return y
+
+
+def _complete(rows: np.ndarray, G: np.ndarray, e: np.ndarray, j: int, m: int, N: int,
+              k: int) -> np.ndarray:
+    """A start of ``k`` rows for ``LP_j`` from ``rows`` (another vertex's active rows: the
+    key's own one dimension down, or another key's at this dimension): key ``j``'s own box
+    rows left out, then, while fewer than ``k``, the row of ``G`` farthest from the span of
+    the rows so far and ``e`` (relative to its norm) added, so that the start is
+    nonsingular whenever such a row exists; only a start
+    (:func:`~softrank.certifiers.lower.simplex.solve_from`)."""
+    own = (2 * m + j, 2 * m + N + j)
+    act = [int(r) for r in rows if r not in own][:k]
+    norms = np.maximum(np.linalg.norm(G, axis=1), 1e-300)
+    while len(act) < k:
+        u = np.linalg.svd(np.vstack([G[act], e]))[2][-1]  # in the null space of the rows
+        score = np.abs(G @ u) / norms
+        score[act] = -1.0
+        score[list(own)] = -1.0
+        act.append(int(np.argmax(score)))
+    return np.asarray(act, dtype=np.intp)
+
+
+def _active_rows(basis, m: int, N: int, j: int, k: int) -> np.ndarray | None:
+    """The active rows (in :func:`~softrank.certifiers.lower.batchlp.solve_family`'s
+    layout: ``A B c - t <= 0``, ``-A B c - t <= 0``, ``B c <= 1``, ``-B c <= 1``) of a
+    HiGHS basis of ``LP_j``: its nonbasic rows other than row ``2m + j``; None unless there
+    are exactly ``k`` of them (a nonbasic column, or a status this layout cannot name)."""
+    import highspy
+
+    st = highspy.HighsBasisStatus
+    rows = basis.row_status
+    act = []
+    for r in range(2 * m + N):
+        s = rows[r]
+        if s == st.kBasic or r == 2 * m + j:
+            continue
+        if r < 2 * m:
+            act.append(r)
+        elif s == st.kUpper:
+            act.append(r)
+        elif s == st.kLower:
+            act.append(r + N)
+        else:
+            return None
+    return np.asarray(act, dtype=np.intp) if len(act) == k else None
 
 # The climb's fixed settings (docs/theory/lower.md#subspace-climb). The budget, the active
 # set and the margin are the constructor's arguments; these shape each step.
@@ -156,6 +232,10 @@ class SubspaceClimb:
         # basis (docs/theory/lower.md#subspace-climb: 2.4x fewer simplex iterations on
         # MiniLM heads of width 128, and the same ends)
         self._bases_by_eps: dict = {}
+        # (eps, k) -> {key: the active rows of its last optimal vertex}: where its next
+        # solve starts in simplex.solve_from
+        self._actives_by_eps: dict = {}
+        self.compiled = 0  # LP_j solved by simplex.solve_from (the rest: HiGHS, Farkas)
         self._eps = None
 
     def _at_eps(self, eps: float) -> None:
@@ -164,10 +244,10 @@ class SubspaceClimb:
         self._farkas = self._farkas_by_eps.setdefault(eps, {})
         self._eps = eps
 
-    def _model(self, B: np.ndarray) -> RangeLP:
+    def _model(self, B: np.ndarray, AB: np.ndarray | None = None) -> RangeLP:
         m, N = self.A.shape
         k = B.shape[1]
-        AB = self.A @ B
+        AB = self.A @ B if AB is None else AB
         col = np.ones((m, 1))
         G = np.vstack([np.hstack([AB, -col]), np.hstack([AB, col]),
                        np.hstack([B, np.zeros((N, 1))])])
@@ -346,21 +426,51 @@ class SubspaceClimb:
         keys = [j for j in keys if j not in proved]
         if not keys:
             return out
-        lp = self._model(B)
         bases = self._bases_by_eps.setdefault((self._eps, k), {})
+        actives = self._actives_by_eps.setdefault((self._eps, k), {})
+        lower = self._actives_by_eps.get((self._eps, k - 1), {})
+        AB = self.A @ B
+        G = h = lp = None
+        last = next(iter(actives.values()), None)  # any vertex at this dimension
         for j in keys:
             self.lps += 1
-            res = lp.solve([2 * m + j], [1.0], [1.0], start=bases.get(j))
-            bases[j] = lp.basis()
-            if not res.success:
-                out[j] = (np.inf, None)
-                self._farkas.setdefault(j, None)  # tried by farkas() next time
-                continue
-            c, y = res.x[:k], res.y
+            done = None
+            start = actives.get(j)
+            if start is None:  # its vertex one dimension down, else the last key's here
+                start = lower.get(j, last)
+            if start is not None:  # from that vertex, in compiled code
+                if G is None:
+                    G, h = _rows(AB, B)
+                e = np.zeros(k + 1)
+                e[:k] = B[j]
+                act = (start.copy() if j in actives
+                       else _complete(start, G, e, j, m, N, k))
+                status, x, mult, _ = solve_from(G, h, (2 * m + j, 2 * m + N + j), e, act)
+                if status == OPTIMAL:
+                    done = x, _highs_duals(act, mult, m, N, j)
+                    actives[j] = last = act
+                    self.compiled += 1
+                else:
+                    actives.pop(j, None)
+            if done is None:  # HiGHS, from the key's last basis
+                if lp is None:
+                    lp = self._model(B, AB)
+                res = lp.solve([2 * m + j], [1.0], [1.0], start=bases.get(j))
+                bases[j] = lp.basis()
+                if not res.success:
+                    out[j] = (np.inf, None)
+                    self._farkas.setdefault(j, None)  # tried by farkas() next time
+                    continue
+                done = res.x, res.y
+                act = _active_rows(bases[j][1], m, N, j, k)
+                if act is not None:
+                    actives[j] = last = act
+            x, y = done
+            c = x[:k]
             self._duals[j] = y
             self._farkas.pop(j, None)
             g = self.A.T @ (y[:m] + y[m:2 * m]) + y[2 * m:]
-            out[j] = (float(res.x[k]), -np.outer(g, c))
+            out[j] = (float(x[k]), -np.outer(g, c))
             if stop_at is not None and out[j][0] <= stop_at:
                 break
         return out
