@@ -75,7 +75,6 @@ def test_hand_worked_lp():
     AB = np.array([[1.0, -1.0], [1.0, 1.0]])
     B = np.eye(2)
     G, h = climb_mod._rows(AB, B)
-    m, N = 2, 2
     e = np.array([1.0, 0.0, 0.0])
     # rows: 0-1 A B c - t <= 0, 2-3 -A B c - t <= 0, 4-5 B c <= 1, 6-7 -B c <= 1; key 0's
     # box rows 4 and 6 are left out; start at rows 0 and 7 (x_0 - x_1 = t, x_1 = -1)
