@@ -12,7 +12,7 @@ once, as the two certificate files (:func:`softrank.checker.save_certificate`) a
 * ``ENGINE``: :func:`engine_key`, 16 hex digits naming softrank's version, the bytes of every
   module that can change an end (the engine, the methods, the checker and the operator's
   validation: every module the import layers put at or below :mod:`softrank.certifiers`) and
-  the versions of numpy, scipy, highspy, python-flint and mpmath;
+  the versions of numpy, scipy, highspy, numba, llvmlite, python-flint and mpmath;
 * ``GROUP``: the operator's content hash and the effort (``HASH-full``), plus ``-validated-``
   and the hash of the factors ``Q``, ``K``, ``beta`` in validated mode;
 * ``EPS``: the tolerance as Python writes the float.
@@ -72,7 +72,7 @@ MAX_RECORD_BYTES = 1 << 20
 #: (``pyproject.toml``): what an end can depend on.
 _ENGINE_SOURCES = ("certifiers", "checker", "operators.py", "ids.py", "validation.py",
                    "errors.py")
-_ENGINE_LIBRARIES = ("numpy", "scipy", "highspy", "python-flint", "mpmath")
+_ENGINE_LIBRARIES = ("numpy", "scipy", "highspy", "numba", "llvmlite", "python-flint", "mpmath")
 _OFF = ("off", "none", "no", "0", "false")
 _ENGINE: list = []
 
