@@ -42,8 +42,11 @@ __all__ = ["Bracket", "bracket", "lower_certificate", "monotone", "validate_eps"
 EFFORTS = ("full", "fast")
 
 #: Resident memory of a process that has imported the engine (numpy, scipy, HiGHS,
-#: python-flint) and holds a small operator, in bytes: 160 MiB, above the ~95 MiB measured.
-BASE_MEMORY = 160 * 2**20
+#: python-flint, numba and llvmlite) and holds a small operator, in bytes: 272 MiB. Before the
+#: compiled climb (numba) it was 160 MiB, above the ~95 MiB measured then; importing numba and
+#: llvmlite adds about 105 MiB (whole-process peaks of ``softrank bracket`` on one MiniLM head
+#: of width 64: 112 -> 218 MiB).
+BASE_MEMORY = 272 * 2**20
 
 
 def memory_estimate(m: int, N: int) -> int:
@@ -53,10 +56,13 @@ def memory_estimate(m: int, N: int) -> int:
     normal equations, which form an ``(m, k, N)`` float64 array at rank ``k`` (and an
     ``(N, k, m)`` one for the other side); ``k`` can reach ``min(m, N)``, and the factor 2
     covers the second array and the allocator's slack. Measured whole-process peaks of
-    ``softrank bracket`` on Gaussian heads at three tolerances lie below it (95, 121 and
-    208 MiB at 64, 128 and 192 square against 164, 192 and 268 MiB estimated; an 800 x 800
-    matrix passed 4.5 GB, estimate 8.3 GB). An estimate, not a bound: it is what the
-    ``--max-memory`` check compares with, before any work.
+    ``softrank bracket`` at three tolerances (2026-12-05): MiniLM heads of width 64 and 128,
+    218 and 224 MiB against 276 and 304 MiB estimated. Gaussian heads of higher rank go
+    above it (``softmax(Q K^T / 2)``, ``Q``, ``K`` with 16 standard normal columns: 227, 354
+    and 538 MiB at 64, 128 and 192 square against 276, 304 and 380 MiB; 249 and 432 MiB at
+    128 and 192 before numba was imported), and an 800 x 800 matrix passed 4.5 GB against
+    8.0 GB estimated before: the growth between is not traced yet. An estimate, not a bound:
+    it is what the ``--max-memory`` check compares with, before any work.
 
     Parameters
     ----------
