@@ -155,10 +155,13 @@ class WeightedSolves:
 class ClimbLPs:
     """One step of the subspace climb's LPs (docs/theory/lower.md#subspace-climb): ``LP_j``
     for every key ``j`` on a subspace turned slightly from the one just solved, each key's
-    simplex warm from its own last basis (:meth:`softrank.certifiers.lower.SubspaceClimb.values`).
-    Most of these solves take a few simplex iterations or none, so the time is mostly HiGHS's
-    fixed cost per solve and softrank's wrapper around it. ``k = n / 4`` right singular
-    vectors of the seeded head (about the climb's dimensions at eps 0.25)."""
+    simplex warm from its own last vertex (:meth:`softrank.certifiers.lower.SubspaceClimb.values`).
+    Most of these solves take a few simplex iterations or none: since commit 11ba021 the
+    compiled simplex (:mod:`softrank.certifiers.lower.simplex`) solves them, with no set-up
+    beyond one small inversion, and HiGHS only those it does not finish (before, HiGHS's fixed
+    cost per solve was most of this time). ``k = n / 4`` right singular vectors of the seeded
+    head (about the climb's dimensions at eps 0.25); the setup's first call compiles the
+    simplex if numba's cache does not hold it yet, so no timed call does."""
 
     params = ([24, 64, 128],)
     param_names = ["n"]
