@@ -44,10 +44,19 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["solve_from", "OPTIMAL", "REFACTOR", "PERTURB", "CHECK_TOL", "MAX_PIVOTS"]
+__all__ = ["solve_from", "OPTIMAL", "NO_OPTIMUM", "PIVOT_LIMIT", "CHECK_FAILED", "SINGULAR",
+           "REFACTOR", "PERTURB", "CHECK_TOL", "MAX_PIVOTS"]
 
-#: :func:`solve_from`'s statuses.
-OPTIMAL, NO_OPTIMUM, PIVOT_LIMIT, CHECK_FAILED, SINGULAR = 0, 1, 2, 3, 4
+#: :func:`solve_from`'s status: the final vertex passed the check, an optimum.
+OPTIMAL = 0
+#: Status: a ratio test found the LP infeasible (phase 1) or unbounded (phase 2).
+NO_OPTIMUM = 1
+#: Status: a phase reached its pivot limit.
+PIVOT_LIMIT = 2
+#: Status: the final vertex failed the check (rows, stationarity, feasibility, multipliers).
+CHECK_FAILED = 3
+#: Status: the start's active set with the equality row, or a later inversion, is singular.
+SINGULAR = 4
 #: Pivots between two fresh inversions of ``M``.
 REFACTOR = 30
 #: A row enters when it is violated by more than this; a multiplier leaves below minus it.
