@@ -414,3 +414,25 @@ def test_traits_are_declared_once_in_the_registry():
             return None
 
     assert as_certifier(Mine()).traits == Traits(gauge_invariant=True)
+
+
+def test_searches_stop_when_the_ends_meet():
+    """An exactly rank-4 matrix: the identity-free ends meet at 4 before the late searches
+    (a rank-4 witness with error 0, a rank-4 lower certificate), so every later search, lower
+    or upper, is recorded as skipped with both ends and takes no time; on an open bracket
+    none is skipped for that reason."""
+    from softrank.generators import synthetic
+
+    A = synthetic.planted(32, 32, 4, 0.0, seed=0).A
+    assert np.linalg.matrix_rank(A) == 4
+    (br,) = bracket(A, 0.25)
+    assert (br.lower, br.upper) == (4, 4)
+    for name in ("subspace-rows", "subspace-climb", "trust-region", "alternating-l1-smooth",
+                 "alternating-l1-anneal"):
+        rec = br.diagnostics.record(name)
+        assert (rec.status, rec.seconds) == ("skipped", 0.0), (name, rec)
+        assert rec.message == "the ends cannot move: upper 4, lower 4", rec.message
+    A2 = synthetic.gaussian_head(32, 32, 16, 2.0, seed=0).A
+    (open_,) = bracket(A2, 0.1)
+    assert open_.lower < open_.upper
+    assert not any("ends cannot move" in (r.message or "") for r in open_.diagnostics.methods)

@@ -286,9 +286,18 @@ class _Engine:
                                                   "time limit"))
             self._say(self.diag.methods[-1])
             return None
-        if (side == "upper" and c.origin == "builtin" and c.traits.searches
-                and self.ctx.upper <= max(self.ctx.lower, 1)):
-            self.diag.methods.append(MethodRecord(c.name, side, c.origin, "skipped"))
+        # a built-in upper search looks only below the best witness and above the lower end,
+        # a late built-in lower search only above the lower end and below the best witness
+        # (a certificate of rank above r_eps cannot pass the checker): with nothing between
+        # the ends, neither runs
+        if c.origin == "builtin" and (
+                (side == "upper" and c.traits.searches
+                 and self.ctx.upper <= max(self.ctx.lower, 1))
+                or (side == "lower" and c.traits.late and self.ctx.lower >= self.ctx.upper)):
+            self.diag.methods.append(MethodRecord(
+                c.name, side, c.origin, "skipped", None, 0.0,
+                f"the ends cannot move: upper {self.ctx.upper}, lower {self.ctx.lower}"))
+            self._say(self.diag.methods[-1])
             return None
         try:
             out = (c.witness if side == "upper" else c.certify)(self.op, eps, self.ctx)

@@ -256,13 +256,16 @@ class Traits:
     ----------
     late : bool
         A built-in search that runs after every other method of both sides, so that the
-        others see the ends they would see without it (``--effort fast`` skips it).
+        others see the ends they would see without it (``--effort fast`` skips it). A late
+        lower test is skipped when the lower end already reaches the best witness so far
+        (message ``the ends cannot move``).
     always : bool
         A built-in method of cost ``O(m N)`` that runs past a time limit too, so that every
         bracket has both ends (``trivial``, ``identity``).
     searches : bool
         A built-in construction that only looks for ranks below the best witness so far:
-        skipped when the lower end already reaches the upper.
+        skipped when the lower end already reaches the upper (message ``the ends cannot
+        move``, with both ends).
     gauge_invariant : bool
         Claims that its rank does not change under a gauge of the factors (the suites test
         the claim; docs/suites.md).
