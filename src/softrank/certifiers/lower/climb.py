@@ -74,7 +74,7 @@ def _complete(rows: np.ndarray, G: np.ndarray, e: np.ndarray, j: int, m: int, N:
 
 
 def _active_rows(basis, m: int, N: int, j: int, k: int) -> np.ndarray | None:
-    """The active rows (in :func:`~softrank.certifiers.lower.batchlp.solve_family`'s
+    """The active rows (in :func:`~softrank.certifiers.lower.simplex.solve_from`'s
     layout: ``A B c - t <= 0``, ``-A B c - t <= 0``, ``B c <= 1``, ``-B c <= 1``) of a
     HiGHS basis of ``LP_j``: its nonbasic rows other than row ``2m + j``; None unless there
     are exactly ``k`` of them (a nonbasic column, or a status this layout cannot name)."""
