@@ -111,11 +111,17 @@ def test_pivot_limit_and_singular_start():
     assert status in (PIVOT_LIMIT, OPTIMAL, NO_OPTIMUM)
     if status == OPTIMAL:  # the start happened to be optimal: then it is checked
         pytest.skip("start already optimal")
-    # a repeated row makes the start singular: refused by the inversion or the final check
+    # a repeated row makes the start singular (numerically: its inversion may or may not
+    # raise, by rounding): refused by the inversion or the final check, or, where the pivots
+    # leave the repeated row, the true optimum (HiGHS's value) on distinct rows, never another
     bad = act.copy()
     bad[1] = bad[0]
-    status, *_ = solve_from(G, h, (2 * m + j, 2 * m + N + j), e, bad)
-    assert status in (SINGULAR, CHECK_FAILED)
+    status, z, _, _ = solve_from(G, h, (2 * m + j, 2 * m + N + j), e, bad)
+    assert status in (SINGULAR, CHECK_FAILED, OPTIMAL)
+    if status == OPTIMAL:
+        ref = _highs(A, B)[j]
+        assert ref.x is not None and abs(z[-1] - ref.x[-1]) <= 1e-7
+        assert len(set(bad.tolist())) == k
 
 
 def test_complete_gives_a_nonsingular_start_without_the_keys_box_rows():
@@ -156,3 +162,23 @@ def test_climb_values_equal_highs_values(eps, monkeypatch):
     assert a.keys() == b.keys()
     for j in a:
         assert a[j][0] == pytest.approx(b[j][0], abs=1e-9, rel=1e-9)
+
+
+def test_compiles_without_a_cache_where_numba_has_none(monkeypatch):
+    """numba raises at decoration when it finds no writable place for its cache (a read-only
+    install run by a user without a writable home): the function is then compiled in each
+    process instead, not refused."""
+    from softrank.certifiers.lower import simplex
+
+    calls = []
+
+    def njit(**options):
+        calls.append(options)
+        if options.get("cache"):
+            raise RuntimeError("cannot cache function 'f': no locator available for file 'x'")
+        return lambda fn: ("compiled", fn)
+
+    monkeypatch.setattr(simplex.numba, "njit", njit)
+    f = lambda: None  # noqa: E731
+    assert simplex._jit(f) == ("compiled", f)
+    assert calls == [{"cache": True}, {}]

@@ -47,6 +47,17 @@ import numpy as np
 __all__ = ["solve_from", "OPTIMAL", "NO_OPTIMUM", "PIVOT_LIMIT", "CHECK_FAILED", "SINGULAR",
            "REFACTOR", "PERTURB", "CHECK_TOL", "MAX_PIVOTS"]
 
+def _jit(fn):
+    """``fn`` compiled by numba, its machine code cached on disk (beside this file, else in
+    the user's cache directory, else in ``$NUMBA_CACHE_DIR``); where numba finds none of them
+    writable it refuses the cache at decoration, and ``fn`` is compiled in each process
+    instead (a few seconds, once per process)."""
+    try:
+        return numba.njit(cache=True)(fn)
+    except RuntimeError:  # "cannot cache function ...: no locator available"
+        return numba.njit()(fn)
+
+
 #: :func:`solve_from`'s status: the final vertex passed the check, an optimum.
 OPTIMAL = 0
 #: Status: a ratio test found the LP infeasible (phase 1) or unbounded (phase 2).
@@ -73,7 +84,7 @@ TIE = 1e-12
 MAX_PIVOTS = 400
 
 
-@numba.njit(cache=True)
+@_jit
 def _invert(G, act, e, Minv):  # pragma: no cover - compiled
     n = e.size
     M = np.empty((n, n))
@@ -84,7 +95,7 @@ def _invert(G, act, e, Minv):  # pragma: no cover - compiled
     return M
 
 
-@numba.njit(cache=True)
+@_jit
 def _solve(G, h, x0, x1, e, act, max_pivots, z, mult):  # pragma: no cover - compiled
     R, n = G.shape
     k1 = n - 1
