@@ -717,8 +717,8 @@ def test_least_feasible_guess_asked_again_after_hi():
     assert calls == [0, 1] and probed == [20, 6, 5]
 
 
-@pytest.mark.parametrize("k, n, table", [(3, 7, True), (6, 40, False), (40, 90, True),
-                                         (45, 300, False)])  # k >= 32: Cholesky one by one
+@pytest.mark.parametrize("k, n, table", [(1, 5, True), (3, 7, True), (6, 40, False),
+                                         (40, 90, True), (45, 300, False), (90, 95, True)])
 def test_weighted_solves_match_each_system_solved_alone(k, n, table, monkeypatch):
     from softrank.certifiers import linalg
 
@@ -739,7 +739,7 @@ def test_weighted_solves_match_each_system_solved_alone(k, n, table, monkeypatch
 def test_weighted_solves_refuse_bad_shapes_and_keep_nan_visible(monkeypatch):
     from softrank.certifiers import linalg
 
-    k = linalg.CHOLESKY_FROM
+    k = 32
     X = np.eye(k, 40)
     # integer input is read as float64: X diag(1) X^T = I_k, so u = B (up to the ridge)
     got = linalg.weighted_solves(np.eye(k, dtype=int), np.ones((2, k), dtype=int),
@@ -750,7 +750,7 @@ def test_weighted_solves_refuse_bad_shapes_and_keep_nan_visible(monkeypatch):
     with pytest.raises(InvalidArgumentError, match="X, wt and B must be 2-D"):
         linalg.weighted_solves(X, np.ones(40), np.ones((1, k)))
     # an infinite weight: NaN in the answer at every k (LAPACK's Cholesky returned zeros)
-    for kk in (k - 1, k):
+    for kk in (1, k - 1, k):
         wt = np.ones((1, 40))
         wt[0, 0] = np.inf
         with np.errstate(invalid="ignore"):
@@ -766,20 +766,58 @@ def test_weighted_solves_refuse_bad_shapes_and_keep_nan_visible(monkeypatch):
         linalg.weighted_solves(X, wt, np.ones((5, k)))
 
 
-def test_symmetric_solves_fall_back_to_lu_and_refuse_singular_systems():
+@pytest.mark.parametrize("k", [1, 5, 40])
+def test_symmetric_solves_fall_back_to_lu_and_refuse_singular_systems(k):
     from softrank.certifiers import linalg
 
-    k = linalg.CHOLESKY_FROM
     # diag(1, ..., 1, -1) is symmetric and invertible but not positive definite: Cholesky
-    # fails, LU solves it (x = (b_1, ..., b_{k-1}, -b_k)); a zero matrix is singular
+    # fails, LU solves it (x = (b_1, ..., b_{k-1}, -b_k) up to the ridge 1e-12 (k-2)/k); a
+    # zero matrix is singular (its ridge is 1e-312, below the LU's pivot: exactly 0 + 1e-312
+    # is representable but the 1e-300 floor times 1e-12 underflows to a subnormal pivot, and
+    # dgesv takes a subnormal pivot as non-zero, so the zero system is built with a negative
+    # trace instead: ridge = 1e-12 * 1e-300 on a diagonal of -1e-312, exactly 0)
+    whole = linalg._whole(k)
     D = np.eye(k)
     D[-1, -1] = -1.0
     b = np.arange(1.0, k + 1)
-    G = np.stack([np.eye(k), D])
-    x = linalg._solve_spd(G.copy(), np.stack([b, b]))
-    assert np.array_equal(x[0], b) and np.array_equal(x[1], np.r_[b[:-1], -b[-1]])
+    x = linalg._solve_packed(np.stack([np.eye(k), D]).reshape(2, k * k), whole, np.stack([b, b]))
+    flip = np.ones(k)
+    flip[-1] = -1.0
+    assert np.allclose(x[0], b, rtol=1e-11) and np.allclose(x[1], flip * b, rtol=1e-11)
+    Z = np.zeros((k, k))
+    Z[0, 0] = -(1e-12 * 1e-300)  # with the ridge: diag(0, r, ..., r), singular
     with pytest.raises(np.linalg.LinAlgError, match="system 1 is singular"):
-        linalg._solve_spd(np.stack([np.eye(k), np.zeros((k, k))]), np.stack([b, b]))
+        linalg._solve_packed(np.stack([np.eye(k), Z]).reshape(2, k * k), whole, np.stack([b, b]))
+    # the packed layout reads the same systems as the whole one
+    rng = np.random.default_rng(k)
+    M = rng.standard_normal((3, k, k + 2))
+    G = M @ M.transpose(0, 2, 1)
+    iu, ju, packed = linalg._packing(k)
+    got = linalg._solve_packed(G[:, iu, ju], packed, np.stack([b, b, b]))
+    assert np.allclose(got, linalg._solve_packed(G.reshape(3, k * k), whole, np.stack([b, b, b])),
+                       rtol=1e-10)
+
+
+def test_compiles_without_a_cache_where_numba_has_none(monkeypatch):
+    """numba raises at decoration when it finds no writable place for its cache (a read-only
+    install run by a user without a writable home): the function is then compiled in each
+    process instead, not refused."""
+    from softrank.certifiers import linalg
+
+    calls = []
+
+    def njit(**options):
+        calls.append(options)
+        if options.get("cache"):
+            raise RuntimeError("cannot cache function 'f': no locator available for file 'x'")
+        return lambda fn: ("compiled", fn)
+
+    monkeypatch.setattr(linalg.numba, "njit", njit)
+    f = lambda: None  # noqa: E731
+    assert linalg.compiled(f) == ("compiled", f)
+    assert linalg.compiled(fastmath={"reassoc"})(f) == ("compiled", f)
+    assert calls == [{"cache": True, "fastmath": False}, {"fastmath": False},
+                     {"cache": True, "fastmath": {"reassoc"}}, {"fastmath": {"reassoc"}}]
 
 
 def test_range_lp_starts_from_a_given_basis():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 
+import numba
 import numpy as np
 from scipy.linalg import lapack
 
@@ -22,10 +23,6 @@ BLOCK_ENTRIES = 2**22
 #: Entries of the largest table of products of pairs of rows of ``X`` (``n x k(k+1)/2``)
 #: formed at once: 16 Mi (128 MiB); beyond it the systems are formed by broadcasting.
 TABLE_ENTRIES = 2**24
-
-#: From this ``k`` on, the systems are solved one by one by Cholesky (LAPACK ``dposv``): at
-#: these sizes that is faster than numpy's batched LU, below it slower (per-call overhead).
-CHOLESKY_FROM = 32
 
 
 @functools.lru_cache(maxsize=None)
@@ -42,27 +39,103 @@ def _packing(k: int):
     return out
 
 
-def _solve_spd(G: np.ndarray, B: np.ndarray, first: int = 0) -> np.ndarray:
-    """``G[i] x_i = B[i]`` for a stack ``G (r, k, k)`` of symmetric matrices (``G`` may be
-    overwritten). Cholesky where it succeeds, LU where a system is not numerically positive
-    definite; raises numpy.linalg.LinAlgError if a system is singular, naming it as system
-    ``first + i``. A stack with a NaN or infinite entry goes to numpy's LU, whose answer
-    then has NaN entries (``dposv`` can return finite numbers for it)."""
-    r, k, _ = G.shape
-    if k < CHOLESKY_FROM or not np.isfinite(G).all():
-        return np.linalg.solve(G, B[:, :, None])[..., 0]
-    out = np.empty((r, k))
-    for i in range(r):
-        # G[i] is symmetric, so its transpose (Fortran order, no copy) is the same matrix;
-        # dposv works on a copy, so that a failed Cholesky leaves G[i] whole for the LU
-        _, x, info = lapack.dposv(G[i].T, B[i], lower=1, overwrite_a=0, overwrite_b=0)
-        if info != 0:
-            _, _, x, info = lapack.dgesv(G[i].T, B[i], overwrite_a=1, overwrite_b=0)
-            if info != 0:
-                raise np.linalg.LinAlgError(f"weighted_solves: system {first + i} is singular")
-        out[i] = x
+@functools.lru_cache(maxsize=None)
+def _whole(k: int) -> np.ndarray:
+    """``packed`` for a ``k x k`` matrix stored whole, row-major: entry ``(a, b)`` at
+    ``a k + b``."""
+    out = np.arange(k * k, dtype=np.intp)
+    out.flags.writeable = False
     return out
 
+
+def compiled(fn=None, *, fastmath=False):
+    """``fn`` compiled by numba (``nopython`` mode), its machine code cached on disk (beside
+    its source file, else in the user's cache directory, else in ``$NUMBA_CACHE_DIR``);
+    where numba finds none of them writable it refuses the cache at decoration, and ``fn``
+    is compiled in each process instead (a few seconds, once per process). Used bare
+    (``@compiled``) or with numba's ``fastmath`` flags (``@compiled(fastmath={"reassoc",
+    "contract"})`` lets sums be vectorised and multiply-adds fused: the same arithmetic in
+    another order, so results may differ in the last bits between machines, as BLAS's do)."""
+    def wrap(f):
+        try:
+            return numba.njit(cache=True, fastmath=fastmath)(f)
+        except RuntimeError:  # "cannot cache function ...: no locator available"
+            return numba.njit(fastmath=fastmath)(f)
+    return wrap if fn is None else wrap(fn)
+
+
+@compiled(fastmath={"reassoc", "contract"})
+def _cholesky_solves(P, packed, B, out, fail):  # pragma: no cover - compiled
+    """Row ``i``: ``out[i] = G_i^{-1} B[i]`` by Cholesky, with ``G_i[a, b] = P[i, packed[a k
+    + b]]`` (only ``a >= b`` is read) plus the ridge ``1e-12 max(trace / k, 1e-300)`` on the
+    diagonal; ``fail[i] = 1`` (``out[i]`` unset) where a pivot is not positive and finite or
+    an entry or the ridge is not finite."""
+    r = P.shape[0]
+    k = B.shape[1]
+    L = np.empty((k, k))
+    y = np.empty(k)
+    for i in range(r):
+        fail[i] = 0
+        tr = 0.0
+        for c in range(k):
+            tr += P[i, packed[c * k + c]]
+        ridge = 1e-12 * max(tr / k, 1e-300)
+        ok = np.isfinite(ridge)
+        if ok:
+            for c in range(k):
+                s = P[i, packed[c * k + c]] + ridge
+                for p in range(c):
+                    s -= L[c, p] * L[c, p]
+                if not (s > 0.0 and np.isfinite(s)):
+                    ok = False
+                    break
+                d = np.sqrt(s)
+                L[c, c] = d
+                for q in range(c + 1, k):
+                    s2 = P[i, packed[q * k + c]]
+                    for p in range(c):
+                        s2 -= L[q, p] * L[c, p]
+                    L[q, c] = s2 / d
+        if not ok:
+            fail[i] = 1
+            continue
+        for c in range(k):
+            s = B[i, c]
+            for p in range(c):
+                s -= L[c, p] * y[p]
+            y[c] = s / L[c, c]
+        for c in range(k - 1, -1, -1):
+            s = y[c]
+            for p in range(c + 1, k):
+                s -= L[p, c] * out[i, p]
+            out[i, c] = s / L[c, c]
+
+
+def _solve_packed(P: np.ndarray, packed: np.ndarray, B: np.ndarray,
+                  first: int = 0) -> np.ndarray:
+    """``G_i x_i = B[i]`` for the symmetric systems ``G_i[a, b] = P[i, packed[a k + b]]``
+    with the ridge of :func:`weighted_solves` on the diagonal: Cholesky in compiled code,
+    LU (LAPACK ``dgesv``) for a system whose Cholesky fails (not numerically positive
+    definite); a system with an entry that is not finite gets a NaN answer, which the
+    callers see. Raises numpy.linalg.LinAlgError if a system is singular, naming it as
+    system ``first + i``."""
+    P = np.ascontiguousarray(P, dtype=np.float64)
+    B = np.ascontiguousarray(B, dtype=np.float64)
+    r, k = B.shape
+    out = np.empty((r, k))
+    fail = np.zeros(r, dtype=np.int8)
+    _cholesky_solves(P, packed, B, out, fail)
+    for i in np.nonzero(fail)[0]:
+        G = P[i, packed].reshape(k, k)
+        if not np.isfinite(G).all():
+            out[i] = np.nan  # no answer, and the callers see it
+            continue
+        G[np.diag_indices(k)] += 1e-12 * max(G.trace() / k, 1e-300)
+        _, _, x, info = lapack.dgesv(G, B[i], overwrite_a=1, overwrite_b=0)
+        if info != 0:
+            raise np.linalg.LinAlgError(f"weighted_solves: system {first + i} is singular")
+        out[i] = x
+    return out
 
 def weighted_solves(X: np.ndarray, wt: np.ndarray, B: np.ndarray) -> np.ndarray:
     """Row ``i``: the solution ``u`` of ``(X diag(wt_i) X^T + r_i I) u = B_i`` for every row
@@ -76,9 +149,10 @@ def weighted_solves(X: np.ndarray, wt: np.ndarray, B: np.ndarray) -> np.ndarray:
     product ``wt @ T`` with the ``(n, k(k+1)/2)`` table ``T`` of products of pairs of ``X``'s
     rows when that table is at most ``TABLE_ENTRIES`` entries, else by broadcasting;
     both in blocks of rows, so that no temporary other than the table (which takes twice
-    its size while it is built) exceeds about 32 MiB. From
-    ``k =`` ``CHOLESKY_FROM`` on, each system is solved by Cholesky (LU if it is not
-    numerically positive definite), below by numpy's batched LU.
+    its size while it is built) exceeds about 32 MiB. Each system is solved by Cholesky in
+    compiled code (numba; on MiniLM-sized systems, 128 rows of ``k = 8-90``, the steps ran
+    0.4-0.6x the time of numpy's batched LU and LAPACK's ``dposv`` one system at a time,
+    docs/benchmarks.md), by LU where it is not numerically positive definite.
 
     Parameters
     ----------
@@ -121,10 +195,8 @@ def weighted_solves(X: np.ndarray, wt: np.ndarray, B: np.ndarray) -> np.ndarray:
     for a in range(0, r, step):
         w = wt[a:a + step]
         if table is not None:
-            G = np.take(w @ table, packed, axis=1)  # (rows, k * k)
-        else:
+            out[a:a + step] = _solve_packed(w @ table, packed, B[a:a + step], first=a)
+        else:  # each system whole, entry (a, b) at column a k + b
             G = ((X[None, :, :] * w[:, None, :]) @ X.T).reshape(-1, k * k)
-        d = G[:, ::k + 1]  # the diagonals, a view
-        d += (1e-12 * np.maximum(d.sum(axis=1) / k, 1e-300))[:, None]
-        out[a:a + step] = _solve_spd(G.reshape(-1, k, k), B[a:a + step], first=a)
+            out[a:a + step] = _solve_packed(G, _whole(k), B[a:a + step], first=a)
     return out

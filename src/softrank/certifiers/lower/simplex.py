@@ -41,22 +41,12 @@ checked on its own.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
+
+from ..linalg import compiled as _jit
 
 __all__ = ["solve_from", "OPTIMAL", "NO_OPTIMUM", "PIVOT_LIMIT", "CHECK_FAILED", "SINGULAR",
            "REFACTOR", "PERTURB", "CHECK_TOL", "MAX_PIVOTS"]
-
-def _jit(fn):
-    """``fn`` compiled by numba, its machine code cached on disk (beside this file, else in
-    the user's cache directory, else in ``$NUMBA_CACHE_DIR``); where numba finds none of them
-    writable it refuses the cache at decoration, and ``fn`` is compiled in each process
-    instead (a few seconds, once per process)."""
-    try:
-        return numba.njit(cache=True)(fn)
-    except RuntimeError:  # "cannot cache function ...: no locator available"
-        return numba.njit()(fn)
-
 
 #: :func:`solve_from`'s status: the final vertex passed the check, an optimum.
 OPTIMAL = 0
