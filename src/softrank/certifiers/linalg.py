@@ -15,7 +15,7 @@ from scipy.linalg import lapack
 
 from ..errors import InvalidArgumentError
 
-__all__ = ["BLOCK_ENTRIES", "weighted_solves"]
+__all__ = ["BLOCK_ENTRIES", "compiled", "weighted_solves"]
 
 #: Entries (float64) of the largest temporary a blocked step forms at once: 4 Mi (32 MiB).
 BLOCK_ENTRIES = 2**22
@@ -136,6 +136,7 @@ def _solve_packed(P: np.ndarray, packed: np.ndarray, B: np.ndarray,
             raise np.linalg.LinAlgError(f"weighted_solves: system {first + i} is singular")
         out[i] = x
     return out
+
 
 def weighted_solves(X: np.ndarray, wt: np.ndarray, B: np.ndarray) -> np.ndarray:
     """Row ``i``: the solution ``u`` of ``(X diag(wt_i) X^T + r_i I) u = B_i`` for every row
