@@ -301,3 +301,48 @@ class Brackets:
 
     track_time_over_svd.unit = "x one SVD"
     track_gap.unit = "ranks"
+
+
+class WidthCell:
+    """One full-effort cell at each width: MiniLM layer 2, head 9 on the stdlib source
+    ``argparse`` (at least 512 tokens), ``w x w`` for ``w`` in ``SIZES`` (default 64, 128, 256,
+    512), at eps 0.25: how a cell's time and memory grow with the width
+    (docs/benchmarks.md#weighted-solves-compiled-cholesky has the 512 cell before and after
+    the compiled solves: 21:06 -> 7:19 on 2 cores). The width-512 cell takes minutes per
+    sample; ``SOFTRANK_BENCH_SIZES=64,128`` keeps a run short."""
+
+    params = (SIZES,)
+    param_names = ["width"]
+    timeout = 3600
+    number = 1
+    repeat = (1, 1, 0.0)
+
+    def setup_cache(self):
+        try:  # torch and transformers are imported when the model loads, not here
+            from softrank.generators.heads import minilm_operators
+            from softrank.generators.text import stdlib_sources
+        except ImportError:
+            return {}
+        text = dict(stdlib_sources(64))["argparse"]
+        return {w: minilm_operators(w, [(2, 9, ("argparse", text))])[0].A for w in SIZES}
+
+    def setup(self, ops, w):
+        if w not in ops:
+            raise NotImplementedError(f"width {w}: needs the [models] extra")
+        self.A = ops[w]
+
+    def time_bracket(self, ops, w):
+        from softrank import bracket
+
+        bracket(self.A, EPS)
+
+    def peakmem_bracket(self, ops, w):
+        from softrank import bracket
+
+        bracket(self.A, EPS)
+
+    def track_gap(self, ops, w):
+        from softrank import bracket
+
+        (b,) = bracket(self.A, EPS)
+        return b.upper - b.lower
