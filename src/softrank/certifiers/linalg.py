@@ -192,7 +192,8 @@ def weighted_solves(X: np.ndarray, wt: np.ndarray, B: np.ndarray) -> np.ndarray:
         table = X[iu]
         table *= X[ju]
         table = table.T  # (n, k(k+1)/2)
-    step = max(1, BLOCK_ENTRIES // max(k * (k if table is not None else n), 1))
+    # rows per block: the products (k(k+1)/2 a row) or the broadcast systems (k n and k k)
+    step = max(1, BLOCK_ENTRIES // max(k * (k if table is not None else max(k, n)), 1))
     for a in range(0, r, step):
         w = wt[a:a + step]
         if table is not None:

@@ -285,7 +285,8 @@ class ReferenceStore:
                 self.root.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise InvalidArgumentError(f"{arg}: cannot create {str(root)!r}: "
-                                           f"{exc.strerror or exc}") from None
+                                           f"{exc.strerror or exc} ({STORE_ENV}=off runs "
+                                           f"without a store)") from None
         if not os.access(self.root, os.R_OK | os.X_OK):
             raise InvalidArgumentError(f"{arg}: {str(root)!r} is not readable")
         #: False where the directory cannot be written: entries are read, none stored
