@@ -162,3 +162,31 @@ def test_climb_values_equal_highs_values(eps, monkeypatch):
     assert a.keys() == b.keys()
     for j in a:
         assert a[j][0] == pytest.approx(b[j][0], abs=1e-9, rel=1e-9)
+
+
+def test_warm_compiles_what_the_engine_calls():
+    """After warm(), a bracket with the climb and the alternating searches compiles nothing
+    more: the kernels were compiled for the argument types the engine passes (the command
+    line warms them with its stop signals blocked, since a stop during a compilation is
+    dropped)."""
+    from softrank import bracket
+    from softrank.certifiers import linalg
+    from softrank.certifiers.lower import simplex
+
+    simplex.warm()
+    kernels = (simplex._solve, linalg._cholesky_solves)
+    before = [len(k.signatures) for k in kernels]
+    assert all(n >= 1 for n in before)
+    A = gaussian_head(24, 24, 8, 2.0, seed=3).A
+    (b,) = bracket(A, 0.25)
+    assert b.lower is not None and b.upper is not None
+    ran = {m.name for m in b.diagnostics.methods if m.status != "skipped"}
+    assert {"subspace-climb", "alternating-l1"} <= ran
+    # and the climb's own evaluations, which do reach the compiled simplex
+    A, V, B = _setup(k=6)
+    cl = SubspaceClimb(A, V)
+    cl._at_eps(0.3)
+    cl.values(B, range(A.shape[1]))
+    cl.values(_turned(B, 0.1, 3), range(A.shape[1]))
+    assert cl.compiled > 0
+    assert [len(k.signatures) for k in kernels] == before

@@ -33,7 +33,7 @@ def _sigterm(signum, frame):
     raise KeyboardInterrupt
 
 
-def _native_threads_without_stop_signals() -> None:
+def _native_threads_without_stop_signals(engine: bool = False) -> None:
     """Import numpy, scipy.linalg and highspy with SIGINT and SIGTERM blocked: numpy's and
     scipy's OpenBLAS each start a thread pool at import, and those threads inherit the
     block. The kernel hands a signal sent to the process to any thread that does not block
@@ -41,7 +41,10 @@ def _native_threads_without_stop_signals() -> None:
     retakes the GIL (after a sleep or a wait of any length), and a sleep or wait in the
     main thread is not cut short. With the pools blocking them, SIGINT and SIGTERM reach
     the main thread. Threads started later (torch's pools, on first use) are not covered.
-    Does nothing for a library already imported."""
+    Does nothing for a library already imported. With ``engine``, the engine's compiled
+    kernels are also compiled (or read from numba's cache) there
+    (:func:`softrank.certifiers.lower.simplex.warm`): numba compiles inside ctypes
+    callbacks, where the ``KeyboardInterrupt`` of a stop would be dropped and the run go on."""
     import signal
 
     if not hasattr(signal, "pthread_sigmask"):  # not POSIX
@@ -51,6 +54,10 @@ def _native_threads_without_stop_signals() -> None:
         import numpy  # noqa: F401
         import scipy.linalg  # noqa: F401
         import highspy  # noqa: F401
+        if engine:
+            from ...certifiers.lower.simplex import warm
+
+            warm()
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
@@ -63,7 +70,8 @@ def main(argv=None) -> int:
         signal.signal(signal.SIGTERM, _sigterm)
     try:
         if argv is None:  # a signal held back during these imports is raised here, inside
-            _native_threads_without_stop_signals()  # the try: 130, as at any other moment
+            _native_threads_without_stop_signals(  # the try: 130, as at any other moment
+                engine=args.command in ("audit", "bracket", "study", "laws"))
         return _COMMANDS[args.command](args)
     except SoftrankError as exc:
         print(f"softrank {args.command}: error: {exc}", file=sys.stderr)
