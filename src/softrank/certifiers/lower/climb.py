@@ -15,12 +15,13 @@ import numpy as np
 from ...checker import SubspaceCertificate
 from ...errors import InvalidArgumentError
 from ...validation import check_int, check_real
+from ..linalg import weighted_solves
 from ..lp import RangeLP
 from .simplex import OPTIMAL, solve_from
 from .starts import brief_repr, checked_start, finite_columns
 from .subspace import SubspaceSearch
 
-__all__ = ["SubspaceClimb"]
+__all__ = ["SubspaceClimb", "warm"]
 
 
 def _rows(AB: np.ndarray, B: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -37,6 +38,21 @@ def _rows(AB: np.ndarray, B: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     h[2 * m:] = 1.0
     return G, h
 
+
+
+def warm() -> None:
+    """Compile now (or read from numba's disk cache) every compiled kernel of the engine:
+    the simplex of :func:`~softrank.certifiers.lower.simplex.solve_from` and the Cholesky
+    of :func:`softrank.certifiers.linalg.weighted_solves`, with the argument types the engine
+    passes them, so that no compilation happens later in the run. numba compiles inside
+    ctypes callbacks, where a ``KeyboardInterrupt`` raised by a signal handler is reported
+    and dropped: the command line calls this with SIGINT and SIGTERM blocked, so that a stop
+    sent while it compiles is raised afterwards, not lost. Seconds on a first run
+    (compilation), a fraction of one from the cache."""
+    weighted_solves(np.ones((1, 2)), np.ones((1, 2)), np.ones((1, 1)))
+    # key 0 of the hand-worked LP with A B = [[1, -1], [1, 1]], B = I, from rows 0 and 7
+    G, h = _rows(np.array([[1.0, -1.0], [1.0, 1.0]]), np.eye(2))
+    solve_from(G, h, (4, 6), np.array([1.0, 0.0, 0.0]), np.array([0, 7], dtype=np.intp))
 
 def _highs_duals(act: np.ndarray, mult: np.ndarray, m: int, N: int, j: int) -> np.ndarray:
     """The row duals of :meth:`SubspaceClimb._model`'s LP (HiGHS's rows and signs) from the

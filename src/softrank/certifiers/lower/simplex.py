@@ -280,23 +280,3 @@ def solve_from(G: np.ndarray, h: np.ndarray, excl: tuple, e: np.ndarray, act: np
         return SINGULAR, z, mult, 0
     return int(status), z, mult, int(pivots)
 
-
-def warm() -> None:
-    """Compile now (or read from numba's disk cache) every compiled kernel of the engine:
-    this module's and :func:`softrank.certifiers.linalg.weighted_solves`'s, with the argument
-    types the engine passes them, so that no compilation happens later in the run. numba
-    compiles inside ctypes callbacks, where a ``KeyboardInterrupt`` raised by a signal
-    handler is reported and dropped: the command line calls this with SIGINT and SIGTERM
-    blocked, so that a stop sent while it compiles is raised afterwards, not lost.
-    Seconds on a first run (compilation), a fraction of one from the cache."""
-    from ..linalg import weighted_solves
-
-    weighted_solves(np.ones((1, 2)), np.ones((1, 2)), np.ones((1, 1)))
-    # the hand-worked LP of key 0 with A B = [[1, -1], [1, 1]], B = I (the climb's rows)
-    G = np.zeros((8, 3))
-    G[:2, :2], G[:2, 2] = [[1.0, -1.0], [1.0, 1.0]], -1.0
-    G[2:4, :2], G[2:4, 2] = [[-1.0, 1.0], [-1.0, -1.0]], -1.0
-    G[4:6, :2], G[6:, :2] = np.eye(2), -np.eye(2)
-    h = np.zeros(8)
-    h[4:] = 1.0
-    solve_from(G, h, (4, 6), np.array([1.0, 0.0, 0.0]), np.array([0, 7], dtype=np.intp))

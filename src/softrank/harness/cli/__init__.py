@@ -43,7 +43,7 @@ def _native_threads_without_stop_signals(engine: bool = False) -> None:
     the main thread. Threads started later (torch's pools, on first use) are not covered.
     Does nothing for a library already imported. With ``engine``, the engine's compiled
     kernels are also compiled (or read from numba's cache) there
-    (:func:`softrank.certifiers.lower.simplex.warm`): numba compiles inside ctypes
+    (:func:`softrank.certifiers.lower.climb.warm`): numba compiles inside ctypes
     callbacks, where the ``KeyboardInterrupt`` of a stop would be dropped and the run go on."""
     import signal
 
@@ -55,7 +55,7 @@ def _native_threads_without_stop_signals(engine: bool = False) -> None:
         import scipy.linalg  # noqa: F401
         import highspy  # noqa: F401
         if engine:
-            from ...certifiers.lower.simplex import warm
+            from ...certifiers.lower.climb import warm
 
             warm()
     finally:
