@@ -164,3 +164,29 @@ def test_panel_heads_entry_names_the_packaged_minilm(tmp_path):
     model, tokenizer = load_encoder(minilm_checkpoint_dir())
     ref = eager_attentions(model, tokenizer, dict(stdlib_sources(64))["csv"], 16)
     assert np.abs(op.A - ref[3][4]).max() <= 1e-5
+
+
+def test_wide_panel_sources_are_long_enough_for_their_width(encoder, sources):
+    # SHORT_SOURCES is exactly the set of sources under 512 tokens, counted here with the
+    # checkpoint's own tokenizer, and every head of the wide panel has its width in tokens
+    from softrank.harness.panels import SHORT_SOURCES, build_panel
+
+    _, tokenizer = encoder
+    n_tokens = [len(tokenizer(text, add_special_tokens=True)["input_ids"])
+                for _, text in sources]
+    assert {i for i, n in enumerate(n_tokens) if n < 512} == set(SHORT_SOURCES)
+    for seed in (0, 1, 5):
+        for s in build_panel("wide", seed).specs:
+            assert n_tokens[s["source_index"]] >= s["width"], (seed, s)
+
+
+def test_wide_panel_captures_a_512_head(encoder, sources):
+    # the first width-512 head of the panel: a 512 x 512 operator, its rows stochastic
+    from softrank.harness.panels import build_panel, materialize
+
+    spec = next(s for s in build_panel("wide").specs if s["width"] == 512)
+    (op,) = materialize([spec])
+    assert op.A.shape == (512, 512)
+    assert (op.layer, op.head) == (spec["layer"], spec["head"])
+    assert op.source == sources[spec["source_index"]][0]
+    assert np.allclose(op.A.sum(axis=1), 1.0, atol=1e-12)

@@ -301,10 +301,12 @@ def test_renormalize_is_refused_for_a_file_with_factors(tmp_path):
 
 def test_memory_estimate_formula():
     BASE_MEMORY, memory_estimate = [_new()[n] for n in ('BASE_MEMORY', 'memory_estimate')]
-    # hand-worked: 272 MiB + 16 bytes x 128 x 128 x 128 = 272 MiB + 32 MiB
-    assert memory_estimate(128, 128) == 304 * 2**20
-    assert memory_estimate(10, 800) == BASE_MEMORY + 16 * 10 * 800 * 10
-    assert memory_estimate(800, 800) == 272 * 2**20 + 16 * 800**3  # 7.9 GiB
+    # hand-worked: 272 MiB + 42 bytes x 128 x 128 x 128 = 272 MiB + 84 MiB
+    assert memory_estimate(128, 128) == 356 * 2**20
+    assert memory_estimate(10, 800) == BASE_MEMORY + 42 * 10 * 800 * 10
+    # past min(m, N) = 256 the growth is m N only: 42 x 512 x 512 x 256 bytes = 2688 MiB
+    assert memory_estimate(512, 512) == (272 + 2688) * 2**20
+    assert memory_estimate(800, 800) == 272 * 2**20 + 42 * 800 * 800 * 256  # 6.7 GiB
 
 
 def test_bracket_refuses_above_max_memory_before_any_work(tmp_path, capsys):
@@ -312,7 +314,7 @@ def test_bracket_refuses_above_max_memory_before_any_work(tmp_path, capsys):
     np.save(f, _uniform(128, 128))
     assert main(["bracket", str(f), "--eps", "0.25", "--max-memory", "150MiB"]) == 2
     err = _err(capsys)
-    assert "128 x 128" in err and "304 MiB" in err and "--max-memory 150 MiB" in err, err
+    assert "128 x 128" in err and "356 MiB" in err and "--max-memory 150 MiB" in err, err
 
 
 def test_max_memory_bounds_the_file_read(tmp_path, capsys):
@@ -337,12 +339,12 @@ def test_audit_refuses_a_panel_above_max_memory_naming_the_operator(tmp_path, ca
                                      '[[matrix]]\npath = "big.npy"\n')
     out = tmp_path / "out"
     assert main(["audit", "--panel", str(tmp_path / "p.toml"), "--out", str(out), "--quiet",
-                 "--workers", "2", "--max-memory", "600MiB", "--eps", "0.25"]) == 2
+                 "--workers", "2", "--max-memory", "700MiB", "--eps", "0.25"]) == 2
     err = _err(capsys)
-    # two workers: 2 x (272 MiB + 16 x 128^3 bytes) = 608 MiB for the big operator, above
-    # 600 MiB; 2 x (272 MiB + 16 x 8^3 bytes), about 544 MiB, for the small one, below it
+    # two workers: 2 x (272 MiB + 42 x 128^3 bytes) = 712 MiB for the big operator, above
+    # 700 MiB; 2 x (272 MiB + 42 x 8^3 bytes), about 544 MiB, for the small one, below it
     assert "'matrix-big'" in err and "'matrix-small'" not in err
-    assert "x 2 workers" in err and "608 MiB" in err, err
+    assert "x 2 workers" in err and "712 MiB" in err, err
     assert not (out / "ledger.sqlite").exists()
 
 

@@ -30,6 +30,7 @@ from ..errors import InvalidArgumentError, SoftrankError
 from ..operators import Operator
 from ..validation import check_positive
 from .interface import Certifier, Context, Diagnostics, MethodRecord, Verdict, as_certifier
+from .linalg import solve_device
 from .registry import default_constructions, default_lower_tests, load_certifier
 
 __all__ = ["Bracket", "bracket", "lower_certificate", "monotone", "validate_eps", "memory_estimate", "check_effort",
@@ -52,17 +53,20 @@ BASE_MEMORY = 272 * 2**20
 def memory_estimate(m: int, N: int) -> int:
     """Peak resident memory (bytes) the engine may need to bracket an ``m x N`` operator.
 
-    ``BASE_MEMORY + 16 m N min(m, N)``: the dominant term is the l1 refit's reweighted
-    normal equations, which form an ``(m, k, N)`` float64 array at rank ``k`` (and an
-    ``(N, k, m)`` one for the other side); ``k`` can reach ``min(m, N)``, and the factor 2
-    covers the second array and the allocator's slack. Measured whole-process peaks of
-    ``softrank bracket`` at three tolerances (2026-12-05): MiniLM heads of width 64 and 128,
-    218 and 224 MiB against 276 and 304 MiB estimated. Gaussian heads of higher rank go
-    above it (``softmax(Q K^T / 2)``, ``Q``, ``K`` with 16 standard normal columns: 227, 354
-    and 538 MiB at 64, 128 and 192 square against 276, 304 and 380 MiB; 249 and 432 MiB at
-    128 and 192 before numba was imported), and an 800 x 800 matrix passed 4.5 GB against
-    8.0 GB estimated before: the growth between is not traced yet. An estimate, not a bound:
-    it is what the ``--max-memory`` check compares with, before any work.
+    ``BASE_MEMORY + 42 m N min(m, N, 256)``, fitted (2026-12-05) to whole-process peaks of
+    ``softrank bracket`` at three tolerances, full effort, one BLAS thread: the searches
+    probe ranks ``k`` up to about ``min(m, N)``, and what they hold grows as ``m N k`` while
+    ``k`` does; past ``k = 256`` their temporaries are blocked
+    (:data:`softrank.certifiers.linalg.BLOCK_ENTRIES`, ``TABLE_ENTRIES``) and the growth is
+    taken as ``m N`` only. Measured (estimated) in MiB: MiniLM heads of width 64, 128 and 256,
+    218, 224 and 834 (283, 356 and 944); Gaussian heads (``softmax(Q K^T / 2)``, ``Q``, ``K``
+    with 16 standard normal columns) of 64, 128, 192 and 256 square, 227, 354, 538 and 858
+    (283, 356, 556 and 944); MiniLM heads of width 512 in the ``wide`` panel's audit, WIDE512
+    (2960); an 800 x 800 matrix passed 4.5 GB with an older engine (6.7 GiB). Much of it is
+    freed memory the allocator keeps, not arrays alive at once (numpy's own peak at width
+    256 and eps 0.25 was 138 MiB where the process held 481). An estimate, not a bound: it
+    is what the ``--max-memory`` check compares with, before any work; on a GPU the process
+    also holds torch and CUDA's own memory (README, *GPU*), which it does not count.
 
     Parameters
     ----------
@@ -74,7 +78,8 @@ def memory_estimate(m: int, N: int) -> int:
     int
         Bytes.
     """
-    return BASE_MEMORY + 16 * int(m) * int(N) * min(int(m), int(N))
+    m, N = int(m), int(N)
+    return BASE_MEMORY + 42 * m * N * min(m, N, 256)
 
 
 @dataclass
@@ -647,8 +652,9 @@ def bracket(A, eps, *, interval: bool = True, validated: bool = False,
         If ``A`` is not a valid attention matrix.
     InvalidArgumentError
         If a tolerance is outside ``(0, 1)``, ``validated`` without ``Q``, ``K``, ``beta``, an
-        extra method lacks its protocol's method, two methods of one side share a name, or
-        ``effort`` is not one of :data:`EFFORTS`.
+        extra method lacks its protocol's method, two methods of one side share a name,
+        ``effort`` is not one of :data:`EFFORTS`, or ``$SOFTRANK_DEVICE`` is not a device
+        the solves can use (:func:`softrank.certifiers.linalg.solve_device`).
 
     Other Parameters
     ----------------
@@ -657,6 +663,7 @@ def bracket(A, eps, *, interval: bool = True, validated: bool = False,
         name, outcome, rank and seconds): ``softrank bracket --progress`` prints them.
     """
     check_effort(effort)
+    solve_device()  # a bad $SOFTRANK_DEVICE is refused here, not by every search that solves
     op = A if isinstance(A, Operator) else Operator(A=A)
     eps_list = validate_eps(eps)
     own_cons, own_tests = default_constructions(), default_lower_tests()

@@ -8,6 +8,7 @@ docs/theory/witnesses.md#alternating-l1, docs/theory/lower.md#subspace-certifica
 from __future__ import annotations
 
 import functools
+import os
 
 import numba
 import numpy as np
@@ -15,7 +16,8 @@ from scipy.linalg import lapack
 
 from ..errors import InvalidArgumentError
 
-__all__ = ["BLOCK_ENTRIES", "compiled", "weighted_solves"]
+__all__ = ["BLOCK_ENTRIES", "DEVICES", "GPU_MIN_WORK", "compiled", "solve_device",
+           "weighted_solves"]
 
 #: Entries (float64) of the largest temporary a blocked step forms at once: 4 Mi (32 MiB).
 BLOCK_ENTRIES = 2**22
@@ -23,6 +25,65 @@ BLOCK_ENTRIES = 2**22
 #: Entries of the largest table of products of pairs of rows of ``X`` (``n x k(k+1)/2``)
 #: formed at once: 16 Mi (128 MiB); beyond it the systems are formed by broadcasting.
 TABLE_ENTRIES = 2**24
+
+
+#: Values of ``$SOFTRANK_DEVICE``: where :func:`weighted_solves` runs its larger calls.
+DEVICES = ("auto", "cpu", "cuda")
+
+#: Multiply-adds (``r n k^2``) below which a call stays on the CPU even with a GPU: copying
+#: the weights over and the answers back, and a few kernel launches, cost more than the
+#: compiled code's time on such a call (a MiniLM head of width 64 at rank 20 is ``1.6e6``).
+GPU_MIN_WORK = 2e7
+
+
+def _nvidia_present() -> bool:
+    """An NVIDIA driver is loaded (read without importing torch, which costs a second and
+    hundreds of MiB: ``auto`` imports it only where it can find a GPU)."""
+    return os.path.exists("/proc/driver/nvidia/version") or os.path.exists("/dev/nvidiactl")
+
+
+@functools.lru_cache(maxsize=None)
+def _device_for(setting: str):
+    if setting == "cpu":
+        return None
+    if setting == "auto" and not _nvidia_present():
+        return None
+    try:
+        import torch
+    except ImportError:
+        if setting == "cuda":
+            raise InvalidArgumentError(
+                "SOFTRANK_DEVICE: 'cuda' needs torch (the [models] extra), which does not "
+                "import here") from None
+        return None
+    if not torch.cuda.is_available():
+        if setting == "cuda":
+            raise InvalidArgumentError("SOFTRANK_DEVICE: 'cuda' asked for, but "
+                                       "torch.cuda.is_available() is False")
+        return None
+    return torch.device("cuda")
+
+
+def solve_device():
+    """The torch device on which :func:`weighted_solves` runs its larger calls, or None (the
+    CPU, in compiled code).
+
+    Read from ``$SOFTRANK_DEVICE`` on every call: ``auto`` (the default) is the GPU when an
+    NVIDIA driver is loaded, torch imports and ``torch.cuda.is_available()``, else the CPU;
+    ``cpu`` never imports torch; ``cuda`` insists on the GPU (docs/benchmarks.md#gpu).
+
+    Raises
+    ------
+    InvalidArgumentError
+        If ``$SOFTRANK_DEVICE`` is not one of :data:`DEVICES`, or is ``cuda`` where torch
+        does not import or sees no GPU.
+    """
+    setting = os.environ.get("SOFTRANK_DEVICE", "auto").strip().lower() or "auto"
+    if setting not in DEVICES:
+        raise InvalidArgumentError(f"SOFTRANK_DEVICE: expected one of "
+                                   f"{', '.join(map(repr, DEVICES))}, got "
+                                   f"{os.environ.get('SOFTRANK_DEVICE')!r}")
+    return _device_for(setting)
 
 
 @functools.lru_cache(maxsize=None)
@@ -138,6 +199,44 @@ def _solve_packed(P: np.ndarray, packed: np.ndarray, B: np.ndarray,
     return out
 
 
+def _torch_solves(X: np.ndarray, wt: np.ndarray, B: np.ndarray, device) -> np.ndarray:
+    """:func:`weighted_solves` in torch on ``device``, float64 throughout: each block of
+    systems formed whole by a batched product, factorised by ``torch.linalg.cholesky_ex``
+    and solved by ``torch.cholesky_solve``; a system whose factorisation fails or that has
+    an entry that is not finite goes to :func:`_solve_packed` on the CPU (LU there, a NaN
+    answer for a non-finite one, as in the compiled path)."""
+    import torch
+
+    k, n = X.shape
+    r = wt.shape[0]
+    out = np.empty((r, k))
+    Xt = torch.as_tensor(X, device=device)
+    # systems per block: the (s, k, n) product and the (s, k, k) systems in BLOCK_ENTRIES
+    step = max(1, BLOCK_ENTRIES // max(k * max(k, n), 1))
+    for a in range(0, r, step):
+        w = torch.as_tensor(wt[a:a + step], device=device)
+        G = (Xt[None, :, :] * w[:, None, :]) @ Xt.T  # (s, k, k)
+        tr = G.diagonal(dim1=-2, dim2=-1).sum(dim=-1)
+        ridge = 1e-12 * torch.clamp(tr / k, min=1e-300)
+        G.diagonal(dim1=-2, dim2=-1).add_(ridge[:, None])
+        L, info = torch.linalg.cholesky_ex(G)
+        x = torch.cholesky_solve(torch.as_tensor(B[a:a + step], device=device)[:, :, None],
+                                 L)[:, :, 0]
+        finite = torch.isfinite(G).all(dim=2).all(dim=1)
+        bad = (info != 0) | ~finite | ~torch.isfinite(x).all(dim=1)
+        out[a:a + step] = x.cpu().numpy()
+        finite = finite.cpu().numpy()
+        for i in torch.nonzero(bad).flatten().tolist():
+            if not finite[i]:
+                out[a + i] = np.nan  # no answer, and the callers see it
+                continue
+            Gi = G[i].cpu().numpy()
+            Gi[np.diag_indices(k)] -= float(ridge[i])  # _solve_packed adds it again
+            out[a + i] = _solve_packed(Gi.reshape(1, k * k), _whole(k), B[a + i:a + i + 1],
+                                       first=a + i)[0]
+    return out
+
+
 def weighted_solves(X: np.ndarray, wt: np.ndarray, B: np.ndarray) -> np.ndarray:
     """Row ``i``: the solution ``u`` of ``(X diag(wt_i) X^T + r_i I) u = B_i`` for every row
     of ``wt (r, n)`` and ``B (r, k)``, with ``X (k, n)`` and a relative ridge
@@ -154,6 +253,11 @@ def weighted_solves(X: np.ndarray, wt: np.ndarray, B: np.ndarray) -> np.ndarray:
     compiled code (numba; on MiniLM-sized systems, 128 rows of ``k = 8-90``, the steps ran
     0.4-0.6x the time of numpy's batched LU and LAPACK's ``dposv`` one system at a time,
     docs/benchmarks.md), by LU where it is not numerically positive definite.
+
+    On a GPU (:func:`solve_device`), a call of at least :data:`GPU_MIN_WORK` multiply-adds
+    runs in torch instead, in float64: the same systems (formed whole, in another order of
+    summation), the same ridge and fallbacks, so the answers agree with the CPU's to
+    rounding, not bit for bit (docs/benchmarks.md#gpu).
 
     Parameters
     ----------
@@ -186,6 +290,10 @@ def weighted_solves(X: np.ndarray, wt: np.ndarray, B: np.ndarray) -> np.ndarray:
     out = np.empty((r, k))
     if k == 0 or r == 0:  # no unknowns, or no systems
         return out
+    if float(r) * n * k * k >= GPU_MIN_WORK:
+        device = solve_device()
+        if device is not None:
+            return _torch_solves(X, wt, B, device)
     iu, ju, packed = _packing(k)  # entry (a, b) of G is column packed[a k + b]
     table = None
     if n * iu.size <= TABLE_ENTRIES:

@@ -12,6 +12,10 @@ Built-in panels (``softrank audit --panel NAME``):
   standard-library source per head and width, rotating over 64 modules), plus the synthetic
   families of docs/theory/families.md: grids (``d`` = 1, 2, 3), sphere and ball supports (``d`` = 2..4, ``beta``
   in 4, 16, 64), Gaussian random heads, planted instances.
+* ``wide`` -- 12 MiniLM heads at the widths users run: 6 at width 256 and 6 at width 512,
+  one per layer at each width and each of the 12 heads once (:func:`wide_specs`).
+* ``causal`` -- causal Gaussian, sliding-window and planted causal heads at widths 64 and
+  128, bracketed for the causal rank too.
 
 A panel file (TOML) lists the same things::
 
@@ -72,11 +76,18 @@ from ..errors import PanelError, SoftrankError
 from ..ids import check_id_part
 from ..operators import Operator, load_operator, parse_rank
 
-__all__ = ["Panel", "build_panel", "materialize", "minilm_specs", "DEFAULT_EPS", "PANELS"]
+__all__ = ["Panel", "build_panel", "materialize", "minilm_specs", "wide_specs", "DEFAULT_EPS",
+           "PANELS", "SHORT_SOURCES"]
 
 DEFAULT_EPS = (0.1, 0.25, 0.5)
-PANELS = ("quick", "default", "causal")
+PANELS = ("quick", "default", "wide", "causal")
 N_SOURCES = 64
+
+#: Indices (into :func:`~softrank.generators.text.stdlib_sources` of 64) of the sources with
+#: fewer than 512 MiniLM WordPiece tokens, ``[CLS]`` and ``[SEP]`` included, on CPython 3.11:
+#: codeop (475), copy (424), dis (494), hmac (380), runpy (379). A width-512 head needs 512
+#: tokens, so :func:`wide_specs` passes over them (tests/test_heads.py counts them again).
+SHORT_SOURCES = frozenset({9, 14, 18, 30, 58})
 
 _SYNTHETIC = ("grid", "sphere", "ball", "gaussian_head", "planted", "planted_blocks",
               "planted_causal", "planted_segments")
@@ -118,6 +129,30 @@ def minilm_specs(widths, layers, heads, sources_per_head: int, seed: int) -> lis
                     idx = (12 * l + h + 32 * w_i + 7 * s + seed) % N_SOURCES
                     specs.append({"kind": "minilm", "width": int(w), "layer": int(l),
                                   "head": int(h), "source_index": int(idx)})
+    return specs
+
+
+def wide_specs(seed: int = 0) -> list[dict]:
+    """Operator specs of the ``wide`` panel: MiniLM heads at widths 256 and 512, one per layer
+    at each width: layer ``l`` gets head ``(7 l + seed) mod 12`` at width 256 and head
+    ``(7 l + 6 + seed) mod 12`` at width 512, so the 12 heads are each used once. The source
+    of each follows the rotation of :func:`minilm_specs` (``12 l + h + 32 w_i + seed`` mod 64),
+    moved on to the next source past :data:`SHORT_SOURCES` at width 512.
+
+    Returns
+    -------
+    list of dict
+        12 ``{"kind": "minilm", "width", "layer", "head", "source_index"}``, width 256 first.
+    """
+    specs = []
+    for w_i, w in enumerate((256, 512)):
+        for l in range(6):
+            h = (7 * l + 6 * w_i + seed) % 12
+            idx = (12 * l + h + 32 * w_i + seed) % N_SOURCES
+            while w > 256 and idx in SHORT_SOURCES:
+                idx = (idx + 1) % N_SOURCES
+            specs.append({"kind": "minilm", "width": w, "layer": l, "head": h,
+                          "source_index": idx})
     return specs
 
 
@@ -376,7 +411,7 @@ def _panel_file(path: Path, seed: int) -> Panel:
 
 
 def build_panel(panel: str, seed: int = 0) -> Panel:
-    """A built-in panel (``quick``, ``default``, ``causal``) or a TOML panel file.
+    """A built-in panel (``quick``, ``default``, ``wide``, ``causal``) or a TOML panel file.
 
     Raises
     ------
@@ -387,6 +422,8 @@ def build_panel(panel: str, seed: int = 0) -> Panel:
         raise PanelError(f"seed: expected an integer >= 0, got {seed!r}")
     if panel == "causal":
         return Panel(panel, _synthetic_causal(seed), rank="causal")
+    if panel == "wide":
+        return Panel(panel, wide_specs(seed))
     if panel in ("quick", "default"):
         quick = panel == "quick"
         if quick:
@@ -396,7 +433,7 @@ def build_panel(panel: str, seed: int = 0) -> Panel:
         return Panel(panel, specs + _synthetic_default(seed, quick))
     p = Path(panel)
     if p.suffix.lower() != ".toml" and not p.is_file():
-        raise PanelError(f"panel: expected 'quick', 'default', 'causal' or a .toml file, got "
+        raise PanelError(f"panel: expected 'quick', 'default', 'wide', 'causal' or a .toml file, got "
                          f"{panel!r}")
     return _panel_file(p, seed)
 

@@ -15,7 +15,7 @@ import numpy as np
 from ...checker import SubspaceCertificate
 from ...errors import InvalidArgumentError
 from ...validation import check_int, check_real
-from ..linalg import weighted_solves
+from ..linalg import solve_device, weighted_solves
 from ..lp import RangeLP
 from .simplex import OPTIMAL, solve_from
 from .starts import brief_repr, checked_start, finite_columns
@@ -48,7 +48,11 @@ def warm() -> None:
     ctypes callbacks, where a ``KeyboardInterrupt`` raised by a signal handler is reported
     and dropped: the command line calls this with SIGINT and SIGTERM blocked, so that a stop
     sent while it compiles is raised afterwards, not lost. Seconds on a first run
-    (compilation), a fraction of one from the cache."""
+    (compilation), a fraction of one from the cache. The device of the solves is settled
+    first (:func:`softrank.certifiers.linalg.solve_device`: on a GPU machine torch is imported
+    and CUDA started here too), so a bad ``$SOFTRANK_DEVICE`` stops the command before any
+    work."""
+    solve_device()
     weighted_solves(np.ones((1, 2)), np.ones((1, 2)), np.ones((1, 1)))
     # key 0 of the hand-worked LP with A B = [[1, -1], [1, 1]], B = I, from rows 0 and 7
     G, h = _rows(np.array([[1.0, -1.0], [1.0, 1.0]]), np.eye(2))

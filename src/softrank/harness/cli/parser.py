@@ -144,7 +144,8 @@ def build_parser() -> argparse.ArgumentParser:
     a = sub.add_parser("audit", help="bracket every operator of a panel and write a report")
     a.add_argument("--panel", default="default",
                    help="'quick', 'default' (all 72 MiniLM heads at widths 64 and 128 plus the "
-                        "synthetic families), 'causal' (causal Gaussian, sliding-window and "
+                        "synthetic families), 'wide' (12 MiniLM heads, 6 at width 256 and 6 at "
+                        "512), 'causal' (causal Gaussian, sliding-window and "
                         "planted causal heads at widths 64 and 128, with --rank causal) or a "
                         "TOML panel file")
     a.add_argument("--eps", type=_eps_arg, nargs="+", default=None,
