@@ -55,3 +55,15 @@ def test_the_cli_on_tiny_decoders(tmp_path):
                  "--out", str(tmp_path), "--workers", "1"]) == 0
     rows = list(csv.DictReader(open(tmp_path / "causal.csv")))
     assert {r["model"] for r in rows} >= {"gpt2", "qwen2", "qwen2-window16", "llama"}
+
+
+def test_workers_are_spawned_and_agree_with_one_process():
+    # two spawned workers (a forked child could not use CUDA after its parent had) give the
+    # rows of one process, in the order given
+    heads = [("g", gaussian_head(16, 16, 4, 2.0, seed=0, causal=True)),
+             ("h", gaussian_head(16, 16, 4, 1.0, seed=1, causal=True))]
+    one = run_causal_study(heads, 0.25, effort="fast")
+    two = run_causal_study(heads, 0.25, effort="fast", workers=2)
+    drop = lambda r: {k: v for k, v in r.items() if "seconds" not in k}  # noqa: E731
+    assert [drop(r) for r in two] == [drop(r) for r in one]
+    assert [r["model"] for r in two] == ["g", "h"]

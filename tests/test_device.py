@@ -174,3 +174,41 @@ def test_bad_device_setting_stops_bracket_and_the_cli(tmp_path, monkeypatch):
     assert r.returncode == 2
     assert r.stderr.strip() == ("softrank bracket: error: SOFTRANK_DEVICE: expected one of "
                                 "'auto', 'cpu', 'cuda', got 'tpu'"), r.stderr
+
+
+def test_torch_solves_take_any_layout(monkeypatch):
+    # negative strides, read-only and mixed dtypes: copied to contiguous float64 first, as
+    # weighted_solves reads them on the CPU
+    dev = _torch_cpu()
+    rng = np.random.default_rng(7)
+    X = rng.standard_normal((5, 30))
+    wt = rng.uniform(0.1, 2.0, size=(9, 30))
+    B = rng.standard_normal((9, 5))
+    want = linalg.weighted_solves(X[:, ::-1], wt[:, ::-1], B[::-1])
+    ro = wt.copy()
+    ro.flags.writeable = False
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = linalg._torch_solves(X[:, ::-1], wt[:, ::-1], B[::-1], dev)
+        assert np.allclose(got, want, rtol=1e-12)
+        got = linalg._torch_solves(X.astype(np.float32), ro, B.astype(int), dev)
+    assert np.allclose(got, linalg.weighted_solves(X.astype(np.float32), ro, B.astype(int)),
+                       rtol=1e-12)
+    monkeypatch.setattr(linalg, "GPU_MIN_WORK", 0)
+    monkeypatch.setattr(linalg, "solve_device", lambda: dev)
+    assert np.allclose(linalg.weighted_solves(X[:, ::-1], wt[:, ::-1], B[::-1]), want,
+                       rtol=1e-12)
+
+
+def test_summary_names_the_solve_device(monkeypatch):
+    from softrank.harness.report import summarize
+
+    _setting(monkeypatch, "cpu")
+    try:
+        assert summarize([], "p", [0.25], 1.0, 0)["machine"]["solve_device"] == "cpu"
+        _setting(monkeypatch, "tpu")
+        assert summarize([], "p", [0.25], 1.0, 0)["machine"]["solve_device"] == "invalid"
+    finally:
+        linalg._device_for.cache_clear()

@@ -15,7 +15,7 @@ import pytest
 
 from softrank.checker import (MalformedCertificate, TrivialCertificate, UpperWitness,
                               load_certificate, matrix_hash, save_certificate)
-from softrank.errors import InvalidOperatorError
+from softrank.errors import InvalidArgumentError, InvalidOperatorError
 from softrank.harness.cli import main
 from softrank.operators import Operator, load_operator, save_operator
 
@@ -346,6 +346,31 @@ def test_audit_refuses_a_panel_above_max_memory_naming_the_operator(tmp_path, ca
     assert "'matrix-big'" in err and "'matrix-small'" not in err
     assert "x 2 workers" in err and "712 MiB" in err, err
     assert not (out / "ledger.sqlite").exists()
+
+
+def test_audit_checks_the_operator_with_the_largest_estimate(tmp_path, capsys):
+    # 600 x 600: 272 MiB + 42 x 600 x 600 x 256 bytes = 3.87 GiB; 256 x 2000: 272 MiB +
+    # 42 x 256 x 2000 x 256 bytes = 5.39 GiB, though 600^3 > 256^2 x 2000
+    BASE_MEMORY, memory_estimate = [_new()[n] for n in ('BASE_MEMORY', 'memory_estimate')]
+    assert memory_estimate(600, 600) == BASE_MEMORY + 42 * 600 * 600 * 256
+    assert memory_estimate(256, 2000) == BASE_MEMORY + 42 * 256 * 2000 * 256
+    np.save(tmp_path / "square.npy", _uniform(600, 600))
+    np.save(tmp_path / "long.npy", _uniform(256, 2000))
+    (tmp_path / "p.toml").write_text('[[matrix]]\npath = "square.npy"\n'
+                                     '[[matrix]]\npath = "long.npy"\n')
+    out = tmp_path / "out"
+    assert main(["audit", "--panel", str(tmp_path / "p.toml"), "--out", str(out), "--quiet",
+                 "--workers", "1", "--max-memory", "4.5GiB", "--eps", "0.25"]) == 2
+    err = _err(capsys)
+    assert "'matrix-long'" in err and "256 x 2000" in err and "5.39 GiB" in err, err
+    assert not (out / "ledger.sqlite").exists()
+
+
+def test_memory_estimate_refuses_bad_sizes():
+    memory_estimate = _new()["memory_estimate"]
+    for m, N in ((-5, 10), (0, 10), (10, 0), (2.5, 10)):
+        with pytest.raises(InvalidArgumentError):
+            memory_estimate(m, N)
 
 
 def test_header_strings_cannot_forge_verify_lines(trivial_cert, tmp_path, capsys):

@@ -28,7 +28,7 @@ import numpy as np
 from ..checker import check, check_float64
 from ..errors import InvalidArgumentError, SoftrankError
 from ..operators import Operator
-from ..validation import check_positive
+from ..validation import check_int, check_positive
 from .interface import Certifier, Context, Diagnostics, MethodRecord, Verdict, as_certifier
 from .linalg import solve_device
 from .registry import default_constructions, default_lower_tests, load_certifier
@@ -77,8 +77,13 @@ def memory_estimate(m: int, N: int) -> int:
     -------
     int
         Bytes.
+
+    Raises
+    ------
+    InvalidArgumentError
+        If ``m`` or ``N`` is not an integer >= 1.
     """
-    m, N = int(m), int(N)
+    m, N = check_int(m, "m", 1), check_int(N, "N", 1)
     return BASE_MEMORY + 42 * m * N * min(m, N, 256)
 
 

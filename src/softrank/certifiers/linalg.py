@@ -59,7 +59,8 @@ def _device_for(setting: str):
     if not torch.cuda.is_available():
         if setting == "cuda":
             raise InvalidArgumentError("SOFTRANK_DEVICE: 'cuda' asked for, but "
-                                       "torch.cuda.is_available() is False")
+                                       "torch.cuda.is_available() is False (use 'auto' or "
+                                       "'cpu' on a machine without a GPU)")
         return None
     return torch.device("cuda")
 
@@ -68,9 +69,10 @@ def solve_device():
     """The torch device on which :func:`weighted_solves` runs its larger calls, or None (the
     CPU, in compiled code).
 
-    Read from ``$SOFTRANK_DEVICE`` on every call: ``auto`` (the default) is the GPU when an
-    NVIDIA driver is loaded, torch imports and ``torch.cuda.is_available()``, else the CPU;
-    ``cpu`` never imports torch; ``cuda`` insists on the GPU (docs/benchmarks.md#gpu).
+    Read from ``$SOFTRANK_DEVICE`` on every call (case and surrounding spaces ignored; unset
+    or empty is ``auto``): ``auto`` is the GPU when an NVIDIA driver is loaded, torch
+    imports and ``torch.cuda.is_available()``, else the CPU; ``cpu`` never imports torch;
+    ``cuda`` insists on the GPU (docs/benchmarks.md#gpu).
 
     Raises
     ------
@@ -78,11 +80,11 @@ def solve_device():
         If ``$SOFTRANK_DEVICE`` is not one of :data:`DEVICES`, or is ``cuda`` where torch
         does not import or sees no GPU.
     """
-    setting = os.environ.get("SOFTRANK_DEVICE", "auto").strip().lower() or "auto"
+    raw = os.environ.get("SOFTRANK_DEVICE", "")
+    setting = raw.strip().lower() or "auto"
     if setting not in DEVICES:
         raise InvalidArgumentError(f"SOFTRANK_DEVICE: expected one of "
-                                   f"{', '.join(map(repr, DEVICES))}, got "
-                                   f"{os.environ.get('SOFTRANK_DEVICE')!r}")
+                                   f"{', '.join(map(repr, DEVICES))}, got {raw!r}")
     return _device_for(setting)
 
 
@@ -207,6 +209,10 @@ def _torch_solves(X: np.ndarray, wt: np.ndarray, B: np.ndarray, device) -> np.nd
     answer for a non-finite one, as in the compiled path)."""
     import torch
 
+    # torch takes neither negative strides nor read-only arrays: contiguous float64 copies
+    X, wt, B = (np.ascontiguousarray(v, dtype=np.float64) for v in (X, wt, B))
+    if not (X.flags.writeable and wt.flags.writeable):
+        X, wt = X.copy(), wt.copy()
     k, n = X.shape
     r = wt.shape[0]
     out = np.empty((r, k))

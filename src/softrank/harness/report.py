@@ -153,6 +153,19 @@ def stage_errors(rows: list[dict]) -> dict:
     return out
 
 
+def _solve_device_name() -> str:
+    """Where this process runs the reweighted solves: ``cpu``, ``cuda`` (README, *GPU*), or
+    ``invalid`` under a ``$SOFTRANK_DEVICE`` that the engine refuses."""
+    from ..certifiers.linalg import solve_device
+    from ..errors import SoftrankError
+
+    try:
+        dev = solve_device()
+    except SoftrankError:
+        return "invalid"
+    return "cpu" if dev is None else str(dev.type)
+
+
 def summarize(rows: list[dict], panel: str, eps_list, wall_seconds: float, seed: int,
               effort: str = "full") -> dict:
     """The audit summary (JSON-ready); ``effort`` is the run's (:func:`softrank.bracket`)."""
@@ -177,7 +190,8 @@ def summarize(rows: list[dict], panel: str, eps_list, wall_seconds: float, seed:
         "wall_seconds": round(wall_seconds, 1),
         "cut_short": sum(cell_diagnostics(r).cut_short for r in rows),
         "effort": effort,
-        "machine": {"python": platform.python_version(), "platform": platform.platform()},
+        "machine": {"python": platform.python_version(), "platform": platform.platform(),
+                    "solve_device": _solve_device_name()},
         "overall": _stats(rows),
         "by_eps": {f"{e:g}": _stats([r for r in rows if float(r["eps"]) == e]) for e in eps_list},
         "families": families,

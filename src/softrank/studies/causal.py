@@ -116,8 +116,11 @@ def run_causal_study(heads, eps: float, effort: str = "fast", workers: int = 1,
                 progress(rows[-1])
         return rows
     from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
 
-    with ProcessPoolExecutor(workers) as ex:
+    # spawned, as the audit's workers: a forked child cannot use CUDA once the parent has
+    # touched it (the reweighted solves may run on a GPU, README "GPU")
+    with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as ex:
         rows = []
         for r in ex.map(_row_job, jobs):
             rows.append(r)

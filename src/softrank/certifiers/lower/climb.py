@@ -49,8 +49,8 @@ def warm() -> None:
     and dropped: the command line calls this with SIGINT and SIGTERM blocked, so that a stop
     sent while it compiles is raised afterwards, not lost. Seconds on a first run
     (compilation), a fraction of one from the cache. The device of the solves is settled
-    first (:func:`softrank.certifiers.linalg.solve_device`: on a GPU machine torch is imported
-    and CUDA started here too), so a bad ``$SOFTRANK_DEVICE`` stops the command before any
+    first (:func:`softrank.certifiers.linalg.solve_device`: where an NVIDIA driver is loaded,
+    torch is imported and asked for a GPU here too), so a bad ``$SOFTRANK_DEVICE`` stops the command before any
     work."""
     solve_device()
     weighted_solves(np.ones((1, 2)), np.ones((1, 2)), np.ones((1, 1)))

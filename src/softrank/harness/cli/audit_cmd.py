@@ -104,7 +104,9 @@ def _audit_locked(args, panel, out: Path, t0: float) -> int:
     if args.executor == "local":  # each local worker brackets one operator at a time
         import os
 
-        big = max(ops, key=lambda o: o.shape[0] * o.shape[1] * min(o.shape))
+        from ...certifiers.bracket import memory_estimate
+
+        big = max(ops, key=lambda o: memory_estimate(*o.shape))
         n = min(len(ops), args.workers or os.cpu_count() or 1)
         check_memory(big.shape, f"--panel: operator {big.operator_id!r}", args, workers=n)
     rows = run_audit(ops, config, out, workers=args.workers, progress=not args.quiet,
