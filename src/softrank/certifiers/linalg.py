@@ -30,9 +30,11 @@ TABLE_ENTRIES = 2**24
 #: Values of ``$SOFTRANK_DEVICE``: where :func:`weighted_solves` runs its larger calls.
 DEVICES = ("auto", "cpu", "cuda")
 
-#: Multiply-adds (``r n k^2``) below which a call stays on the CPU even with a GPU: copying
-#: the weights over and the answers back, and a few kernel launches, cost more than the
-#: compiled code's time on such a call (a MiniLM head of width 64 at rank 20 is ``1.6e6``).
+#: Multiply-adds (``r n k^2``) below which a call stays on the CPU even with a GPU, where
+#: copying the weights over and the answers back and a few kernel launches would cost about
+#: as much as the compiled code's fraction of a millisecond (a MiniLM head of width 64 at
+#: rank 20 is ``1.6e6``; a width-128 head at rank 35 is ``2e7``, 1-2 ms on one CPU
+#: core). Set without a GPU to measure on (docs/benchmarks.md#gpu): a first guess.
 GPU_MIN_WORK = 2e7
 
 
