@@ -304,9 +304,10 @@ def test_memory_estimate_formula():
     # hand-worked: 272 MiB + 42 bytes x 128 x 128 x 128 = 272 MiB + 84 MiB
     assert memory_estimate(128, 128) == 356 * 2**20
     assert memory_estimate(10, 800) == BASE_MEMORY + 42 * 10 * 800 * 10
-    # past min(m, N) = 256 the growth is m N only: 42 x 512 x 512 x 256 bytes = 2688 MiB
-    assert memory_estimate(512, 512) == (272 + 2688) * 2**20
-    assert memory_estimate(800, 800) == 272 * 2**20 + 42 * 800 * 800 * 256  # 6.7 GiB
+    assert memory_estimate(384, 384) == 272 * 2**20 + 42 * 384**3
+    # past min(m, N) = 384 the growth is m N only: 42 x 512 x 512 x 384 bytes = 4032 MiB
+    assert memory_estimate(512, 512) == (272 + 4032) * 2**20
+    assert memory_estimate(800, 800) == 272 * 2**20 + 42 * 800 * 800 * 384  # 9.9 GiB
 
 
 def test_bracket_refuses_above_max_memory_before_any_work(tmp_path, capsys):
@@ -349,20 +350,20 @@ def test_audit_refuses_a_panel_above_max_memory_naming_the_operator(tmp_path, ca
 
 
 def test_audit_checks_the_operator_with_the_largest_estimate(tmp_path, capsys):
-    # 600 x 600: 272 MiB + 42 x 600 x 600 x 256 bytes = 3.87 GiB; 256 x 2000: 272 MiB +
-    # 42 x 256 x 2000 x 256 bytes = 5.39 GiB, though 600^3 > 256^2 x 2000
+    # 600 x 600: 272 MiB + 42 x 600 x 600 x 384 bytes = 5.67 GiB; 384 x 1200: 272 MiB +
+    # 42 x 384 x 1200 x 384 bytes = 7.19 GiB, though 600^3 > 384^2 x 1200
     BASE_MEMORY, memory_estimate = [_new()[n] for n in ('BASE_MEMORY', 'memory_estimate')]
-    assert memory_estimate(600, 600) == BASE_MEMORY + 42 * 600 * 600 * 256
-    assert memory_estimate(256, 2000) == BASE_MEMORY + 42 * 256 * 2000 * 256
+    assert memory_estimate(600, 600) == BASE_MEMORY + 42 * 600 * 600 * 384
+    assert memory_estimate(384, 1200) == BASE_MEMORY + 42 * 384 * 1200 * 384
     np.save(tmp_path / "square.npy", _uniform(600, 600))
-    np.save(tmp_path / "long.npy", _uniform(256, 2000))
+    np.save(tmp_path / "long.npy", _uniform(384, 1200))
     (tmp_path / "p.toml").write_text('[[matrix]]\npath = "square.npy"\n'
                                      '[[matrix]]\npath = "long.npy"\n')
     out = tmp_path / "out"
     assert main(["audit", "--panel", str(tmp_path / "p.toml"), "--out", str(out), "--quiet",
-                 "--workers", "1", "--max-memory", "4.5GiB", "--eps", "0.25"]) == 2
+                 "--workers", "1", "--max-memory", "6.5GiB", "--eps", "0.25"]) == 2
     err = _err(capsys)
-    assert "'matrix-long'" in err and "256 x 2000" in err and "5.39 GiB" in err, err
+    assert "'matrix-long'" in err and "384 x 1200" in err and "7.19 GiB" in err, err
     assert not (out / "ledger.sqlite").exists()
 
 
