@@ -61,9 +61,9 @@ def memory_estimate(m: int, N: int) -> int:
     (estimated) in MiB: MiniLM heads of width 64, 128 and 256, 218, 224 and 834 (283, 356
     and 944); Gaussian heads (``softmax(Q K^T / 2)``, ``Q``, ``K`` with 16 standard normal
     columns) of 64, 128, 192 and 256 square, 227, 354, 538 and 858 (283, 356, 556 and 944);
-    width 512, one MiniLM head at eps 0.25 alone 822, and the workers of the ``wide``
-    panel's audit up to 3,565 while they bracketed their third width-512 head at three
-    tolerances (4,304, set to cover it); an 800 x 800 matrix passed 4.5 GB with an older
+    width 512, one MiniLM head at eps 0.25 alone 822, and an audit worker of the ``wide``
+    panel 3,569 after several width-512 heads at three tolerances (4,304, set to cover
+    it); an 800 x 800 matrix passed 4.5 GB with an older
     engine (9.9 GiB). Much of it is freed memory the allocator keeps, not arrays alive at
     once (numpy's own peak at width 256 and eps 0.25 was 138 MiB where the process held
     481). An estimate, not a bound: it is what the ``--max-memory`` check compares with,
