@@ -433,8 +433,8 @@ def build_panel(panel: str, seed: int = 0) -> Panel:
         return Panel(panel, specs + _synthetic_default(seed, quick))
     p = Path(panel)
     if p.suffix.lower() != ".toml" and not p.is_file():
-        raise PanelError(f"panel: expected 'quick', 'default', 'wide', 'causal' or a .toml file, got "
-                         f"{panel!r}")
+        raise PanelError(f"panel: expected 'quick', 'default', 'wide', 'causal' or a .toml "
+                         f"file, got {panel!r}")
     return _panel_file(p, seed)
 
 

@@ -50,8 +50,8 @@ def warm() -> None:
     sent while it compiles is raised afterwards, not lost. Seconds on a first run
     (compilation), a fraction of one from the cache. The device of the solves is settled
     first (:func:`softrank.certifiers.linalg.solve_device`: where an NVIDIA driver is loaded,
-    torch is imported and asked for a GPU here too), so a bad ``$SOFTRANK_DEVICE`` stops the command before any
-    work."""
+    torch is imported and asked for a GPU here too), so a bad ``$SOFTRANK_DEVICE`` stops the
+    command before any work."""
     solve_device()
     weighted_solves(np.ones((1, 2)), np.ones((1, 2)), np.ones((1, 1)))
     # key 0 of the hand-worked LP with A B = [[1, -1], [1, 1]], B = I, from rows 0 and 7
