@@ -333,20 +333,26 @@ def test_max_memory_values(value, capsys):
     assert "--max-memory" in capsys.readouterr().err
 
 
-def test_audit_refuses_a_panel_above_max_memory_naming_the_operator(tmp_path, capsys):
-    np.save(tmp_path / "big.npy", _uniform(128, 128))
-    np.save(tmp_path / "small.npy", _uniform(8, 8))
-    (tmp_path / "p.toml").write_text('[[matrix]]\npath = "small.npy"\n'
-                                     '[[matrix]]\npath = "big.npy"\n')
+def _audit_refused(tmp_path, capsys, matrices: dict, workers: str, max_memory: str) -> str:
+    """``softrank audit`` of a panel of uniform matrices (name: shape), refused before any
+    work: exit 2 and no ledger. Returns stderr."""
+    for name, shape in matrices.items():
+        np.save(tmp_path / f"{name}.npy", _uniform(*shape))
+    (tmp_path / "p.toml").write_text("".join(f'[[matrix]]\npath = "{name}.npy"\n'
+                                             for name in matrices))
     out = tmp_path / "out"
     assert main(["audit", "--panel", str(tmp_path / "p.toml"), "--out", str(out), "--quiet",
-                 "--workers", "2", "--max-memory", "700MiB", "--eps", "0.25"]) == 2
-    err = _err(capsys)
+                 "--workers", workers, "--max-memory", max_memory, "--eps", "0.25"]) == 2
+    assert not (out / "ledger.sqlite").exists()
+    return _err(capsys)
+
+
+def test_audit_refuses_a_panel_above_max_memory_naming_the_operator(tmp_path, capsys):
+    err = _audit_refused(tmp_path, capsys, {"small": (8, 8), "big": (128, 128)}, "2", "700MiB")
     # two workers: 2 x (272 MiB + 42 x 128^3 bytes) = 712 MiB for the big operator, above
     # 700 MiB; 2 x (272 MiB + 42 x 8^3 bytes), about 544 MiB, for the small one, below it
     assert "'matrix-big'" in err and "'matrix-small'" not in err
     assert "x 2 workers" in err and "712 MiB" in err, err
-    assert not (out / "ledger.sqlite").exists()
 
 
 def test_audit_checks_the_operator_with_the_largest_estimate(tmp_path, capsys):
@@ -355,16 +361,9 @@ def test_audit_checks_the_operator_with_the_largest_estimate(tmp_path, capsys):
     BASE_MEMORY, memory_estimate = [_new()[n] for n in ('BASE_MEMORY', 'memory_estimate')]
     assert memory_estimate(600, 600) == BASE_MEMORY + 42 * 600 * 600 * 384
     assert memory_estimate(384, 1200) == BASE_MEMORY + 42 * 384 * 1200 * 384
-    np.save(tmp_path / "square.npy", _uniform(600, 600))
-    np.save(tmp_path / "long.npy", _uniform(384, 1200))
-    (tmp_path / "p.toml").write_text('[[matrix]]\npath = "square.npy"\n'
-                                     '[[matrix]]\npath = "long.npy"\n')
-    out = tmp_path / "out"
-    assert main(["audit", "--panel", str(tmp_path / "p.toml"), "--out", str(out), "--quiet",
-                 "--workers", "1", "--max-memory", "6.5GiB", "--eps", "0.25"]) == 2
-    err = _err(capsys)
+    err = _audit_refused(tmp_path, capsys, {"square": (600, 600), "long": (384, 1200)}, "1",
+                         "6.5GiB")
     assert "'matrix-long'" in err and "384 x 1200" in err and "7.19 GiB" in err, err
-    assert not (out / "ledger.sqlite").exists()
 
 
 def test_memory_estimate_refuses_bad_sizes():

@@ -212,9 +212,7 @@ def _torch_solves(X: np.ndarray, wt: np.ndarray, B: np.ndarray, device) -> np.nd
     import torch
 
     # torch takes neither negative strides nor read-only arrays: contiguous float64 copies
-    X, wt, B = (np.ascontiguousarray(v, dtype=np.float64) for v in (X, wt, B))
-    if not (X.flags.writeable and wt.flags.writeable):
-        X, wt = X.copy(), wt.copy()
+    X, wt, B = (np.array(v, dtype=np.float64, order="C") for v in (X, wt, B))
     k, n = X.shape
     r = wt.shape[0]
     out = np.empty((r, k))
