@@ -188,8 +188,12 @@ def test_a_running_audit_holds_its_directory(tmp_path, capsys):
             time.sleep(2)
             proc.kill()
             proc.wait()
-            pytest.fail(f"the audit outlived SIGTERM by 120 s ({status}); its stderr:\n"
-                        f"{proc.stderr.read()}")
+            err = proc.stderr.read()
+            # a dropped stop is printed as "Exception ignored in ...": shown first, as the
+            # stacks that follow may be cut from a long log
+            dropped = [ln for ln in err.splitlines() if "Exception ignored" in ln]
+            pytest.fail(f"the audit outlived SIGTERM by 120 s ({status}; dropped: {dropped}); "
+                        f"its stderr:\n{err}")
         assert rc == 130, (rc, time.monotonic() - t_sig, proc.stderr.read())
     finally:
         if proc.poll() is None:
@@ -201,6 +205,75 @@ def test_a_running_audit_holds_its_directory(tmp_path, capsys):
     err = _err_line(capsys)
     assert "unfinished audit (interrupted" in err and "of 8 cells kept" in err
     assert "(running" not in err and "--resume" in err
+
+
+def test_a_stop_whose_interrupt_was_dropped_is_raised_again(tmp_path):
+    """A SIGTERM whose KeyboardInterrupt is dropped (Python drops one raised inside a
+    finaliser or a callback from C; here the construction swallows it) still stops the run:
+    the stop is recorded and raised again when the construction returns (softrank.stop).
+    Without that, the run would go on to the next cell's 60 s sleep."""
+    (tmp_path / "deafmod.py").write_text(
+        "import pathlib, time\nclass Deaf:\n    name = 'deaf'\n"
+        "    def witness(self, operator, eps):\n"
+        "        pathlib.Path('asleep').touch()\n"
+        "        try:\n            time.sleep(60)\n"
+        "        except KeyboardInterrupt:\n            pass  # the stop's exception, dropped\n"
+        "        return None\n")
+    p = tmp_path / "deaf.toml"
+    p.write_text("eps = [0.2, 0.5]\n[[certifier]]\nspec = 'deafmod:Deaf'\npath = '.'\n" + "".join(
+        f"[[synthetic]]\nfamily = 'gaussian_head'\nm = 8\nN = 8\nseed = {s}\n" for s in range(4)))
+    child = "import runpy\nrunpy.run_module('softrank.harness.cli', run_name='__main__', alter_sys=True)\n"
+    proc = subprocess.Popen([sys.executable, "-c", child, "audit", "--panel", str(p), "--out",
+                             str(tmp_path / "o"), "--workers", "1", "--quiet", "--attacks", "none"],
+                            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        t = time.monotonic()
+        while not (tmp_path / "asleep").exists():  # inside the construction's sleep
+            assert proc.poll() is None, proc.stderr.read()
+            assert time.monotonic() - t < 120, "the construction was not reached"
+            time.sleep(0.05)
+        time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(timeout=45)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    err = proc.stderr.read()
+    assert rc == 130, err
+    assert "softrank audit: interrupted" in err
+
+
+def test_stop_request_records_and_raises(monkeypatch):
+    """The handler raises, and what it recorded makes every later check raise: the engine's
+    method calls and the audit pipeline's stages (a library caller's state is untouched until
+    a handler ran)."""
+    from softrank import stop
+    from softrank.audit.pipeline import run_stages
+    from softrank.certifiers.bracket import bracket
+
+    monkeypatch.setattr(stop, "_signal", None)
+    stop.check()  # nothing recorded: no stop
+    assert stop.requested() is None
+    with pytest.raises(KeyboardInterrupt):
+        stop.request(signal.SIGTERM, None)
+    assert stop.requested() == signal.SIGTERM
+    with pytest.raises(KeyboardInterrupt):
+        stop.check()
+    with pytest.raises(KeyboardInterrupt):
+        bracket(_blocks(2, 3), [0.3])
+    from softrank.audit.bracket_stage import BracketStage
+    from softrank.operators import Operator
+
+    with pytest.raises(KeyboardInterrupt):
+        run_stages(Operator(_blocks(2, 3)), [0.3], [BracketStage()])
+    stop.reset()
+    assert stop.requested() is None
+    # two blocks (rows x, y of disjoint supports, mass 1): a rank-1 B = (a v; b v) within 0.3
+    # puts >= 0.7 of |a| v on x's support and <= 0.3 on y's, and the reverse for |b| v: the
+    # ratios of v's masses would be <= 3/7 both ways. So r_0.3 = 2
+    b = bracket(_blocks(2, 3), [0.3])[0]
+    assert (b.lower, b.upper) == (2, 2)
 
 
 def _children(pid: int) -> set[int]:

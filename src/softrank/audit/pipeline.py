@@ -39,6 +39,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ..certifiers.bracket import validate_eps
 from ..errors import InvalidArgumentError
+from ..stop import check as _check_stop
 from .record import (ID_COLUMNS, STAGES_COLUMN, Refutation, StageRecord, cell_identity,
                      encode_stages)
 
@@ -298,6 +299,7 @@ def run_stages(operator, eps: Sequence[float], stages: Sequence[Any], *,
     rows = [cell_identity(operator, e) for e in cells.eps]
     record: dict[str, StageRecord] = {}
     for st in stages:
+        _check_stop()  # a stop whose KeyboardInterrupt was dropped (softrank.stop)
         t0 = time.perf_counter()
         cells._running, mark = st.name, len(cells._refutations)
         got, error = _run_one(st, cells, len(rows))

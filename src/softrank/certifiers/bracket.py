@@ -28,6 +28,7 @@ import numpy as np
 from ..checker import check, check_float64
 from ..errors import InvalidArgumentError, SoftrankError
 from ..operators import Operator
+from ..stop import check as _check_stop
 from ..validation import check_int, check_positive
 from .interface import Certifier, Context, Diagnostics, MethodRecord, Verdict, as_certifier
 from .linalg import solve_device
@@ -290,6 +291,7 @@ class _Engine:
         Every outcome is recorded; an exception costs that method only. Past the deadline
         only the built-in methods marked ``always`` (trivial, identity: O(m N)) still run;
         the others are recorded as skipped and the bracket as cut short."""
+        _check_stop()  # a stop whose KeyboardInterrupt was dropped (softrank.stop)
         t = time.perf_counter()
         if (self.deadline is not None and t > self.deadline
                 and not (c.origin == "builtin" and c.traits.always)):
@@ -318,6 +320,7 @@ class _Engine:
                                                   time.perf_counter() - t, _short(exc)))
             self._say(self.diag.methods[-1])
             return None
+        _check_stop()
         dt = time.perf_counter() - t
         if out is None:
             self.diag.methods.append(MethodRecord(c.name, side, c.origin, "declined", None, dt))

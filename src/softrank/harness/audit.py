@@ -21,6 +21,7 @@ from pathlib import Path
 from ..audit import AuditConfig, run_operator
 from ..errors import InvalidArgumentError, SoftrankError
 from ..operators import Operator
+from ..stop import check as _check_stop
 
 __all__ = ["CSV_COLUMNS", "run_audit", "check_out_dir"]
 
@@ -216,6 +217,7 @@ def _audit_cells(operators, config: AuditConfig, out: Path, ident: dict, resume:
                 done(i, rows)
         elif workers <= 1 or len(tasks) <= 1:
             for t in tasks:
+                _check_stop()  # a stop whose KeyboardInterrupt was dropped (softrank.stop)
                 done(*_task(t))
         else:
             from .executors import local_map

@@ -13,6 +13,8 @@ import threading
 import time
 from multiprocessing import get_context
 
+from ..stop import check as _check_stop
+
 __all__ = ["local_map", "dask_map"]
 
 _BLAS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
@@ -96,6 +98,7 @@ def local_map(fn, tasks, workers: int, initializer=None):
             # takes (the pool's own threads, a BLAS pool) runs its Python handler (Ctrl-C,
             # SIGTERM: stop, workers ended) only when the main thread wakes
             done, pending = wait(pending, timeout=WAIT_SECONDS, return_when=FIRST_COMPLETED)
+            _check_stop()  # a stop whose KeyboardInterrupt was dropped (softrank.stop)
             for fut in done:
                 yield fut.result()
                 nxt = next(it, None)

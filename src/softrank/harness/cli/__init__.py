@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import sys
 
+from ... import stop
 from ...errors import SoftrankError
 from . import audit_cmd, bracket_cmd, diff_cmd, heads_cmd, store_cmd, study_cmd, verify_cmd
 from .parser import build_parser
@@ -27,10 +28,6 @@ _COMMANDS = {"audit": audit_cmd.run, "bracket": bracket_cmd.run, "verify": verif
              "heads": heads_cmd.run, "tiny-checkpoint": heads_cmd.run_tiny,
              "laws": study_cmd.run_laws, "study": study_cmd.run, "diff": diff_cmd.run,
              "cache": store_cmd.run_cache, "reference": store_cmd.run_reference}
-
-
-def _sigterm(signum, frame):
-    raise KeyboardInterrupt
 
 
 def _native_threads_without_stop_signals(engine: bool = False) -> None:
@@ -66,8 +63,9 @@ def main(argv=None) -> int:
     import signal
 
     args = build_parser().parse_args(argv)
-    if argv is None:  # as a program: SIGTERM stops like Ctrl-C (workers ended, cells kept)
-        signal.signal(signal.SIGTERM, _sigterm)
+    if argv is None:  # as a program: SIGTERM stops like Ctrl-C (workers ended, cells kept);
+        for sig in (signal.SIGINT, signal.SIGTERM):  # a stop is also recorded, and raised
+            signal.signal(sig, stop.request)  # again where its first one was dropped
     try:
         if argv is None:  # a signal held back during these imports is raised here, inside
             _native_threads_without_stop_signals(  # the try: 130, as at any other moment
