@@ -8,9 +8,10 @@ with the gauge although ``A`` does not: the construction does not claim gauge in
 (``gauge_invariant = False``), and the suites report how far its rank moves instead of
 failing it. It is sound either way: every witness it returns is within ``eps``.
 
-Run the suites on it::
+Run the suites on it, and draw it against the certified rank-error frontier of a head::
 
     pytest --softrank-certifier examples.norm_landmarks:NormLandmarks --softrank-profile ci
+    softrank frontier head.npz --certifier examples.norm_landmarks:NormLandmarks
 """
 
 import numpy as np
@@ -29,15 +30,11 @@ class NormLandmarks:
     def witness(self, operator, eps):
         if operator.Q is None:
             return None  # needs the factors
-        A, Q, K, beta = operator.A, operator.Q, operator.K, operator.beta
+        A = operator.A
         m, N = A.shape
-        qs = np.argsort(-np.linalg.norm(Q, axis=1), kind="stable")
-        ks = np.argsort(-np.linalg.norm(K, axis=1), kind="stable")
         target = eps * (1 - 1e-9)
         for k in range(1, min(m, N) + 1):
-            Qt, Kt = Q[qs[:k]], K[ks[:k]]
-            U = _softmax_rows(beta * Q @ Kt.T) @ np.linalg.pinv(_softmax_rows(beta * Qt @ Kt.T))
-            W = _softmax_rows(beta * Qt @ K.T)
+            U, W = self.witness_at_rank(operator, k)
             # a margin for the checker's rounding bounds, which grow with |U| |W|: an
             # ill-conditioned landmark block makes U huge, and a witness whose error is
             # within eps only before rounding is refused (as it should be)
@@ -45,3 +42,15 @@ class NormLandmarks:
             if (np.abs(A - U @ W).sum(axis=1) + slack).max() <= target:
                 return U, W
         return None
+
+    def witness_at_rank(self, operator, k):
+        """The ``k``-landmark factors, whatever their error (``softrank frontier`` draws
+        them against the certified band)."""
+        if operator.Q is None or k > min(operator.A.shape):
+            return None
+        Q, K, beta = operator.Q, operator.K, operator.beta
+        qs = np.argsort(-np.linalg.norm(Q, axis=1), kind="stable")
+        ks = np.argsort(-np.linalg.norm(K, axis=1), kind="stable")
+        Qt, Kt = Q[qs[:k]], K[ks[:k]]
+        U = _softmax_rows(beta * Q @ Kt.T) @ np.linalg.pinv(_softmax_rows(beta * Qt @ Kt.T))
+        return U, _softmax_rows(beta * Qt @ K.T)

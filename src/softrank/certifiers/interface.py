@@ -18,6 +18,12 @@ of two signatures:
     ``r_eps(A) >= certificate.rank``; the checker must accept it in float64 and in interval
     arithmetic. Return None to decline; raising is a failure.
 
+``witness_at_rank(operator, k[, context]) -> UpperWitness | (U, W) | None``  -- optional
+    A construction may also offer its witness at a given rank ``k >= 1`` (``U (m, j)``,
+    ``W (j, N)`` with ``j <= k``), whatever its error: :func:`softrank.certifiers.frontier.frontier`
+    measures the checked error at each rank and draws the construction's curve against the
+    certified band (docs/theory/frontier.md). Return None to decline a rank.
+
 ``context`` is optional: a method whose signature has a ``context`` parameter receives the
 :class:`Context` of the running bracket (the operator's shared SVD and other cached work, and
 the ends found so far at this tolerance); one without it is called with two arguments. An
@@ -317,7 +323,8 @@ class Certifier:
         report the movement (docs/suites.md)."""
         return self.traits.gauge_invariant
 
-    def _call(self, method: str, operator, eps: float, context: Context | None):
+    def _call(self, method: str, operator, eps: float, context: Context | None,
+              arg: str = "eps"):
         """Call ``obj.method``. A third-party method gets a private copy of ``operator``, and a
         change to the copy (writing into ``operator.A`` or the factors) is a failure."""
         fn = getattr(self.obj, method)
@@ -326,7 +333,7 @@ class Certifier:
             out = fn(op, eps, context=context) if _accepts_context(fn) else fn(op, eps)
         except Exception as exc:
             tb = "".join(traceback.format_exception(exc)[-6:])
-            raise CertifierError(f"{self.name}: {method}(operator {operator.A.shape}, eps={eps!r}) "
+            raise CertifierError(f"{self.name}: {method}(operator {operator.A.shape}, {arg}={eps!r}) "
                                  f"raised {type(exc).__name__}: {exc}\n{tb}", kind="raised") from exc
         if op is not operator:
             for name in ("A", "Q", "K"):
@@ -351,20 +358,57 @@ class Certifier:
             If the construction raised (third-party ones) or returned something that is not
             ``(U, W)`` of shapes ``(m, k)``, ``(k, N)`` with finite real entries.
         """
-        A = operator.A
         out = self._call("witness", operator, eps, context)
         if out is None:
             return None
+        if type(out) is UpperWitness and self.origin != "third-party":
+            return out
+        return self._factors("witness", out, operator.A, eps)
+
+    @property
+    def offers_rank(self) -> bool:
+        """Whether it is a construction with the optional ``witness_at_rank``."""
+        return callable(getattr(self.obj, "witness_at_rank", None))
+
+    def witness_at_rank(self, operator, k: int,
+                        context: Context | None = None) -> UpperWitness | None:
+        """Call the construction's optional ``witness_at_rank(operator, k[, context])``: its
+        witness of rank at most ``k`` whatever its error (the frontier measures the error;
+        docs/constructions.md, *Witnesses at a given rank*).
+
+        Returns
+        -------
+        UpperWitness or None
+            Unchecked, issued at ``eps = 1.0`` (the tolerance a rank-0 witness meets: a
+            placeholder the frontier replaces by the checked error); its ``method`` is this
+            certifier's name. None where it declines or has no ``witness_at_rank``.
+
+        Raises
+        ------
+        CertifierError
+            As :meth:`witness`, and if the factors' inner dimension exceeds ``k``.
+        """
+        if not self.offers_rank:
+            return None
+        out = self._call("witness_at_rank", operator, k, context, arg="k")
+        if out is None:
+            return None
+        w = self._factors("witness_at_rank", out, operator.A, 1.0)
+        if w.rank > k:
+            raise CertifierError(f"{self.name}: witness_at_rank(k={k}) returned factors of rank "
+                                 f"{w.rank}")
+        return w
+
+    def _factors(self, method: str, out, A: np.ndarray, eps: float) -> UpperWitness:
+        """``out`` (an UpperWitness or a pair ``(U, W)``) validated as factors of ``A``."""
         if type(out) is UpperWitness:
-            if self.origin != "third-party":
-                return out
             U, W = out.U, out.W
         else:
             try:
                 U, W = out
             except Exception as exc:
-                raise CertifierError(f"{self.name}: witness must return (U, W), an UpperWitness "
-                                     f"or None, got {type(out).__name__}") from exc
+                raise CertifierError(f"{self.name}: {method} must return (U, W), an "
+                                     f"UpperWitness or None, got {type(out).__name__}") from exc
         try:
             cplx = np.iscomplexobj(U) or np.iscomplexobj(W)
             if not cplx:

@@ -136,6 +136,15 @@ class NystromLandmarks:
         k = search.scan(_target(eps), 1, ctx.p)
         return None if k is None else UpperWitness(eps, *search.make(k), self.name)
 
+    def witness_at_rank(self, operator, k, context=None):
+        """The ``k``-landmark witness (``k <= min(m, N)``), or None (no factors, a mask, a
+        singular landmark kernel, or ``k`` past ``min(m, N)``)."""
+        f = _factors(operator)
+        ctx = _context(operator, context)
+        if f is None or k > ctx.p:
+            return None
+        return _nystrom(ctx.A.shape, *f, k)
+
 
 def _segment_means(X: np.ndarray, k: int) -> np.ndarray:
     """Means of the rows of ``X`` over ``k`` contiguous segments of sizes as equal as
@@ -239,6 +248,25 @@ class PositiveRandomFeatures:
         r = search.gallop(_target(eps), 1, n)
         return None if r is None else UpperWitness(eps, *search.make(r), self.name)
 
+    def witness_at_rank(self, operator, k, context=None):
+        """The first ``k`` features of the same seeded draw as :meth:`witness` (``k`` up to
+        its budget), or None (no factors, a mask, ``k`` past the budget, an estimated row
+        sum that is not positive and finite)."""
+        f = _factors(operator)
+        if f is None:
+            return None
+        ctx = _context(operator, context)
+        n = _budget(self.budget, ctx.p)
+        if k > n:
+            return None
+        FQ, _, FK, _ = ctx.shared(f"ref:features:{self.seed}:{n}",
+                                  lambda: _Features(*f, n, self.seed)).scaled(
+                                      k, np.arange(ctx.A.shape[1]))
+        z = FQ @ FK.sum(axis=0)
+        if not (np.isfinite(z).all() and (z > 0).all()):
+            return None
+        return FQ / z[:, None], FK.T
+
 
 class SinksPlusRandomFeatures:
     """Sinks kept exactly plus positive random features for the other keys (sparse plus low
@@ -273,31 +301,13 @@ class SinksPlusRandomFeatures:
         A = ctx.A
         m, N = A.shape
         n = _budget(self.budget, ctx.p)
-        order = np.argsort(-A.sum(axis=0), kind="stable")
         target = _target(eps)
         best = None
         for s in self.sinks:
             if s >= N or (best is not None and s >= best[0]):
                 break
-            S = np.sort(order[:s])
-            rest = np.setdiff1d(np.arange(N), S)
-            left = 1.0 - A[:, S].sum(axis=1)  # each row's mass off the sinks
-
-            def make(r, S=S, rest=rest, left=left, s=s):
-                W = np.zeros((s + r, N))
-                W[np.arange(s), S] = 1.0
-                if r == 0:
-                    return A[:, S].copy(), W
-                FQ, _, FK, _ = ctx.shared(f"ref:features:{self.seed}:{n}",
-                                          lambda: _Features(*f, n, self.seed)).scaled(r, rest)
-                z = FQ @ FK.sum(axis=0)
-                if not (np.isfinite(z).all() and (z > 0).all()):
-                    return None
-                W[s:, rest] = FK.T
-                return np.hstack([A[:, S], FQ * (left / z)[:, None]]), W
-
             search = ctx.shared(f"ref:sinks:{self.seed}:{n}:{s}",
-                                lambda make=make: RankSearch(A, make))
+                                lambda s=s: RankSearch(A, self._maker(ctx, f, n, s)))
             cap = n if best is None else min(n, best[0] - s - 1)
             r = search.gallop(target, 0, cap) if cap >= 0 else None
             if r is not None:
@@ -305,3 +315,46 @@ class SinksPlusRandomFeatures:
         if best is None:
             return None
         return UpperWitness(eps, *best[1].make(best[2]), self.name)
+
+    def _maker(self, ctx, f, n: int, s: int):
+        """``make(r)``: the factors of ``s`` sinks plus the first ``r`` features, or None."""
+        A = ctx.A
+        N = A.shape[1]
+        order = np.argsort(-A.sum(axis=0), kind="stable")
+        S = np.sort(order[:s])
+        rest = np.setdiff1d(np.arange(N), S)
+        left = 1.0 - A[:, S].sum(axis=1)  # each row's mass off the sinks
+
+        def make(r):
+            W = np.zeros((s + r, N))
+            W[np.arange(s), S] = 1.0
+            if r == 0:
+                return A[:, S].copy(), W
+            FQ, _, FK, _ = ctx.shared(f"ref:features:{self.seed}:{n}",
+                                      lambda: _Features(*f, n, self.seed)).scaled(r, rest)
+            z = FQ @ FK.sum(axis=0)
+            if not (np.isfinite(z).all() and (z > 0).all()):
+                return None
+            W[s:, rest] = FK.T
+            return np.hstack([A[:, S], FQ * (left / z)[:, None]]), W
+
+        return make
+
+    def witness_at_rank(self, operator, k, context=None):
+        """The best (least float64 error) of ``s`` sinks plus ``k - s`` features over the
+        ``s`` of ``sinks`` below ``min(k + 1, N)`` (features up to the budget), or None."""
+        f = _factors(operator)
+        if f is None:
+            return None
+        ctx = _context(operator, context)
+        n = _budget(self.budget, ctx.p)
+        best = None
+        for s in self.sinks:
+            if s > k or s >= ctx.A.shape[1] or k - s > n:
+                continue
+            search = ctx.shared(f"ref:sinks:{self.seed}:{n}:{s}",
+                                lambda s=s: RankSearch(ctx.A, self._maker(ctx, f, n, s)))
+            e = search.error(k - s)
+            if np.isfinite(e) and (best is None or e < best[0]):
+                best = (e, search.make(k - s))
+        return None if best is None else best[1]

@@ -1,7 +1,8 @@
 """The audit report's plots (PNG, matplotlib's Agg backend): MiniLM heads by layer and head,
 the families' resolved shares and ratios, and the constructions against the certified lower
 ends. Each function writes one file into ``out`` and returns its name; the report
-(:mod:`softrank.harness.report`) decides what is plotted.
+(:mod:`softrank.harness.report`) decides what is plotted. :func:`plot_frontier` draws the
+band of ``softrank frontier``.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["plot_minilm", "plot_families", "plot_constructions", "plot_causal"]
+__all__ = ["plot_minilm", "plot_families", "plot_constructions", "plot_causal", "plot_frontier"]
 
 
 def plot_minilm(rows, eps, out: Path) -> list[str]:
@@ -247,3 +248,50 @@ def plot_causal(rows, out: Path) -> str | None:
     fig.savefig(out / name, dpi=110)
     plt.close(fig)
     return name
+
+
+def plot_frontier(fr, label: str, path: Path) -> Path:
+    """The band ``lower < e_k <= upper`` of a :class:`softrank.certifiers.frontier.Frontier`
+    against the rank ``k`` (log-scale error where every upper end is positive, cut at 10),
+    its constructions' curves with their scores in the legend, the brackets' tolerances as
+    horizontal lines; written to ``path`` (PNG), which is returned."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    k = np.array([p.rank for p in fr.points])
+    lo = np.array([p.lower for p in fr.points])
+    up = np.array([p.upper for p in fr.points])
+    fig, ax = plt.subplots(figsize=(10, 4.4), constrained_layout=True)
+    ax.fill_between(k, lo, up, step="mid", alpha=0.3, color="tab:blue",
+                    label="certified band: lower < e_k <= upper")
+    ax.step(k, up, where="mid", color="tab:blue", lw=1.2, label="upper (checked witness)")
+    ax.step(k, lo, where="mid", color="tab:red", lw=1.2, label="lower (checked certificate)")
+    for br in fr.brackets:
+        ax.axhline(br.eps, color="grey", lw=0.6, ls=":")
+        ax.text(k[-1], br.eps, f" eps {br.eps:g}: [{br.lower}, {br.upper}]", fontsize=7,
+                va="bottom", ha="right", color="grey")
+    top = 1.5
+    markers = "os^vD<>p*h"
+    for i, c in enumerate(getattr(fr, "curves", [])):
+        if not c.errors:
+            continue
+        ks = sorted(c.errors)
+        es = np.array([c.errors[j] for j in ks])
+        top = max(top, min(10.0, float(es.max()) * 1.2))
+        ax.plot(ks, es, marker=markers[i % len(markers)], ms=3, lw=0.9,
+                label=f"{c.name}" + (f" ({c.excess_error:.3g}x error, {c.excess_rank:.3g}x rank)"
+                                     if c.excess_error is not None and c.excess_rank is not None
+                                     else ""))
+    if (up > 0).all() and np.isfinite(up).all():
+        ax.set_yscale("log")
+        pos = np.concatenate([up, lo[lo > 0]])
+        ax.set_ylim(max(float(pos.min()) / 2, 1e-17), top)
+    ax.set_xlabel("rank k")
+    ax.set_ylabel("max-row-l1 error  e_k = min ||A - B||_inf")
+    ax.set_title(f"rank-error frontier of {label}", fontsize=10)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

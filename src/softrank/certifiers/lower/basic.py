@@ -60,7 +60,9 @@ def row_order(A: np.ndarray) -> np.ndarray:
     return np.asarray(piv, dtype=np.int64)
 
 
-def _subset_sizes(m: int) -> list[int]:
+def subset_sizes(m: int) -> list[int]:
+    """The row-subset sizes the Frobenius test tries: 2 to 8, then growing by 25 % (rounded
+    up) while below ``m``, and ``m``."""
     sizes = {m}
     s = 2
     while s < m:
@@ -78,7 +80,7 @@ def frobenius(A: np.ndarray, eps: float, order: np.ndarray, sv_cache: dict) -> F
     """
     m = A.shape[0]
     best = None
-    for size in _subset_sizes(m):
+    for size in subset_sizes(m):
         s = sv_cache.get(size)
         if s is None:
             rows = order[:size] if size < m else np.arange(m)

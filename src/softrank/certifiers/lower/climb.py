@@ -286,6 +286,15 @@ class SubspaceClimb:
                        options={"presolve": "off", "simplex_strategy": 4,
                                 "simplex_scale_strategy": 0})
 
+    def beta(self, B: np.ndarray, eps: float) -> float:
+        """``beta(span B) = min_j LP_j(span B)`` over every key (``inf`` where no LP has an
+        optimum), ``B (N, k)`` orthonormal: the value a subspace certificate of ``span B``
+        needs ``eps`` below. The solves start from, and keep, the vertices held for ``eps``
+        (which moves no value: the LPs do not depend on it). Nothing here is a bound."""
+        self._at_eps(eps)
+        vals = self.values(B, range(self.A.shape[1]))
+        return min((v for v, _ in vals.values()), default=np.inf)
+
     def lower_bounds(self, B: np.ndarray, keys) -> np.ndarray:
         """Lower bounds of ``LP_j(span B)`` from the duals of each key's last exact solve
         (on any earlier ``B``; ``-inf`` for a key without one): the box rows' duals are

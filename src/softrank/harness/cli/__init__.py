@@ -1,13 +1,13 @@
-"""``softrank`` command line: ``audit``, ``bracket``, ``verify``, ``diff``, ``heads``,
-``laws``, ``study``, ``tiny-checkpoint``, ``cache``, ``reference``.
+"""``softrank`` command line: ``audit``, ``bracket``, ``frontier``, ``verify``, ``diff``,
+``heads``, ``laws``, ``study``, ``tiny-checkpoint``, ``cache``, ``reference``.
 
 Exit codes: 0 success; 1 a check failed (``verify``), a cell was unsound/errored
-(``audit``, ``bracket``) or more ends got worse than allowed or more answers were rejected
+(``audit``, ``bracket``), a frontier's band crossed itself (``frontier``) or more ends got worse than allowed or more answers were rejected
 by the checker than before (``diff``); 2 bad arguments or
 input (the message names the argument).
 
 The package holds one module per command (``audit_cmd``, ``bracket_cmd``, ``verify_cmd``,
-``diff_cmd``, ``heads_cmd`` with ``tiny-checkpoint``, ``study_cmd`` with ``laws``,
+``diff_cmd``, ``frontier_cmd``, ``heads_cmd`` with ``tiny-checkpoint``, ``study_cmd`` with ``laws``,
 ``store_cmd`` with ``cache`` and ``reference``), the
 parser (:mod:`.parser`) and what several commands share (:mod:`.common`); this module holds
 :func:`main`: the dispatch, the exit codes and the signals.
@@ -19,7 +19,8 @@ import sys
 
 from ... import stop
 from ...errors import SoftrankError
-from . import audit_cmd, bracket_cmd, diff_cmd, heads_cmd, store_cmd, study_cmd, verify_cmd
+from . import (audit_cmd, bracket_cmd, diff_cmd, frontier_cmd, heads_cmd, store_cmd,
+               study_cmd, verify_cmd)
 from .parser import build_parser
 
 __all__ = ["main", "build_parser"]
@@ -27,7 +28,8 @@ __all__ = ["main", "build_parser"]
 _COMMANDS = {"audit": audit_cmd.run, "bracket": bracket_cmd.run, "verify": verify_cmd.run,
              "heads": heads_cmd.run, "tiny-checkpoint": heads_cmd.run_tiny,
              "laws": study_cmd.run_laws, "study": study_cmd.run, "diff": diff_cmd.run,
-             "cache": store_cmd.run_cache, "reference": store_cmd.run_reference}
+             "cache": store_cmd.run_cache, "reference": store_cmd.run_reference,
+             "frontier": frontier_cmd.run}
 
 
 def _native_threads_without_stop_signals(engine: bool = False) -> None:
@@ -69,7 +71,7 @@ def main(argv=None) -> int:
     try:
         if argv is None:  # a signal held back during these imports is raised here, inside
             _native_threads_without_stop_signals(  # the try: 130, as at any other moment
-                engine=args.command in ("audit", "bracket", "study", "laws"))
+                engine=args.command in ("audit", "bracket", "frontier", "study", "laws"))
         return _COMMANDS[args.command](args)
     except SoftrankError as exc:
         print(f"softrank {args.command}: error: {exc}", file=sys.stderr)

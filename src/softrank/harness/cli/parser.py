@@ -44,6 +44,18 @@ _pos_float = _positive("seconds")
 _days = _positive("days")
 
 
+def _ranks_arg(s: str) -> tuple[int, int]:
+    """``K1:K2`` with ``1 <= K1 <= K2`` (the upper limit is the matrix's, checked later)."""
+    parts = s.split(":")
+    try:
+        k1, k2 = (int(x) for x in parts)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected K1:K2 (two integers), got {s!r}") from None
+    if not 1 <= k1 <= k2:
+        raise argparse.ArgumentTypeError(f"expected 1 <= K1 <= K2, got {s!r}")
+    return k1, k2
+
+
 def _int_arg(lo: int):
     def parse(s: str) -> int:
         try:
@@ -244,6 +256,43 @@ def build_parser() -> argparse.ArgumentParser:
                         "SIZE (e.g. 4GiB; default: the memory available now); also bounds the "
                         "data read from the file")
     _store_args(b)
+
+    fr = sub.add_parser("frontier", help="bracket the rank-error frontier e_k = min ||A - B||_inf "
+                                         "over rank-k B, for a range of k")
+    fr.add_argument("file", help="(m, N) float64 row-stochastic matrix (.npy), or an operator "
+                                 "file (.npz with A: `softrank heads`)")
+    fr.add_argument("--ranks", type=_ranks_arg, default=None, metavar="K1:K2",
+                    help="the ranks, 1 <= K1 <= K2 <= min(m, N) (default 1:min(m, N, 64))")
+    fr.add_argument("--eps", type=_eps_arg, nargs="*", default=[0.1, 0.25, 0.5],
+                    help="tolerances bracketed first, whose certificates join the band "
+                         "(default 0.1 0.25 0.5; none with --eps alone)")
+    fr.add_argument("--json", action="store_true",
+                    help='print a JSON list of {"rank": k, "lower": ..., "upper": ...} (errors, '
+                         "with the methods and ranks behind each end) instead of the table")
+    g = fr.add_mutually_exclusive_group()
+    g.add_argument("--plot", default=None, metavar="PATH",
+                   help="write the band as a PNG here (default: STEM-frontier.png in the current "
+                        "directory, STEM the file's name without its suffix)")
+    g.add_argument("--no-plot", action="store_true", help="write no plot")
+    fr.add_argument("--overwrite", action="store_true",
+                    help="replace an existing plot file")
+    fr.add_argument("--certifier", action="append", default=[], metavar="MODULE:OBJECT",
+                    help="a construction with witness_at_rank(operator, k) to draw against the "
+                         "band, with its scores (repeatable; docs/constructions.md)")
+    fr.add_argument("--no-reference", action="store_true",
+                    help="leave out the reference constructions (Nystrom landmarks, random "
+                         "features, sinks plus random features), drawn by default where the "
+                         "file has the factors Q, K, beta")
+    fr.add_argument("--effort", choices=("full", "fast"), default="full",
+                    help="full (default): the brackets at full effort and the alternating l1 at "
+                         "every rank; fast: the brackets at fast effort, no alternating l1 "
+                         "(wider upper ends, about a third of the time)")
+    fr.add_argument("--no-interval", action="store_true",
+                    help="confirm the ends with the float64 checker only")
+    fr.add_argument("--max-memory", type=_memory_arg, default=None, metavar="SIZE",
+                    help="refuse, before any work, a matrix whose estimated peak memory exceeds "
+                         "SIZE (e.g. 4GiB; default: the memory available now)")
+    _store_args(fr)
 
     h = sub.add_parser("heads", help="capture per-head operators from a local checkpoint "
                                       "(BERT, GPT-2, Qwen2/Llama, ViT)")
