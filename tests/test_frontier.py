@@ -314,3 +314,97 @@ def test_cli_draws_a_users_construction(tmp_path, capsys, monkeypatch):
     assert main(base + ["--json", "--no-plot", "--no-reference"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert list(rows[0]["constructions"]) == ["truncated-svd"]
+
+
+def test_a_list_of_ranks_and_the_audits_brackets():
+    """A list gives exactly those ranks, with the same ends as the whole range there (the
+    ends at a rank do not depend on the other ranks asked for, but for the certificates
+    of rank above it that they bring); brackets passed in are used, not computed again."""
+    from softrank.certifiers.bracket import bracket
+
+    A = _mixed_blocks(0.3)
+    brs = bracket(A, [0.25, 0.5])
+    fr = frontier(A, ranks=[3, 1], brackets=brs)
+    assert [p.rank for p in fr.points] == [1, 3]
+    assert fr.brackets == brs
+    assert fr.points[0].lower <= 0.7 <= fr.points[0].upper
+    assert fr.points[0].upper - fr.points[0].lower < 1e-9
+    with pytest.raises(InvalidArgumentError):
+        frontier(A, ranks=[0, 2])
+    with pytest.raises(InvalidArgumentError):
+        frontier(A, ranks=[])
+
+
+# ------------------------------------------------------------------ the audit and the diff
+def test_audit_with_frontier_report_summary_and_diff(tmp_path, capsys):
+    """``softrank audit --frontier``: every cell carries its operator's band (the same on
+    each), the summary scores the constructions with 0 contradictions, the report has the
+    section and its plot; an audit with itself diffs with the frontier scores unchanged,
+    and one without the stage cannot be resumed as one with it."""
+    from softrank.audit.frontier_stage import AUDIT_RANKS, decode_frontier
+
+    p = tmp_path / "panel.toml"
+    p.write_text("eps = [0.2, 0.5]\n" + "".join(
+        f"[[synthetic]]\nfamily = 'gaussian_head'\nm = 12\nN = 12\nseed = {s}\n"
+        for s in range(2)))
+    out = tmp_path / "a"
+    args = ["audit", "--panel", str(p), "--out", str(out), "--workers", "1", "--quiet",
+            "--study-boot", "0", "--attacks", "none", "--no-reference-store"]
+    assert main(args + ["--frontier"]) == 0
+    import csv
+
+    with open(out / "brackets.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 4 and all(r["frontier"] for r in rows)
+    by_op = {}
+    for r in rows:
+        by_op.setdefault(r["operator_id"], set()).add(r["frontier"])
+    assert all(len(v) == 1 for v in by_op.values())  # one band per operator
+    d = decode_frontier(rows[0]["frontier"])
+    assert d["ranks"] == [k for k in AUDIT_RANKS if k <= 12]
+    assert all(lo < up for lo, up in zip(d["lower"], d["upper"]))
+    assert d["unsound"] == [] and d["below_band"] == []
+    # the band at the cell's own tolerance holds the cell's bracket
+    for r in rows:
+        eps, L, U = float(r["eps"]), int(r["lower"]), int(r["upper"])
+        at = dict(zip(d["ranks"], zip(d["lower"], d["upper"])))
+        if r["frontier"] == rows[0]["frontier"]:
+            if L - 1 in at:
+                assert at[L - 1][0] >= eps
+            if U in at:
+                assert at[U][1] <= eps
+    s = json.loads((out / "summary.json").read_text())["frontier"]
+    assert s["operators"] == 2 and s["contradictions"] == 0
+    assert {"truncated-svd", "nystrom", "random-features"} <= set(s["constructions"])
+    report = (out / "report.md").read_text()
+    assert "## The rank-error frontier" in report and "frontier excess error" in report
+    assert (out / "frontier.png").exists()
+    capsys.readouterr()
+    assert main(["diff", str(out), str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "## Frontier scores" in text and "Contradictions: 0." in text
+    # the stage is part of the run's identity: a resume without it is refused
+    assert main(args + ["--resume"]) == 2
+
+
+def test_diff_fails_on_new_frontier_contradictions():
+    from softrank.harness.diff import verdict
+
+    d = {"summary": {"ends_worse": 0, "more_rejected": []},
+         "frontier": {"contradictions": [0, 2], "constructions": {}}}
+    ok, why = verdict(d)
+    assert not ok and "2 frontier contradictions" in why
+    d["frontier"]["contradictions"] = [2, 2]
+    assert verdict(d)[0]
+
+
+def test_encode_decode_frontier_round_trip():
+    from softrank.audit.frontier_stage import decode_frontier, encode_frontier
+
+    fr = frontier(_mixed_blocks(0.3), ranks=(1, 3), eps=(), reference=False)
+    fr.curves[0].excess_rank = float("inf")
+    d = decode_frontier(encode_frontier(fr))
+    assert d["ranks"] == [1, 2, 3] and d["lower"] == [p.lower for p in fr.points]
+    assert d["curves"]["truncated-svd"]["excess_rank"] == float("inf")
+    assert d["curves"]["truncated-svd"]["errors"] == fr.curves[0].errors
+    assert decode_frontier("") is None

@@ -57,6 +57,11 @@ class AuditConfig:
         ``plain`` (default): the brackets of ``r_eps`` only. ``causal`` or ``window:W``: every
         cell of a causal head also gets its bracket of that rank (the ``causal`` stage,
         :class:`softrank.audit.causal_stage.CausalStage`; docs/theory/causal.md).
+    frontier : bool
+        Also bracket each operator's rank-error frontier at the ranks of
+        :data:`softrank.audit.frontier_stage.AUDIT_RANKS` and draw the constructions on it
+        (the ``frontier`` stage; docs/theory/frontier.md). Default False: it costs about as
+        much again as the brackets.
     reference_store : str, optional
         Directory of the reference store (:class:`softrank.refstore.ReferenceStore`):
         softrank's own bracket of a cell stored there is read back and checked instead of
@@ -78,6 +83,7 @@ class AuditConfig:
     certifiers: tuple[str, ...] = ()
     stages: tuple[Any, ...] = ()
     rank: str = "plain"
+    frontier: bool = False
     reference_store: str | None = field(default=None, compare=False)
     _stage_names: tuple[str, ...] = field(init=False, repr=False, compare=False, default=())
     _columns: tuple[str, ...] = field(init=False, repr=False, compare=False, default=())
@@ -101,6 +107,8 @@ class AuditConfig:
                                        f"{list(self.certifiers)!r:.120}")
         load_certifiers(self.certifiers)
         parse_rank(self.rank, "rank")
+        if not isinstance(self.frontier, bool):
+            raise InvalidArgumentError(f"frontier: expected True or False, got {self.frontier!r}")
         if self.reference_store is not None:
             if not isinstance(self.reference_store, str):
                 raise InvalidArgumentError("reference_store: expected a directory path, got "

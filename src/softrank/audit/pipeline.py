@@ -338,6 +338,11 @@ def default_stages(config) -> list:
 
         stages.insert(2, CausalStage(config.rank, config.certifiers, config.effort,
                                      config.cell_timeout))
+    if getattr(config, "frontier", False):
+        from .frontier_stage import FrontierStage
+
+        stages.insert(stages.index(next(s for s in stages if s.name == "attack")) + 1,
+                      FrontierStage(config.certifiers, config.effort))
     return check_stages(stages + load_stages(config.stages))
 
 

@@ -355,24 +355,32 @@ def _constructions(items) -> list:
     return out
 
 
-def _ranks(ranks, p: int) -> tuple[int, int]:
+def _ranks(ranks, p: int) -> list[int]:
+    """The ranks asked for, increasing: a tuple ``(first, last)`` means every rank between,
+    a list or range exactly its ranks; each in ``[1, p]``."""
     if ranks is None:
-        return 1, min(p, DEFAULT_MAX_RANK)
-    try:
-        k1, k2 = ranks
-    except (TypeError, ValueError):
-        raise InvalidArgumentError(f"ranks: expected (first, last), got {ranks!r}") from None
-    k1 = check_int(k1, "ranks", 1)
-    k2 = check_int(k2, "ranks", 1)
-    if k1 > k2 or k2 > p:
-        raise InvalidArgumentError(f"ranks: expected 1 <= first <= last <= {p} (min(m, N)), "
-                                   f"got {k1}:{k2}")
-    return k1, k2
+        return list(range(1, min(p, DEFAULT_MAX_RANK) + 1))
+    if isinstance(ranks, tuple):
+        try:
+            k1, k2 = ranks
+        except (TypeError, ValueError):
+            raise InvalidArgumentError(f"ranks: expected (first, last), got {ranks!r}") from None
+        k1 = check_int(k1, "ranks", 1)
+        k2 = check_int(k2, "ranks", 1)
+        if k1 > k2 or k2 > p:
+            raise InvalidArgumentError(f"ranks: expected 1 <= first <= last <= {p} (min(m, N)), "
+                                       f"got {k1}:{k2}")
+        return list(range(k1, k2 + 1))
+    if not isinstance(ranks, (list, range)) or len(ranks) == 0:
+        raise InvalidArgumentError(f"ranks: expected (first, last) or a non-empty list of "
+                                   f"ranks, got {ranks!r:.80}")
+    ks = sorted({check_int(k, "ranks", 1, p) for k in ranks})
+    return ks
 
 
 def frontier(A, ranks=None, eps=(0.1, 0.25, 0.5), *, interval: bool = True,
              effort: str = "full", store=None, constructions=None, reference: bool = True,
-             progress=None) -> Frontier:
+             brackets=None, progress=None) -> Frontier:
     """The band ``lower < e_k(A) <= upper`` for every ``k`` of ``ranks``
     (docs/theory/frontier.md).
 
@@ -380,9 +388,10 @@ def frontier(A, ranks=None, eps=(0.1, 0.25, 0.5), *, interval: bool = True,
     ----------
     A : (m, N) array_like or Operator
         Row-stochastic attention matrix (validated as an :class:`~softrank.Operator`).
-    ranks : (int, int), optional
-        First and last rank, ``1 <= first <= last <= min(m, N)``; default ``1`` to
-        ``min(m, N, 64)``.
+    ranks : (int, int) or list of int, optional
+        A tuple: the first and last rank, ``1 <= first <= last <= min(m, N)``, and every
+        rank between; a list or range: exactly those ranks (each in ``[1, min(m, N)]``).
+        Default ``1`` to ``min(m, N, 64)``.
     eps : float or sequence of float
         Tolerances in ``(0, 1)`` bracketed with :func:`softrank.bracket` first (their
         certificates join the band's; an empty list or tuple for none).
@@ -401,6 +410,9 @@ def frontier(A, ranks=None, eps=(0.1, 0.25, 0.5), *, interval: bool = True,
     reference : bool
         Also draw the reference constructions (Nystrom landmarks, random features, sinks
         plus random features; they need the operator's factors) (default True).
+    brackets : list of Bracket, optional
+        Brackets of this operator already made (the audit's): used instead of bracketing
+        ``eps`` again (their certificates are checked again with the band's ends).
     progress : callable, optional
         Called with one line per finished source.
 
@@ -418,7 +430,8 @@ def frontier(A, ranks=None, eps=(0.1, 0.25, 0.5), *, interval: bool = True,
     A = op.A
     m, N = A.shape
     p = min(m, N)
-    k1, k2 = _ranks(ranks, p)
+    ks = _ranks(ranks, p)
+    k1, k2 = ks[0], ks[-1]
     empty = isinstance(eps, (list, tuple)) and len(eps) == 0
     eps_list = [] if empty else validate_eps(eps)
     effort = check_effort(effort)
@@ -439,8 +452,11 @@ def frontier(A, ranks=None, eps=(0.1, 0.25, 0.5), *, interval: bool = True,
     uppers: list[tuple[UpperWitness, str]] = []  # unchecked candidates
     lowers: list = []
     with timed("brackets"):
-        brs: list[Bracket] = (bracket(op, eps_list, interval=interval, effort=effort,
-                                      store=store) if eps_list else [])
+        if brackets is not None:
+            brs: list[Bracket] = list(brackets)
+        else:
+            brs = (bracket(op, eps_list, interval=interval, effort=effort, store=store)
+                   if eps_list else [])
     for br in brs:
         if br.upper_witness is not None and br.upper is not None:
             uppers.append((br.upper_witness, br.upper_method))
@@ -449,7 +465,7 @@ def frontier(A, ranks=None, eps=(0.1, 0.25, 0.5), *, interval: bool = True,
     tsvd_errors: dict[int, float] = {}
     with timed("svd"):
         U0, s0, Vt0 = np.linalg.svd(A, full_matrices=False)
-        for k in range(k1, k2 + 1):
+        for k in ks:
             w = UpperWitness(1.0, U0[:, :k] * s0[:k], Vt0[:k], "truncated-svd")
             uppers.append((w, "truncated-svd"))
             b = _float64_error(A, w)
@@ -464,7 +480,7 @@ def frontier(A, ranks=None, eps=(0.1, 0.25, 0.5), *, interval: bool = True,
             if not c.offers_rank:
                 cur.failed = "no witness_at_rank"
                 continue
-            for k in range(k1, k2 + 1):
+            for k in ks:
                 try:
                     w = c.witness_at_rank(op, k, ctx)
                 except Exception as exc:  # noqa: BLE001 - recorded, never an end
@@ -478,14 +494,14 @@ def frontier(A, ranks=None, eps=(0.1, 0.25, 0.5), *, interval: bool = True,
     with timed("refit"):
         # the l1 refit of the singular basis: each row's reweighted least-squares candidate
         # (any U is a witness; the checker bounds its error)
-        for k in range(k1, k2 + 1):
+        for k in ks:
             U, _ = l1_candidates(A, Vt0[:k])
             if np.isfinite(U).all():
                 uppers.append((UpperWitness(1.0, U, Vt0[:k], "l1-refit"), "l1-refit"))
     if effort == "full":
         with timed("alternating"):
             alt = AlternatingL1(A, (U0, s0, Vt0))
-            for k in range(k1, k2 + 1):
+            for k in ks:
                 W = alt.irls_basis(k)
                 U, _ = l1_candidates(A, W)
                 if np.isfinite(U).all():
@@ -493,7 +509,7 @@ def frontier(A, ranks=None, eps=(0.1, 0.25, 0.5), *, interval: bool = True,
     with timed("subspace"):
         climb = SubspaceClimb(A, Vt0.T, "svd")
         search = SubspaceSearch(A, Vt0.T, "svd")
-        for r in range(k1 + 1, min(k2 + 1, p) + 1):
+        for r in sorted({k + 1 for k in ks if k < p}):
             beta = climb.beta(Vt0[:r].T, 0.0)  # its LPs do not depend on eps
             if not (np.isfinite(beta) and beta > 0):
                 continue
@@ -512,7 +528,7 @@ def frontier(A, ranks=None, eps=(0.1, 0.25, 0.5), *, interval: bool = True,
             tails.append((rows, np.concatenate([np.cumsum(sq[::-1])[::-1], [0.0]])))
         from ..checker import FrobeniusCertificate
 
-        for k in range(k1, min(k2, p - 1) + 1):  # proves e_k > eps: needs the (k+1)-th value
+        for k in [k for k in ks if k < p]:  # proves e_k > eps: needs the (k+1)-th value
             # the subset with the largest sum_{j>k} s_j^2 / |I| (0 past its own rank)
             rows, tail = max(tails, key=lambda t: (t[1][k] if k < t[1].size else 0.0)
                              / t[0].size)
@@ -558,7 +574,7 @@ def frontier(A, ranks=None, eps=(0.1, 0.25, 0.5), *, interval: bool = True,
                     cer[r] = got
                     break
     points = []
-    for k in range(k1, k2 + 1):
+    for k in ks:
         ups = [(e, w) for kk, (e, w) in wit.items() if kk <= k]
         lows = [(e, c) for rr, (e, c) in cer.items() if rr >= k + 1]
         ue, uw = min(ups, key=lambda t: (t[0], t[1].rank)) if ups else (float("inf"), None)

@@ -32,7 +32,7 @@ import numpy as np
 
 from ..audit.record import cell_key, group_key, read_cell
 from ..errors import InvalidArgumentError, MalformedRecord
-from .report import not_run
+from .report import frontier_summary, not_run
 from .store import normal_identity, read_csv, read_ledger, read_summary
 
 __all__ = ["Audit", "load_audit", "diff_audits", "render_markdown", "verdict"]
@@ -366,13 +366,36 @@ def diff_audits(a: Audit, b: Audit) -> dict:
         "worse": worse,
         "better": better,
         "methods": methods,
+        **({"frontier": fr} if (fr := _frontier_table(a, b)) else {}),
+    }
+
+
+def _frontier_table(a: Audit, b: Audit) -> dict | None:
+    """The two audits' frontier scores side by side (``softrank audit --frontier``), per
+    construction: operators with a curve, median excess error, median excess rank; and the
+    contradictions of each. None when neither audit has bands."""
+    sums = [frontier_summary(list(x.rows.values()))
+            if any(r.get("frontier") for r in x.rows.values()) else None for x in (a, b)]
+    if sums == [None, None]:
+        return None
+    names = sorted({n for f in sums if f for n in f["constructions"]})
+
+    def pick(f, n, key):
+        return None if f is None else f["constructions"].get(n, {}).get(key)
+
+    return {
+        "contradictions": [None if f is None else f["contradictions"] for f in sums],
+        "constructions": {n: {key: [pick(f, n, key) for f in sums]
+                              for key in ("operators", "median_excess_error",
+                                          "median_excess_rank")} for n in names},
     }
 
 
 def verdict(d: dict, allow_worse: int = 0) -> tuple[bool, str]:
-    """``(passed, reason)``: fails when more ends got worse than ``allow_worse``, or when
+    """``(passed, reason)``: fails when more ends got worse than ``allow_worse``, when
     the checker rejected more answers of some method in B than in A (a certifier that
-    started to produce invalid witnesses or certificates)."""
+    started to produce invalid witnesses or certificates), or when B's frontier bands have
+    more contradictions than A's."""
     s = d["summary"]
     reasons = []
     if s["ends_worse"] > allow_worse:
@@ -380,6 +403,9 @@ def verdict(d: dict, allow_worse: int = 0) -> tuple[bool, str]:
     if s["more_rejected"]:
         reasons.append("more answers rejected by the checker in B: "
                        + ", ".join(s["more_rejected"]))
+    fc = d.get("frontier", {}).get("contradictions", [None, None])
+    if (fc[1] or 0) > (fc[0] or 0):
+        reasons.append(f"{fc[1]} frontier contradictions in B (A: {fc[0] or 0})")
     if reasons:
         return False, "; ".join(reasons)
     return True, f"{s['ends_worse']} ends worse (allowed {allow_worse}), no new rejections"
@@ -502,4 +528,23 @@ def render_markdown(d: dict, allow_worse: int = 0, limit: int = 50) -> str:
                          "median time B/A", "rank better / worse", "rejected", "failed"], rows)
     else:
         L += ["", "(no per-method records: audits older than the diagnostics column)"]
+    if d.get("frontier"):
+        f = d["frontier"]
+
+        def score(v):
+            return "-" if v is None else str(v) if v == "inf" else f"{v:.3g}x"
+
+        L += ["", "## Frontier scores", "",
+              "Per construction, from the audits' frontier bands (`softrank audit --frontier`; "
+              "medians over operators; lower is better, both upper bounds of the true "
+              "figures): operators with a curve, excess error (error / the band's lower end), "
+              "excess rank (rank / the least rank the band allows at its error). "
+              f"Contradictions: {_arrow(f['contradictions'])}.", ""]
+        L += _table(["construction", "operators", "excess error", "excess rank"],
+                    [[n, _arrow(v["operators"]),
+                      f"{score(v['median_excess_error'][0])} -> "
+                      f"{score(v['median_excess_error'][1])}",
+                      f"{score(v['median_excess_rank'][0])} -> "
+                      f"{score(v['median_excess_rank'][1])}"]
+                     for n, v in f["constructions"].items()])
     return "\n".join(L) + "\n"

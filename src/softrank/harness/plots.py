@@ -11,7 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["plot_minilm", "plot_families", "plot_constructions", "plot_causal", "plot_frontier"]
+__all__ = ["plot_minilm", "plot_families", "plot_constructions", "plot_causal", "plot_frontier",
+           "plot_frontier_families"]
 
 
 def plot_minilm(rows, eps, out: Path) -> list[str]:
@@ -280,7 +281,9 @@ def plot_frontier(fr, label: str, path: Path) -> Path:
         ks = sorted(c.errors)
         es = np.array([c.errors[j] for j in ks])
         top = max(top, min(10.0, float(es.max()) * 1.2))
-        ax.plot(ks, es, marker=markers[i % len(markers)], ms=3, lw=0.9,
+        ax.plot(ks, np.where(es > 0, es, np.nan), marker=markers[i % len(markers)], ms=3,
+                lw=0.9, color=("tab:green", "tab:orange", "tab:purple", "tab:brown", "tab:pink",
+                               "tab:olive", "tab:cyan", "tab:gray")[i % 8],
                 label=f"{c.name}" + (f" ({c.excess_error:.3g}x error, {c.excess_rank:.3g}x rank)"
                                      if c.excess_error is not None and c.excess_rank is not None
                                      else ""))
@@ -295,3 +298,55 @@ def plot_frontier(fr, label: str, path: Path) -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def plot_frontier_families(families: dict, out: Path) -> str | None:
+    """``frontier.png``: one panel per family, the median band ``lower < e_k <= upper`` of
+    its operators against the rank (log scales) and each construction's median checked
+    error, from the report's frontier summary; returns the file's name (None without
+    families)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if not families:
+        return None
+
+    def arr(v):
+        return np.array([np.nan if x is None else np.inf if x == "inf" else x for x in v],
+                        dtype=float)
+
+    n = len(families)
+    cols = min(n, 3)
+    rows = -(-n // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.8 * rows), squeeze=False,
+                             constrained_layout=True)
+    markers = "os^vD<>p*h"
+    colors = ("tab:green", "tab:orange", "tab:purple", "tab:brown", "tab:pink", "tab:olive",
+              "tab:cyan", "tab:gray")
+
+    def pos(v):  # a log axis shows no 0 (a full-rank point): left out
+        return np.where(v > 0, v, np.nan)
+
+    for ax, (g, f) in zip(axes.flat, families.items()):
+        k = np.array(f["ranks"], dtype=float)
+        lo, up = pos(arr(f["median_lower"])), pos(arr(f["median_upper"]))
+        ax.fill_between(k, lo, up, alpha=0.3, color="tab:blue", label="band (medians)")
+        ax.plot(k, up, color="tab:blue", lw=1.0, label="upper")
+        ax.plot(k, lo, color="tab:red", lw=1.0, label="lower")
+        for i, (name, v) in enumerate(f["curves"].items()):
+            ax.plot(k, pos(np.minimum(arr(v), 10.0)), marker=markers[i % len(markers)], ms=3,
+                    lw=0.8, color=colors[i % len(colors)], label=name)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_title(f"{g} ({f['operators']} operators)", fontsize=9)
+        ax.set_xlabel("rank k")
+        ax.set_ylabel("max-row-l1 error")
+    for ax in list(axes.flat)[n:]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=6, loc="lower left")
+    name = "frontier.png"
+    fig.savefig(out / name, dpi=100)
+    plt.close(fig)
+    return name

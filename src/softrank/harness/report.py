@@ -15,9 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
+from ..audit.frontier_stage import decode_frontier
 from ..audit.record import group_key, read_diagnostics, read_stages, refutations
 from ..certifiers.interface import Diagnostics, MethodRecord
-from .plots import plot_causal, plot_families, plot_minilm
+from .plots import plot_causal, plot_families, plot_frontier_families, plot_minilm
 from .store import SUMMARY_NAME, read_summary
 
 __all__ = ["summarize", "write_report", "PAPER", "group_key", "cell_diagnostics"]
@@ -221,7 +222,97 @@ def summarize(rows: list[dict], panel: str, eps_list, wall_seconds: float, seed:
         "lower_tests": {name: _method_stats(rs) for name, rs in _by_method(rows, "lower").items()},
         "paper": PAPER,
         **({"causal": _causal_summary(rows)} if _causal_rows(rows) else {}),
+        **({"frontier": frontier_summary(rows)} if any(r.get("frontier") for r in rows)
+           else {}),
     }
+
+
+def _json_num(v):
+    """A median for JSON: ``"inf"`` for an infinite one, None kept, else rounded."""
+    if v is None:
+        return None
+    return "inf" if np.isinf(v) else round(float(v), 6)
+
+
+def _med(vals):
+    vals = [v for v in vals if v is not None]
+    return _json_num(float(np.median(vals))) if vals else None
+
+
+def frontier_summary(rows) -> dict:
+    """The audit's frontier bands (``softrank audit --frontier``; docs/theory/frontier.md):
+    per family the median lower and upper ends at each rank and each construction's median
+    error there; per construction the medians, over operators, of its two scores (excess
+    error and excess rank, each an upper bound of the true figure); and the contradictions
+    (a band crossing itself, a curve at or below its lower edge), which must be 0."""
+    per_op = {}
+    for r in rows:
+        if r.get("frontier"):
+            per_op.setdefault(r["operator_id"], (group_key(r), r["frontier"]))
+    fams, cons = defaultdict(list), defaultdict(list)
+    contradictions, seconds = [], 0.0
+    for op_id, (g, text) in sorted(per_op.items()):
+        d = decode_frontier(text)
+        fams[g].append(d)
+        seconds += d["seconds"]
+        contradictions += [f"{op_id}: lower >= upper at rank {k}" for k in d["unsound"]]
+        contradictions += [f"{op_id}: {n} at rank {k} at or below the lower end"
+                           for n, k in d["below_band"]]
+        for name, c in d["curves"].items():
+            cons[name].append(c)
+    families = {}
+    for g, ds in sorted(fams.items()):
+        ranks = sorted({k for d in ds for k in d["ranks"]})
+        at = [{k: (lo, up) for k, lo, up in zip(d["ranks"], d["lower"], d["upper"])} for d in ds]
+        names = sorted({n for d in ds for n in d["curves"]})
+        families[g] = {
+            "operators": len(ds), "ranks": ranks,
+            "median_lower": [_med([a[k][0] for a in at if k in a]) for k in ranks],
+            "median_upper": [_med([a[k][1] for a in at if k in a]) for k in ranks],
+            "curves": {n: [_med([d["curves"][n]["errors"].get(k) for d in ds
+                                 if n in d["curves"]]) for k in ranks] for n in names},
+        }
+    return {
+        "operators": len(per_op),
+        "seconds": round(seconds, 1),
+        "contradictions": len(contradictions),
+        "first_contradictions": contradictions[:5],
+        "families": families,
+        "constructions": {n: {
+            "operators": sum(bool(c["errors"]) for c in cs),
+            "median_excess_error": _med([c["excess_error"] for c in cs]),
+            "median_excess_rank": _med([c["excess_rank"] for c in cs]),
+        } for n, cs in sorted(cons.items())},
+    }
+
+
+def _frontier_section(s: dict, plot: str | None) -> list[str]:
+    f = s.get("frontier")
+    if not f:
+        return []
+    crow = [[n, v["operators"], _fmt_score(v["median_excess_error"]),
+             _fmt_score(v["median_excess_rank"])] for n, v in f["constructions"].items()]
+    lines = [
+        "## The rank-error frontier", "",
+        f"For each of {f['operators']} operators, the band `lower < e_k <= upper` of "
+        "`e_k = min ||A - B||_inf` over rank-`k` matrices `B`, at ranks 1, 2, 3, 4, 6, 8, 12, "
+        "16, 24, 32, 48, 64, ... up to `min(m, N)`: each end a certificate that passed the "
+        "checker in both arithmetics at that value (docs/theory/frontier.md), and each "
+        "construction's checked error at those ranks (`witness_at_rank`). Scores, medians "
+        "over operators: *excess error*, the median of error / lower end over its ranks (at "
+        "least its error over the least possible one); *excess rank*, the median of its rank "
+        "over the least rank the band allows at its error (`inf`: no better than the zero "
+        "matrix at half its ranks or more). Both are upper bounds of the true figures. "
+        f"Contradictions (a band crossing itself, a curve at or below its lower edge): "
+        f"**{f['contradictions']}**"
+        + (f" ({'; '.join(f['first_contradictions'])})" if f["contradictions"] else "")
+        + f". The bands took {f['seconds']:.0f} s in all.", "",
+        _table(["construction", "operators", "median excess error", "median excess rank"],
+               crow), "",
+    ]
+    if plot:
+        lines += [f"![{plot}]({plot})", ""]
+    return lines
 
 
 def _causal_rows(rows) -> list[dict]:
@@ -442,6 +533,11 @@ def _fmt_x(v):
     return "" if v is None else f"{v:g}x"
 
 
+def _fmt_score(v):
+    """A frontier score: three significant digits, ``inf`` as such."""
+    return "" if v is None else "inf" if v == "inf" else f"{v:.3g}x"
+
+
 def _constructions_section(rows, summary, plot: str | None) -> list[str]:
     """The report's *Constructions* section: every construction (built-in, reference,
     third-party) against the certified ends, overall and per family and tolerance."""
@@ -451,12 +547,20 @@ def _constructions_section(rows, summary, plot: str | None) -> list[str]:
     head = ["construction", "origin", "cells", "declined", "skipped", "failed",
             "within eps (checked)", "rejected", "reported", "median rank / certified lower",
             "median rank / best upper", "median s / cell"]
+    fr = summary.get("frontier", {}).get("constructions", {})
+    if fr:
+        head += ["frontier excess error", "frontier excess rank"]
 
     def row(name, st):
-        return [name, _ORIGIN.get(st["origin"], st["origin"]), st["cells"], st["declined"],
-                st["skipped"], st["failed"], st["within_eps"], st["rejected"], st["reported"],
-                _fmt_x(st["median_rank_over_lower"]), _fmt_x(st["median_rank_over_best_upper"]),
-                st["median_seconds"]]
+        out = [name, _ORIGIN.get(st["origin"], st["origin"]), st["cells"], st["declined"],
+               st["skipped"], st["failed"], st["within_eps"], st["rejected"], st["reported"],
+               _fmt_x(st["median_rank_over_lower"]), _fmt_x(st["median_rank_over_best_upper"]),
+               st["median_seconds"]]
+        if fr:
+            f = fr.get(name, {})
+            out += [_fmt_score(f.get("median_excess_error")),
+                    _fmt_score(f.get("median_excess_rank"))]
+        return out
 
     lines = [
         "## Constructions", "",
@@ -470,7 +574,9 @@ def _constructions_section(rows, summary, plot: str | None) -> list[str]:
         "below the best witness so far, so their ratios to the best upper end are at least 1 "
         "by design; reference and third-party constructions search their own least rank); "
         "*reported*: its witness is "
-        "the cell's upper end. Ratios are medians over the cells where the witness passed.",
+        "the cell's upper end. Ratios are medians over the cells where the witness passed."
+        + (" The frontier scores are those of the section *The rank-error frontier*." if fr
+           else ""),
         "",
         "All cells:", "",
         _table(head, [row(n, st) for n, st in cons.items()]),
@@ -496,10 +602,11 @@ def _constructions_section(rows, summary, plot: str | None) -> list[str]:
         trows = []
         for g in sorted({k[1] for k in by if k[0] == e}):
             for n, ps in _by_method(by[(e, g)], "upper").items():
-                trows.append([g] + row(n, _method_stats(ps))[:1] + row(n, _method_stats(ps))[2:])
+                trows.append([g] + row(n, _method_stats(ps))[:1]
+                             + row(n, _method_stats(ps))[2:12])
         if trows:
             lines += [f"By family at eps {e:g}:", "",
-                      _table(["family"] + head[:1] + head[2:], trows), ""]
+                      _table(["family"] + head[:1] + head[2:12], trows), ""]
     if plot:
         lines += [f"![{plot}]({plot})", ""]
     return lines
@@ -573,7 +680,10 @@ def write_report(rows: list[dict], summary: dict, out: Path, study_boot: int = 1
     plots.insert(0, plot_families(summary, out))
     cplot = _plot_constructions(rows, out)
     causal_plot = plot_causal(rows, out) if summary.get("causal") else None
-    summary["plots"] = plots + ([cplot] if cplot else []) + ([causal_plot] if causal_plot else [])
+    fplot = (plot_frontier_families(summary["frontier"]["families"], out)
+             if summary.get("frontier") else None)
+    summary["plots"] = (plots + ([cplot] if cplot else []) + ([causal_plot] if causal_plot else [])
+                        + ([fplot] if fplot else []))
     (out / SUMMARY_NAME).write_text(json.dumps(summary, indent=2, sort_keys=False) + "\n")
 
     s = summary
@@ -652,6 +762,7 @@ def write_report(rows: list[dict], summary: dict, out: Path, study_boot: int = 1
     ]
     lines += _constructions_section(rows, s, cplot)
     lines += _causal_section(s, causal_plot)
+    lines += _frontier_section(s, fplot)
     lines += [
         "## Plots",
         "",

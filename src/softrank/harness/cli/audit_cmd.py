@@ -54,6 +54,7 @@ def _config(args, panel, store=None):
                        certifiers=tuple(panel.certifiers) + tuple(args.certifier),
                        stages=tuple(args.stage),
                        rank=args.rank if args.rank is not None else panel.rank,
+                       frontier=bool(args.frontier),
                        reference_store=None if store is None else str(store.root))
 
 
@@ -141,4 +142,9 @@ def _audit_locked(args, panel, out: Path, t0: float) -> int:
         if summary["cut_short"]:
             print(f"{summary['cut_short']} cells cut short by --cell-timeout (ends checked, "
                   "searches skipped)", file=sys.stderr)
-    return 1 if ov["unsound"] or ov["error"] else 0
+    bad_bands = summary.get("frontier", {}).get("contradictions", 0)
+    if bad_bands:
+        print(f"UNSOUND: {bad_bands} frontier contradictions (a band crossing itself or a "
+              "curve at or below its lower edge; report.md, 'The rank-error frontier')",
+              file=sys.stderr)
+    return 1 if ov["unsound"] or ov["error"] or bad_bands else 0

@@ -183,6 +183,13 @@ def build_parser() -> argparse.ArgumentParser:
                         "rank of U W with ||A - tril(U W)||_inf <= eps; window:W, the same with "
                         "each query's last W keys copied exactly. Default: the panel's "
                         "(causal for --panel causal, else plain)")
+    a.add_argument("--frontier", action="store_true",
+                   help="also bracket each operator's rank-error frontier e_k at ranks 1, 2, 3, "
+                        "4, 6, 8, 12, 16, 24, 32, 48, 64, ... (column frontier) and draw the "
+                        "constructions with witness_at_rank on it: the report's section and "
+                        "plot 'The rank-error frontier', scores in summary.json and softrank "
+                        "diff (docs/theory/frontier.md); about as much time again as the "
+                        "brackets")
     a.add_argument("--resume", action="store_true",
                    help="continue the run whose ledger (ledger.sqlite) is in --out: finished "
                         "cells are kept, not recomputed")
