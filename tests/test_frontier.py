@@ -5,6 +5,7 @@ brackets, planted instances, and the ``softrank frontier`` command."""
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -228,7 +229,13 @@ def test_construction_curves_are_checked_errors_never_below_the_band():
     op = gaussian_head(m=16, N=16, seed=5)
     fr = frontier(op, ranks=(1, 8), eps=(0.25,), constructions=[_Truncation()])
     names = [c.name for c in fr.curves]
-    assert names[0] == "truncated-svd" and "my-truncation" in names
+    assert names[:2] == ["truncated-svd", "best built-in"] and "my-truncation" in names
+    tsvd, best = fr.curves[0], fr.curves[1]
+    for p in fr.points:  # softrank's best is at most its truncation, and the band's upper
+        assert best.errors[p.rank] <= tsvd.errors[p.rank]  # end where one of its own won
+        if p.upper_method not in ("my-truncation", "nystrom", "random-features",
+                                  "sinks+random-features"):
+            assert best.errors[p.rank] <= p.upper
     assert {"nystrom", "random-features", "sinks+random-features"} <= set(names)
     mine = next(c for c in fr.curves if c.name == "my-truncation")
     U, s, Vt = np.linalg.svd(op.A, full_matrices=False)
@@ -244,14 +251,15 @@ def test_construction_curves_are_checked_errors_never_below_the_band():
     assert d["constructions"]["my-truncation"] == mine.errors[1]
     # without factors (a plain matrix) the reference constructions have no points
     fr2 = frontier(op.A, ranks=(1, 3), eps=())
-    assert all(not c.errors for c in fr2.curves if c.name != "truncated-svd")
+    assert all(not c.errors for c in fr2.curves
+               if c.name not in ("truncated-svd", "best built-in"))
 
 
 def test_a_construction_that_breaks_the_protocol_gets_no_curve():
     op = gaussian_head(m=8, N=8, seed=1)
     fr = frontier(op, ranks=(1, 3), eps=(), constructions=[_TooWide(), _Raises()],
                   reference=False)
-    wide, raises = fr.curves[1:]
+    wide, raises = fr.curves[2:]
     assert wide.errors == {} and "rank" in wide.failed
     assert raises.errors == {} and "boom" in raises.failed
 
@@ -313,7 +321,7 @@ def test_cli_draws_a_users_construction(tmp_path, capsys, monkeypatch):
     assert "witness_at_rank" in capsys.readouterr().err
     assert main(base + ["--json", "--no-plot", "--no-reference"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    assert list(rows[0]["constructions"]) == ["truncated-svd"]
+    assert list(rows[0]["constructions"]) == ["truncated-svd", "best built-in"]
 
 
 def test_a_list_of_ranks_and_the_audits_brackets():
@@ -349,7 +357,7 @@ def test_audit_with_frontier_report_summary_and_diff(tmp_path, capsys):
         for s in range(2)))
     out = tmp_path / "a"
     args = ["audit", "--panel", str(p), "--out", str(out), "--workers", "1", "--quiet",
-            "--study-boot", "0", "--attacks", "none", "--no-reference-store"]
+            "--study-boot", "0", "--attacks", "quick", "--no-reference-store"]
     assert main(args + ["--frontier"]) == 0
     import csv
 
@@ -375,6 +383,8 @@ def test_audit_with_frontier_report_summary_and_diff(tmp_path, capsys):
                 assert at[U][1] <= eps
     s = json.loads((out / "summary.json").read_text())["frontier"]
     assert s["operators"] == 2 and s["contradictions"] == 0
+    assert s["attacks"]["tried"] > 0 and s["attacks"]["closest"] > 1  # none came within eps
+    assert d["attacks"]["succeeded"] == []
     assert {"truncated-svd", "nystrom", "random-features"} <= set(s["constructions"])
     report = (out / "report.md").read_text()
     assert "## The rank-error frontier" in report and "frontier excess error" in report
@@ -408,3 +418,35 @@ def test_encode_decode_frontier_round_trip():
     assert d["curves"]["truncated-svd"]["excess_rank"] == float("inf")
     assert d["curves"]["truncated-svd"]["errors"] == fr.curves[0].errors
     assert decode_frontier("") is None
+
+
+def test_cli_plot_paths_refused_before_any_work(tmp_path, capsys, monkeypatch):
+    """A directory, an empty name, a name without .png, a directory where nothing can be
+    written: one line naming --plot, exit 2, before any work (no table printed)."""
+    f = tmp_path / "m.npy"
+    np.save(f, _mixed_blocks(0.3))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "d.png").mkdir()
+    base = ["frontier", str(f), "--no-reference-store", "--ranks", "1:2", "--eps"]
+    bad = [["--plot", "d.png", "--overwrite"], ["--plot", ""], ["--plot", ".png"],
+           ["--plot", "x.PNG.txt"]]
+    if os.path.isdir("/proc/self"):
+        bad.append(["--plot", "/proc/x.png"])
+    for extra in bad:
+        assert main(base + extra) == 2, extra
+        io = capsys.readouterr()
+        assert io.out == "" and io.err.startswith("softrank frontier: error: --plot:"), io.err
+    assert main(base + ["--plot", "UPPER.PNG"]) == 0  # the suffix in any case
+    assert (tmp_path / "UPPER.PNG").exists()
+
+
+def test_cli_says_why_a_construction_has_no_curve(tmp_path, capsys, monkeypatch):
+    """A plain matrix (no factors): the reference constructions decline at every rank and
+    the table says so; --renormalize reads a float32 file."""
+    f = tmp_path / "m32.npy"
+    np.save(f, _mixed_blocks(0.3).astype(np.float32))
+    assert main(["frontier", str(f), "--no-reference-store", "--ranks", "1:2", "--eps",
+                 "--no-plot", "--renormalize"]) == 0
+    out = capsys.readouterr().out
+    assert "nystrom: no curve (declined at every rank)" in out
+    assert "truncated-svd: 2 ranks" in out

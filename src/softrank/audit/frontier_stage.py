@@ -15,9 +15,11 @@ from __future__ import annotations
 import json
 import math
 
+from ..attacks import EFFORTS, attack
 from ..certifiers.bracket import check_effort
 from ..certifiers.frontier import frontier
 from ..certifiers.registry import load_certifiers
+from ..validation import check_choice
 
 __all__ = ["FrontierStage", "AUDIT_RANKS", "encode_frontier", "decode_frontier"]
 
@@ -34,11 +36,14 @@ def _num(v):
     return "inf" if math.isinf(v) else v
 
 
-def encode_frontier(fr) -> str:
+def encode_frontier(fr, attacks: dict | None = None) -> str:
     """The ``frontier`` column: JSON of the band (``ranks``, ``lower``, ``upper``), the
     curves (``{name: {"errors": {rank: error}, "excess_error", "excess_rank"}}``), the
-    seconds and any contradiction (``unsound`` ranks, ``below_band`` points)."""
+    seconds, any contradiction (``unsound`` ranks, ``below_band`` points) and the attacks
+    on the band's certificates (``{"tried", "succeeded", "closest"}``: ``closest`` the
+    least ``best_error / eps`` over them)."""
     return json.dumps({
+        "attacks": attacks or {"tried": 0, "succeeded": [], "closest": None},
         "ranks": [p.rank for p in fr.points],
         "lower": [p.lower for p in fr.points],
         "upper": [_num(p.upper) for p in fr.points],
@@ -80,20 +85,26 @@ class FrontierStage:
     effort : {"full", "fast"}
         :func:`softrank.certifiers.frontier.frontier`'s effort (``full``: the alternating
         l1 at each rank too).
+    attacks : {"none", "quick", "standard", "hard"}
+        The audit's attack effort: each certificate behind a lower end of rank ``>= 2`` is
+        attacked at its own (largest) tolerance (:func:`softrank.attacks.attack`), a
+        targeted search for a witness below the band (docs/theory/attacks.md).
 
     Notes
     -----
     Column ``frontier``: :func:`encode_frontier`'s JSON, the same on every cell of the
-    operator. A band that crosses itself or a curve at or below its lower edge (a wrong
-    certificate) is kept in it, and the report and the command's exit status count it.
+    operator. A band that crosses itself, a curve at or below its lower edge or a
+    successful attack (each a wrong certificate) is kept in it, and the report and the
+    command's exit status count it.
     """
 
     name = "frontier"
     columns = ("frontier",)
 
-    def __init__(self, certifiers=(), effort: str = "full"):
+    def __init__(self, certifiers=(), effort: str = "full", attacks: str = "none"):
         self.certifiers = tuple(certifiers)
         self.effort = check_effort(effort)
+        self.attacks = check_choice(attacks, "attacks", ("none", *sorted(EFFORTS)))
 
     def run(self, cells) -> list[dict]:
         op = cells.operator
@@ -102,5 +113,23 @@ class FrontierStage:
         brs = [b for b in cells.brackets if b.bounded]
         fr = frontier(op, ranks=ks, brackets=brs, effort=self.effort,
                       constructions=[c for c in cons if c.offers_rank])
-        blob = encode_frontier(fr)
-        return [{"frontier": blob} for _ in cells.eps]
+        return [{"frontier": encode_frontier(fr, self._attack(op, fr))} for _ in cells.eps]
+
+    def _attack(self, op, fr) -> dict:
+        """Attack every certificate behind a lower end (rank ``>= 2``, tolerance in
+        ``(0, 1)``) at its tolerance; ``succeeded`` lists ``[rank, eps]`` of the refuted."""
+        tried, won, closest = 0, [], None
+        if self.attacks == "none":
+            return {"tried": 0, "succeeded": [], "closest": None}
+        for r, cert in sorted(fr.certificates.items()):
+            if r < 2 or not 0 < cert.eps < 1:
+                continue
+            res = attack(op.A, cert.eps, cert, effort=self.attacks, operator=op)
+            tried += 1
+            if res.succeeded:
+                won.append([r, cert.eps])
+            if math.isfinite(res.best_error):
+                q = res.best_error / cert.eps
+                closest = q if closest is None else min(closest, q)
+        return {"tried": tried, "succeeded": won,
+                "closest": None if closest is None else round(closest, 6)}

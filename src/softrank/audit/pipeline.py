@@ -342,7 +342,7 @@ def default_stages(config) -> list:
         from .frontier_stage import FrontierStage
 
         stages.insert(stages.index(next(s for s in stages if s.name == "attack")) + 1,
-                      FrontierStage(config.certifiers, config.effort))
+                      FrontierStage(config.certifiers, config.effort, config.attacks))
     return check_stages(stages + load_stages(config.stages))
 
 

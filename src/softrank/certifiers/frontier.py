@@ -47,9 +47,12 @@ from .upper.alternating import AlternatingL1
 from .upper.refit import l1_candidates
 
 __all__ = ["FrontierPoint", "Frontier", "Curve", "frontier", "largest_eps", "least_error",
-           "excess_error", "excess_rank", "DEFAULT_MAX_RANK", "KEY_GROUP_EPS", "RTOL",
-           "MAX_STEPS"]
+           "excess_error", "excess_rank", "BEST_BUILTIN", "DEFAULT_MAX_RANK", "KEY_GROUP_EPS",
+           "RTOL", "MAX_STEPS"]
 
+#: The curve of softrank's own witnesses: at each rank the least checked-in-float64 error
+#: of its searches' and brackets' witnesses of that rank or below.
+BEST_BUILTIN = "best built-in"
 #: Ranks ``1 .. min(m, N, DEFAULT_MAX_RANK)`` when no range is given.
 DEFAULT_MAX_RANK = 64
 #: The tolerances at which key-group certificates are sought (each is then pushed to its
@@ -110,7 +113,9 @@ class Curve:
         ``error / e_k`` (``lower < e_k``), so the construction is at most that many times
         the least possible error there. None without such a rank.
     excess_rank : float or None
-        Median over its points of ``k / L(error)``, ``L(e)`` the least rank the band does not
+        Median over its ranks with a positive lower end of ``k / L(error)`` (ranks past every
+        certificate, where ``e_k`` may be 0, say nothing of a budget), ``L(e)`` the least
+        rank the band does not
         exclude at error ``e`` (one above the last rank with ``lower >= e``, else 1): at
         least ``k / r_e(A)``, so it uses at most that many times the least rank that
         reaches its own error. A point whose error is at least ``||A||_inf = e_0`` (the zero
@@ -147,8 +152,9 @@ class Frontier:
     brackets : list of Bracket
         The brackets run at the tolerances given.
     curves : list of Curve
-        The constructions' errors at each rank (the truncated SVD, the reference
-        constructions, the ones given), with their scores.
+        The constructions' errors at each rank (the truncated SVD, the best of softrank's own
+        witnesses (:data:`BEST_BUILTIN`), the reference constructions, the ones given), with
+        their scores.
     seconds : float
         Wall time, with the brackets' (from a reference store they cost a check).
     timings : dict
@@ -196,12 +202,14 @@ def excess_error(points, errors: dict) -> float | None:
 
 
 def excess_rank(points, errors: dict, norm: float = 1.0) -> float | None:
-    """Median of ``k / L(errors[k])`` (see :class:`Curve`), or None. An error at or above
-    ``norm`` (``||A||_inf = e_0``: the zero matrix does as well) counts as infinite."""
+    """Median of ``k / L(errors[k])`` over the ranks with a positive lower end (see
+    :class:`Curve`), or None. An error at or above ``norm`` (``||A||_inf = e_0``: the zero
+    matrix does as well) counts as infinite."""
+    lower = {p.rank: p.lower for p in points}
     r = []
     for k, e in errors.items():
-        if not np.isfinite(e):
-            continue
+        if not np.isfinite(e) or not lower.get(k, 0.0) > 0:
+            continue  # (where no certificate reaches k, rank k may not be needed at all)
         if e >= norm:
             r.append(np.inf)
             continue
@@ -432,11 +440,12 @@ def frontier(A, ranks=None, eps=(0.1, 0.25, 0.5), *, interval: bool = True,
     p = min(m, N)
     ks = _ranks(ranks, p)
     k1, k2 = ks[0], ks[-1]
-    empty = isinstance(eps, (list, tuple)) and len(eps) == 0
+    empty = isinstance(eps, (list, tuple, np.ndarray)) and len(eps) == 0
     eps_list = [] if empty else validate_eps(eps)
     effort = check_effort(effort)
     users = _constructions(constructions)
     drawn = ([builtin(n) for n in REFERENCE] if reference else []) + users
+    drawn_names = {c.name for c in drawn} | set(REFERENCE)  # not softrank's own witnesses
     t0 = time.perf_counter()
     timings: dict[str, float] = {}
     say = progress or (lambda line: None)
@@ -480,6 +489,7 @@ def frontier(A, ranks=None, eps=(0.1, 0.25, 0.5), *, interval: bool = True,
             if not c.offers_rank:
                 cur.failed = "no witness_at_rank"
                 continue
+            unbounded = 0
             for k in ks:
                 try:
                     w = c.witness_at_rank(op, k, ctx)
@@ -491,6 +501,11 @@ def frontier(A, ranks=None, eps=(0.1, 0.25, 0.5), *, interval: bool = True,
                     b = _float64_error(A, w)
                     if b is not None:
                         cur.errors[k] = b
+                    else:
+                        unbounded += 1
+            if not cur.errors and not cur.failed:
+                cur.failed = ("no finite checked error at any rank (U W overflows)" if unbounded
+                              else "declined at every rank")
     with timed("refit"):
         # the l1 refit of the singular basis: each row's reweighted least-squares candidate
         # (any U is a witness; the checker bounds its error)
@@ -550,11 +565,14 @@ def frontier(A, ranks=None, eps=(0.1, 0.25, 0.5), *, interval: bool = True,
     cer: dict[int, tuple[float, object]] = {}
     with timed("search"):
         by_rank: dict[int, list] = {}
+        own: dict[int, float] = {}  # softrank's own witnesses: the best per rank
         for w, name in uppers:
             if w.rank <= k2:
                 b = _float64_error(A, w)
                 if b is not None:
                     by_rank.setdefault(w.rank, []).append((b, w, name))
+                    if name not in drawn_names:
+                        own[w.rank] = min(own.get(w.rank, np.inf), b)
         for k, cands in by_rank.items():
             for b, w, name in sorted(cands, key=lambda t: t[0]):
                 got = _confirm_up(A, dataclasses.replace(w, method=name), b, interval)
@@ -583,6 +601,13 @@ def frontier(A, ranks=None, eps=(0.1, 0.25, 0.5), *, interval: bool = True,
             k, float(le), float(ue), lc.method if lc is not None else "",
             uw.method if uw is not None else "", lc.rank if lc is not None else None,
             uw.rank if uw is not None else None))
+    # the best of softrank's own witnesses (searches and brackets) at each rank, as a curve
+    best = {}
+    for k in ks:
+        vals = [e for j, e in own.items() if j <= k]
+        if vals:
+            best[k] = min(vals)
+    curves.insert(1, Curve(BEST_BUILTIN, best))
     for cur in curves:
         cur.excess_error = excess_error(points, cur.errors)
         cur.excess_rank = excess_rank(points, cur.errors, float(np.abs(A).sum(axis=1).max()))

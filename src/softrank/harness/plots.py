@@ -251,6 +251,11 @@ def plot_causal(rows, out: Path) -> str | None:
     return name
 
 
+def _score(v) -> str:
+    """A frontier score for a legend: ``-`` for none, ``inf`` as such."""
+    return "-" if v is None else "inf" if np.isinf(v) else f"{v:.3g}x"
+
+
 def plot_frontier(fr, label: str, path: Path) -> Path:
     """The band ``lower < e_k <= upper`` of a :class:`softrank.certifiers.frontier.Frontier`
     against the rank ``k`` (log-scale error where every upper end is positive, cut at 10),
@@ -284,13 +289,16 @@ def plot_frontier(fr, label: str, path: Path) -> Path:
         ax.plot(ks, np.where(es > 0, es, np.nan), marker=markers[i % len(markers)], ms=3,
                 lw=0.9, color=("tab:green", "tab:orange", "tab:purple", "tab:brown", "tab:pink",
                                "tab:olive", "tab:cyan", "tab:gray")[i % 8],
-                label=f"{c.name}" + (f" ({c.excess_error:.3g}x error, {c.excess_rank:.3g}x rank)"
-                                     if c.excess_error is not None and c.excess_rank is not None
-                                     else ""))
+                label=f"{c.name}" + (f" ({_score(c.excess_error)} error, "
+                                     f"{_score(c.excess_rank)} rank)"
+                                     if c.excess_error is not None else ""))
     if (up > 0).all() and np.isfinite(up).all():
         ax.set_yscale("log")
         pos = np.concatenate([up, lo[lo > 0]])
         ax.set_ylim(max(float(pos.min()) / 2, 1e-17), top)
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("rank k")
     ax.set_ylabel("max-row-l1 error  e_k = min ||A - B||_inf")
     ax.set_title(f"rank-error frontier of {label}", fontsize=10)

@@ -251,6 +251,7 @@ def frontier_summary(rows) -> dict:
             per_op.setdefault(r["operator_id"], (group_key(r), r["frontier"]))
     fams, cons = defaultdict(list), defaultdict(list)
     contradictions, seconds = [], 0.0
+    attacks, closest = {"tried": 0}, []
     for op_id, (g, text) in sorted(per_op.items()):
         d = decode_frontier(text)
         fams[g].append(d)
@@ -258,6 +259,12 @@ def frontier_summary(rows) -> dict:
         contradictions += [f"{op_id}: lower >= upper at rank {k}" for k in d["unsound"]]
         contradictions += [f"{op_id}: {n} at rank {k} at or below the lower end"
                            for n, k in d["below_band"]]
+        att = d.get("attacks", {"tried": 0, "succeeded": [], "closest": None})
+        attacks["tried"] += att["tried"]
+        if att["closest"] is not None:
+            closest.append(att["closest"])
+        contradictions += [f"{op_id}: attack found a witness of rank {r - 1} within {e:.6g}"
+                           for r, e in att["succeeded"]]
         for name, c in d["curves"].items():
             cons[name].append(c)
     families = {}
@@ -277,6 +284,8 @@ def frontier_summary(rows) -> dict:
         "seconds": round(seconds, 1),
         "contradictions": len(contradictions),
         "first_contradictions": contradictions[:5],
+        "attacks": {"tried": attacks["tried"],
+                    "closest": None if not closest else round(min(closest), 6)},
         "families": families,
         "constructions": {n: {
             "operators": sum(bool(c["errors"]) for c in cs),
@@ -303,8 +312,12 @@ def _frontier_section(s: dict, plot: str | None) -> list[str]:
         "least its error over the least possible one); *excess rank*, the median of its rank "
         "over the least rank the band allows at its error (`inf`: no better than the zero "
         "matrix at half its ranks or more). Both are upper bounds of the true figures. "
-        f"Contradictions (a band crossing itself, a curve at or below its lower edge): "
-        f"**{f['contradictions']}**"
+        f"Attacks on the certificates behind the lower ends, each at its own tolerance: "
+        f"{f['attacks']['tried']} tried"
+        + (f" (closest approach best_error/eps = {f['attacks']['closest']:.4g})"
+           if f["attacks"]["closest"] is not None else "")
+        + ". Contradictions (a band crossing itself, a curve at or below its lower edge, a "
+        f"successful attack): **{f['contradictions']}**"
         + (f" ({'; '.join(f['first_contradictions'])})" if f["contradictions"] else "")
         + f". The bands took {f['seconds']:.0f} s in all.", "",
         _table(["construction", "operators", "median excess error", "median excess rank"],

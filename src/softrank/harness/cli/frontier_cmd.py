@@ -18,22 +18,13 @@ def run(args) -> int:
     from ...operators import load_operator
 
     limit, _ = memory_limit(args)
-    op = load_operator(args.file, "file", max_bytes=limit)
+    op = load_operator(args.file, "file", max_bytes=limit, renormalize=args.renormalize)
     check_memory(op.shape, f"file: {args.file!r}", args)
     p = min(op.shape)
     if args.ranks is not None and args.ranks[1] > p:
         raise SoftrankError(f"--ranks: {args.ranks[0]}:{args.ranks[1]} goes past min(m, N) = {p} "
                             f"of the {op.shape[0]} x {op.shape[1]} matrix in {args.file!r}")
-    plot = None
-    if not args.no_plot:
-        plot = Path(args.plot) if args.plot else Path(f"{Path(args.file).stem}-frontier.png")
-        if plot.exists() and not args.overwrite:
-            raise SoftrankError(f"--plot: {str(plot)!r} exists; give another --plot PATH, "
-                                "--no-plot, or --overwrite to replace it")
-        if plot.suffix.lower() != ".png":
-            raise SoftrankError(f"--plot: expected a .png path, got {str(plot)!r}")
-        if not plot.parent.is_dir():
-            raise SoftrankError(f"--plot: the directory {str(plot.parent)!r} does not exist")
+    plot = None if args.no_plot else _plot_path(args)
     from ...certifiers.registry import load_certifiers
 
     cons, tests = load_certifiers(args.certifier)
@@ -47,15 +38,12 @@ def run(args) -> int:
     fr = frontier(op, ranks=args.ranks, eps=list(args.eps), interval=not args.no_interval,
                   effort=args.effort, store=reference_store(args), constructions=cons,
                   reference=not args.no_reference)
-    if plot is not None:
-        from ..plots import plot_frontier
-
-        plot_frontier(fr, op.operator_id, plot)
     if args.json:
         print(json.dumps(fr.to_dicts(), indent=2))
     else:
         print(f"operator {op.operator_id} (hash {op.hash}): {op.shape[0]} x {op.shape[1]}; "
-              f"e_k = min ||A - B||_inf over rank-k B: lower < e_k <= upper "
+              f"e_k = min ||A - B||_inf over rank-k B: lower < e_k <= upper, each end a "
+              f"checked certificate (lower 0 and '-': no certificate, only e_k >= 0) "
               f"({fr.seconds:.1f} s)")
         for br in fr.brackets:
             print(f"  bracket at eps {br.eps:g}: [{br.lower}, {br.upper}]")
@@ -64,13 +52,13 @@ def run(args) -> int:
             lo = f"{pt.lower_method} ({pt.lower_rank})" if pt.lower_method else "-"
             up = f"{pt.upper_method} ({pt.upper_rank})" if pt.upper_method else "-"
             print(f"{pt.rank:>5}  {pt.lower:>11.6g}  {pt.upper:>11.6g}  {lo:<36}  {up}")
-        drawn = [c for c in fr.curves if c.errors or c.failed]
-        if drawn:
-            print("constructions (checked error at each rank; scores: median error / lower end, "
-                  "median rank / least rank the band allows at its error)")
-            for c in drawn:
-                if c.failed and not c.errors:
-                    print(f"  {c.name}: no curve ({c.failed})")
+        if fr.curves:
+            print("constructions (checked error at each rank; scores over the ranks with a "
+                  "certified lower end: median error / lower end, median rank / least rank the "
+                  "band allows at its error)")
+            for c in fr.curves:
+                if not c.errors:
+                    print(f"  {c.name}: no curve ({c.failed or 'declined at every rank'})")
                     continue
                 ee = "-" if c.excess_error is None else f"{c.excess_error:.3g}x"
                 er = ("-" if c.excess_rank is None else f"{c.excess_rank:.3g}x"
@@ -78,7 +66,15 @@ def run(args) -> int:
                       "inf (at half its ranks or more no better than B = 0)")
                 print(f"  {c.name}: {len(c.errors)} ranks, excess error <= {ee}, excess rank "
                       f"<= {er}" + (f" (stopped: {c.failed})" if c.failed else ""))
-        if plot is not None:
+    if plot is not None:
+        from ..plots import plot_frontier
+
+        try:
+            plot_frontier(fr, op.operator_id, plot)
+        except OSError as exc:  # after the table: the band is printed either way
+            raise SoftrankError(f"--plot: cannot write {str(plot)!r} ({exc.strerror or exc})") \
+                from None
+        if not args.json:
             print(f"plot: {plot}", file=sys.stderr)
     if fr.unsound or fr.below_band:
         what = (f"lower >= upper at ranks {fr.unsound}" if fr.unsound else
@@ -87,3 +83,32 @@ def run(args) -> int:
               "please report it)", file=sys.stderr)
         return 1
     return 0
+
+
+def _plot_path(args) -> Path:
+    """The plot's path, refused before any work: not a PNG name, a directory, an existing
+    file without ``--overwrite``, or a directory where no file can be created."""
+    import os
+    import tempfile
+
+    if args.plot is not None and not args.plot.strip():
+        raise SoftrankError("--plot: expected a file name ending in .png, got ''")
+    plot = Path(args.plot) if args.plot else Path(f"{Path(args.file).stem}-frontier.png")
+    if not plot.name.lower().endswith(".png") or plot.name.lower() == ".png":
+        raise SoftrankError(f"--plot: expected a file name ending in .png, got {str(plot)!r}")
+    if plot.is_dir():
+        raise SoftrankError(f"--plot: {str(plot)!r} is a directory")
+    if plot.exists() and not args.overwrite:
+        raise SoftrankError(f"--plot: {str(plot)!r} exists; give another --plot PATH, "
+                            "--no-plot, or --overwrite to replace it")
+    parent = plot.parent
+    if not parent.is_dir():
+        raise SoftrankError(f"--plot: the directory {str(parent)!r} does not exist")
+    try:  # writable: a file can be created there (and is removed at once)
+        fd, probe = tempfile.mkstemp(dir=parent, prefix=".softrank-probe-", suffix=".png")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise SoftrankError(f"--plot: cannot write into {str(parent)!r} "
+                            f"({exc.strerror or exc})") from None
+    return plot

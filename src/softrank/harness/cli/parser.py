@@ -296,6 +296,10 @@ def build_parser() -> argparse.ArgumentParser:
                          "(wider upper ends, about a third of the time)")
     fr.add_argument("--no-interval", action="store_true",
                     help="confirm the ends with the float64 checker only")
+    fr.add_argument("--renormalize", action="store_true",
+                    help="divide each row of A by its sum first, for attention saved in float32, "
+                         "float16 or bfloat16 (as softrank bracket --renormalize): the band is "
+                         "then of the renormalised matrix")
     fr.add_argument("--max-memory", type=_memory_arg, default=None, metavar="SIZE",
                     help="refuse, before any work, a matrix whose estimated peak memory exceeds "
                          "SIZE (e.g. 4GiB; default: the memory available now)")
