@@ -7,9 +7,9 @@ certificate that passed the checker in both arithmetics at exactly that value:
 
 * the **upper end** at ``k`` is the least error of a checked witness of rank at most ``k``
   (``e_k`` is non-increasing in ``k``): truncated SVDs, the l1 refit of the singular basis at
-  each rank, the alternating l1 at each rank (``effort="full"``) and the witnesses of the
-  brackets at ``eps``. A witness's error is the least tolerance at which the checker accepts
-  it (:func:`least_error`);
+  each rank, the alternating l1 at each rank (``effort="full"``), the witnesses of the
+  brackets at ``eps`` and the constructions' (``witness_at_rank``). A witness's error is the
+  least tolerance at which the checker accepts it (:func:`least_error`);
 * the **lower end** at ``k`` is the largest tolerance at which the checker accepts a lower
   certificate of rank ``r >= k + 1``: a certificate of rank ``r`` valid at ``eps`` proves
   ``r_eps >= r``, that is ``e_{r-1} > eps``, hence ``e_k > eps`` for every ``k <= r - 1``.
@@ -19,7 +19,9 @@ certificate that passed the checker in both arithmetics at exactly that value:
   at every ``r``, the Frobenius tail at every ``r``, key groups over a grid of tolerances and
   the lower certificates of the brackets at ``eps``.
 
-Where :func:`softrank.bracket` gives ``[L, U]`` at ``eps`` (the brackets the frontier runs),
+Every end is checked against the operator's own ``A``, whatever produced it. The
+constructions drawn on the band get a :class:`Curve` with two scores. Where
+:func:`softrank.bracket` gives ``[L, U]`` at ``eps`` (the brackets the frontier runs),
 the band has ``lower >= eps`` at ``k = L - 1`` and ``upper <= eps`` at ``k = U``: the
 bracket's own certificates are among the band's.
 """
