@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..checker import UpperWitness, check, check_float64
+from ..checker import FrobeniusCertificate, UpperWitness, check, check_float64
 from ..errors import InvalidArgumentError
 from ..operators import Operator
 from ..validation import check_int
@@ -224,9 +224,10 @@ def _accepted(A: np.ndarray, cert, eps: float, interval: bool) -> bool:
     return check(A, dataclasses.replace(cert, eps=float(eps)), interval=interval).ok
 
 
-def _float64_largest(A: np.ndarray, cert) -> float | None:
+def _float64_largest(A: np.ndarray, cert, norm: float | None = None) -> float | None:
     """The largest tolerance the float64 checker accepts for ``cert`` (to :data:`RTOL`), or
-    None if it rejects ``cert`` at its own ``eps`` (see :func:`largest_eps`)."""
+    None if it rejects ``cert`` at its own ``eps`` (see :func:`largest_eps`); ``norm`` is
+    ``||A||_inf`` when the caller has it."""
     def margin(e):
         return check_float64(A, dataclasses.replace(cert, eps=float(e))).margin
 
@@ -235,7 +236,9 @@ def _float64_largest(A: np.ndarray, cert) -> float | None:
     if not f_lo > 0:
         return None
     # no lower certificate holds at ||A||_inf (B = 0 is within it): a finite upper end
-    hi = float(np.abs(A).sum(axis=1).max()) * (1 + 1e-9) + 1e-300
+    if norm is None:
+        norm = float(np.abs(A).sum(axis=1).max())
+    hi = norm * (1 + 1e-9) + 1e-300
     f_hi = margin(hi)
     if f_hi > 0:  # a certificate valid where B = 0 fits: never trusted
         return None
@@ -460,8 +463,16 @@ def frontier(A, ranks=None, eps=(0.1, 0.25, 0.5), *, interval: bool = True,
         timings[name] = timings.get(name, 0.0) + dt
         say(f"{name}: {dt:.2f} s")
 
-    uppers: list[tuple[UpperWitness, str]] = []  # unchecked candidates
+    # unchecked candidates: (witness, method, the float64 checker's bound of its error)
+    uppers: list[tuple[UpperWitness, str, float | None]] = []
     lowers: list = []
+    norm = float(np.abs(A).sum(axis=1).max())  # ||A||_inf = e_0
+
+    def add(w: UpperWitness, name: str) -> float | None:
+        b = _float64_error(A, w) if w.rank <= k2 else None
+        uppers.append((w, name, b))
+        return b
+
     with timed("brackets"):
         if brackets is not None:
             brs: list[Bracket] = list(brackets)
@@ -470,16 +481,15 @@ def frontier(A, ranks=None, eps=(0.1, 0.25, 0.5), *, interval: bool = True,
                    if eps_list else [])
     for br in brs:
         if br.upper_witness is not None and br.upper is not None:
-            uppers.append((br.upper_witness, br.upper_method))
+            add(br.upper_witness, br.upper_method)
         if br.lower_certificate is not None and br.lower is not None:
             lowers.append(br.lower_certificate)
     tsvd_errors: dict[int, float] = {}
     with timed("svd"):
         U0, s0, Vt0 = np.linalg.svd(A, full_matrices=False)
         for k in ks:
-            w = UpperWitness(1.0, U0[:, :k] * s0[:k], Vt0[:k], "truncated-svd")
-            uppers.append((w, "truncated-svd"))
-            b = _float64_error(A, w)
+            b = add(UpperWitness(1.0, U0[:, :k] * s0[:k], Vt0[:k], "truncated-svd"),
+                    "truncated-svd")
             if b is not None:
                 tsvd_errors[k] = b
     curves = [Curve("truncated-svd", tsvd_errors)]
@@ -499,8 +509,7 @@ def frontier(A, ranks=None, eps=(0.1, 0.25, 0.5), *, interval: bool = True,
                     cur.failed = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
                     break
                 if w is not None:
-                    uppers.append((w, c.name))
-                    b = _float64_error(A, w)
+                    b = add(w, c.name)
                     if b is not None:
                         cur.errors[k] = b
                     else:
@@ -514,7 +523,7 @@ def frontier(A, ranks=None, eps=(0.1, 0.25, 0.5), *, interval: bool = True,
         for k in ks:
             U, _ = l1_candidates(A, Vt0[:k])
             if np.isfinite(U).all():
-                uppers.append((UpperWitness(1.0, U, Vt0[:k], "l1-refit"), "l1-refit"))
+                add(UpperWitness(1.0, U, Vt0[:k], "l1-refit"), "l1-refit")
     if effort == "full":
         with timed("alternating"):
             alt = AlternatingL1(A, (U0, s0, Vt0))
@@ -522,7 +531,7 @@ def frontier(A, ranks=None, eps=(0.1, 0.25, 0.5), *, interval: bool = True,
                 W = alt.irls_basis(k)
                 U, _ = l1_candidates(A, W)
                 if np.isfinite(U).all():
-                    uppers.append((UpperWitness(1.0, U, W, "alternating-l1"), "alternating-l1"))
+                    add(UpperWitness(1.0, U, W, "alternating-l1"), "alternating-l1")
     with timed("subspace"):
         climb = SubspaceClimb(A, Vt0.T, "svd")
         search = SubspaceSearch(A, Vt0.T, "svd")
@@ -543,8 +552,6 @@ def frontier(A, ranks=None, eps=(0.1, 0.25, 0.5), *, interval: bool = True,
             s = np.linalg.svd(A[rows], compute_uv=False)
             sq = s * s
             tails.append((rows, np.concatenate([np.cumsum(sq[::-1])[::-1], [0.0]])))
-        from ..checker import FrobeniusCertificate
-
         for k in [k for k in ks if k < p]:  # proves e_k > eps: needs the (k+1)-th value
             # the subset with the largest sum_{j>k} s_j^2 / |I| (0 past its own rank)
             rows, tail = max(tails, key=lambda t: (t[1][k] if k < t[1].size else 0.0)
@@ -568,13 +575,11 @@ def frontier(A, ranks=None, eps=(0.1, 0.25, 0.5), *, interval: bool = True,
     with timed("search"):
         by_rank: dict[int, list] = {}
         own: dict[int, float] = {}  # softrank's own witnesses: the best per rank
-        for w, name in uppers:
-            if w.rank <= k2:
-                b = _float64_error(A, w)
-                if b is not None:
-                    by_rank.setdefault(w.rank, []).append((b, w, name))
-                    if name not in drawn_names:
-                        own[w.rank] = min(own.get(w.rank, np.inf), b)
+        for w, name, b in uppers:
+            if b is not None:
+                by_rank.setdefault(w.rank, []).append((b, w, name))
+                if name not in drawn_names:
+                    own[w.rank] = min(own.get(w.rank, np.inf), b)
         for k, cands in by_rank.items():
             for b, w, name in sorted(cands, key=lambda t: t[0]):
                 got = _confirm_up(A, dataclasses.replace(w, method=name), b, interval)
@@ -584,7 +589,7 @@ def frontier(A, ranks=None, eps=(0.1, 0.25, 0.5), *, interval: bool = True,
         by_rank = {}
         for c in lowers:
             if c.rank >= k1 + 1:
-                e = _float64_largest(A, c)
+                e = _float64_largest(A, c, norm)
                 if e is not None:
                     by_rank.setdefault(c.rank, []).append((e, c))
         for r, cands in by_rank.items():
@@ -612,7 +617,7 @@ def frontier(A, ranks=None, eps=(0.1, 0.25, 0.5), *, interval: bool = True,
     curves.insert(1, Curve(BEST_BUILTIN, best))
     for cur in curves:
         cur.excess_error = excess_error(points, cur.errors)
-        cur.excess_rank = excess_rank(points, cur.errors, float(np.abs(A).sum(axis=1).max()))
+        cur.excess_rank = excess_rank(points, cur.errors, norm)
     return Frontier(points, {r: c for r, (_, c) in cer.items()},
                     {k: w for k, (_, w) in wit.items()}, brs, curves,
                     time.perf_counter() - t0, timings)

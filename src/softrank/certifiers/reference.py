@@ -233,6 +233,13 @@ class PositiveRandomFeatures:
             return None
         ctx = _context(operator, context)
         n = _budget(self.budget, ctx.p)
+        search = self._search(ctx, f, n)
+        r = search.gallop(_target(eps), 1, n)
+        return None if r is None else UpperWitness(eps, *search.make(r), self.name)
+
+    def _search(self, ctx, f, n: int) -> RankSearch:
+        """The operator's :class:`RankSearch` over the first ``r`` features of one seeded draw
+        of ``n`` (shared by the tolerances and the ranks asked for)."""
         keys = np.arange(ctx.A.shape[1])
 
         def make(r):
@@ -243,10 +250,8 @@ class PositiveRandomFeatures:
                 return None
             return FQ / z[:, None], FK.T
 
-        search = ctx.shared(f"ref:random-features:{self.seed}:{n}",
-                            lambda: RankSearch(ctx.A, make))
-        r = search.gallop(_target(eps), 1, n)
-        return None if r is None else UpperWitness(eps, *search.make(r), self.name)
+        return ctx.shared(f"ref:random-features:{self.seed}:{n}",
+                          lambda: RankSearch(ctx.A, make))
 
     def witness_at_rank(self, operator, k, context=None):
         """The first ``k`` features of the same seeded draw as :meth:`witness` (``k`` up to
@@ -257,15 +262,7 @@ class PositiveRandomFeatures:
             return None
         ctx = _context(operator, context)
         n = _budget(self.budget, ctx.p)
-        if k > n:
-            return None
-        FQ, _, FK, _ = ctx.shared(f"ref:features:{self.seed}:{n}",
-                                  lambda: _Features(*f, n, self.seed)).scaled(
-                                      k, np.arange(ctx.A.shape[1]))
-        z = FQ @ FK.sum(axis=0)
-        if not (np.isfinite(z).all() and (z > 0).all()):
-            return None
-        return FQ / z[:, None], FK.T
+        return self._search(ctx, f, n).make(k) if k <= n else None
 
 
 class SinksPlusRandomFeatures:
@@ -298,16 +295,14 @@ class SinksPlusRandomFeatures:
         if f is None:
             return None
         ctx = _context(operator, context)
-        A = ctx.A
-        m, N = A.shape
+        N = ctx.A.shape[1]
         n = _budget(self.budget, ctx.p)
         target = _target(eps)
         best = None
         for s in self.sinks:
             if s >= N or (best is not None and s >= best[0]):
                 break
-            search = ctx.shared(f"ref:sinks:{self.seed}:{n}:{s}",
-                                lambda s=s: RankSearch(A, self._maker(ctx, f, n, s)))
+            search = self._search(ctx, f, n, s)
             cap = n if best is None else min(n, best[0] - s - 1)
             r = search.gallop(target, 0, cap) if cap >= 0 else None
             if r is not None:
@@ -316,29 +311,34 @@ class SinksPlusRandomFeatures:
             return None
         return UpperWitness(eps, *best[1].make(best[2]), self.name)
 
-    def _maker(self, ctx, f, n: int, s: int):
-        """``make(r)``: the factors of ``s`` sinks plus the first ``r`` features, or None."""
+    def _search(self, ctx, f, n: int, s: int) -> RankSearch:
+        """The operator's :class:`RankSearch` over ``s`` sinks plus the first ``r`` features
+        (``make(r)``: their factors, or None), shared by the tolerances and the ranks."""
         A = ctx.A
-        N = A.shape[1]
-        order = np.argsort(-A.sum(axis=0), kind="stable")
-        S = np.sort(order[:s])
-        rest = np.setdiff1d(np.arange(N), S)
-        left = 1.0 - A[:, S].sum(axis=1)  # each row's mass off the sinks
 
-        def make(r):
-            W = np.zeros((s + r, N))
-            W[np.arange(s), S] = 1.0
-            if r == 0:
-                return A[:, S].copy(), W
-            FQ, _, FK, _ = ctx.shared(f"ref:features:{self.seed}:{n}",
-                                      lambda: _Features(*f, n, self.seed)).scaled(r, rest)
-            z = FQ @ FK.sum(axis=0)
-            if not (np.isfinite(z).all() and (z > 0).all()):
-                return None
-            W[s:, rest] = FK.T
-            return np.hstack([A[:, S], FQ * (left / z)[:, None]]), W
+        def build():
+            N = A.shape[1]
+            order = np.argsort(-A.sum(axis=0), kind="stable")
+            S = np.sort(order[:s])
+            rest = np.setdiff1d(np.arange(N), S)
+            left = 1.0 - A[:, S].sum(axis=1)  # each row's mass off the sinks
 
-        return make
+            def make(r):
+                W = np.zeros((s + r, N))
+                W[np.arange(s), S] = 1.0
+                if r == 0:
+                    return A[:, S].copy(), W
+                FQ, _, FK, _ = ctx.shared(f"ref:features:{self.seed}:{n}",
+                                          lambda: _Features(*f, n, self.seed)).scaled(r, rest)
+                z = FQ @ FK.sum(axis=0)
+                if not (np.isfinite(z).all() and (z > 0).all()):
+                    return None
+                W[s:, rest] = FK.T
+                return np.hstack([A[:, S], FQ * (left / z)[:, None]]), W
+
+            return RankSearch(A, make)
+
+        return ctx.shared(f"ref:sinks:{self.seed}:{n}:{s}", build)
 
     def witness_at_rank(self, operator, k, context=None):
         """The best (least float64 error) of ``s`` sinks plus ``k - s`` features over the
@@ -352,8 +352,7 @@ class SinksPlusRandomFeatures:
         for s in self.sinks:
             if s > k or s >= ctx.A.shape[1] or k - s > n:
                 continue
-            search = ctx.shared(f"ref:sinks:{self.seed}:{n}:{s}",
-                                lambda s=s: RankSearch(ctx.A, self._maker(ctx, f, n, s)))
+            search = self._search(ctx, f, n, s)
             e = search.error(k - s)
             if np.isfinite(e) and (best is None or e < best[0]):
                 best = (e, search.make(k - s))
