@@ -167,6 +167,27 @@ def test_cli_rank(tmp_path, capsys):
     assert "defined for causal heads" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("rank", ["causal", "window:2"])
+def test_more_queries_than_keys_names_the_argument_once(rank, tmp_path, capsys):
+    """A 5 x 4 row-stochastic matrix has more queries than keys: the causal kinds are not
+    defined. The one-line message names the argument once (``--rank`` on the command line,
+    ``rank`` in the API), not ``--rank: rank: ...``."""
+    from softrank.harness.cli import main
+
+    A = np.random.default_rng(0).random((5, 4))
+    A /= A.sum(axis=1, keepdims=True)
+    np.save(tmp_path / "a.npy", A)
+    assert main(["bracket", str(tmp_path / "a.npy"), "--eps", "0.25", "--rank", rank]) == 2
+    err = capsys.readouterr().err
+    assert "--rank: " in err and err.count("rank:") == 1, err
+    assert "5 x 4" in err
+    with pytest.raises(InvalidArgumentError) as info:
+        causal_bracket(A, 0.25, rank=rank)
+    assert str(info.value).startswith(f"rank: {rank!r} ") and str(info.value).count("rank:") == 1
+    with pytest.raises(InvalidArgumentError, match=r"^--rank: 'causal' needs"):
+        rank_masks((5, 4), "causal", "--rank")
+
+
 def test_verify_names_the_rank_and_keeps_ranks_apart(tmp_path, capsys):
     # uniform causal attention: r^c = 1 while r_eps >= 2; a causal witness of rank 1 and a
     # plain lower certificate of rank >= 2 on one matrix are no contradiction

@@ -5,6 +5,7 @@ brackets, planted instances, and the ``softrank frontier`` command."""
 from __future__ import annotations
 
 import json
+import math
 import os
 
 import numpy as np
@@ -17,6 +18,7 @@ from softrank.checker import FrobeniusCertificate, KeyGroupCertificate, UpperWit
 from softrank.errors import InvalidArgumentError
 from softrank.generators.synthetic import gaussian_head, planted
 from softrank.harness.cli import main
+from softrank.operators import Operator, causal_mask
 
 
 def _mixed_blocks(delta: float, rows: int = 3, keys: int = 4) -> np.ndarray:
@@ -450,3 +452,34 @@ def test_cli_says_why_a_construction_has_no_curve(tmp_path, capsys, monkeypatch)
     out = capsys.readouterr().out
     assert "nystrom: no curve (declined at every rank)" in out
     assert "truncated-svd: 2 ranks" in out
+
+
+@pytest.mark.parametrize("n, d, beta, seed, kw", [
+    (24, 4, 0.5, 1, {}),  # the defaults: brackets at 0.1, 0.25, 0.5, effort full
+    (16, 4, 0.5, 0, dict(eps=(), effort="fast", reference=False))])
+def test_no_upper_end_above_the_zero_matrix_on_a_causal_head(n, d, beta, seed, kw):
+    """``B = 0`` has rank 0 and error ``||A||_inf = e_0``, so ``e_k <= ||A||_inf`` at every
+    ``k``. On a causal head the searches (l2 fits, reweighted least squares) end above it at
+    low rank (1.016 and 1.053 at k = 1 here without the zero witness); the band may not.
+
+    The allowance is the float64 checker's for ``B = 0`` (docs/theory/checker.md, Higham):
+    ``fl(|a| (1 + 2u))`` (factor ``(1 + 2u)(1 + u)``), a sum of ``N`` terms
+    (``1 + gamma_{N-1}``), times ``1 + 2 gamma_{N+2}`` (rounded, ``1 + u``), plus ``N eta``
+    (rounded, ``1 + u``), one ulp up (``1 + 2u``): first order ``(3N + 10) u``, and ``u`` more
+    for the correctly rounded ``fsum`` below; ``(3N + 20) u`` covers the second-order terms,
+    ``2 N eta`` the underflow term. Each end is a checked witness at its value, and the ends
+    do not increase with ``k``."""
+    u, eta = 2.0 ** -53, 2.0 ** -1074
+    rng = np.random.default_rng(seed)
+    op = Operator.from_factors(rng.standard_normal((n, d)), rng.standard_normal((n, d)), beta,
+                               mask=causal_mask(n))
+    norm = max(math.fsum(abs(x) for x in row) for row in op.A.tolist())
+    allowed = norm * (1 + (3 * n + 20) * u) + 2 * n * eta
+    fr = frontier(op, ranks=(1, 4), **kw)
+    ups = [p.upper for p in fr.points]
+    assert all(e <= allowed for e in ups), (ups, norm)
+    assert all(a >= b for a, b in zip(ups, ups[1:])), ups
+    for p in fr.points:
+        w = fr.witnesses[p.upper_rank]
+        assert w.eps == p.upper and w.rank <= p.rank and check(op.A, w).ok
+    assert fr.unsound == []

@@ -235,12 +235,11 @@ def _garbage(entry, how):
         _redigest(entry)
 
 
-@pytest.mark.parametrize("how", ["entry is a file", "entry is a dangling link",
-                                 "bracket.json is a directory", "upper.npz is a directory",
-                                 "bracket.json is a FIFO", "bracket.json nested 100000 deep",
-                                 "bracket.json deleted", "lower.npz truncated"])
-def test_a_garbage_entry_is_refused_recomputed_and_replaced(op, tmp_path, monkeypatch, how):
-    """Never a crash or a hang (a FIFO is not opened); named, and written again whole."""
+@pytest.mark.parametrize("how", ["bracket.json nested 100000 deep", "bracket.json deleted",
+                                 "lower.npz truncated"])
+def test_a_damaged_entry_is_refused_recomputed_and_replaced(op, tmp_path, monkeypatch, how):
+    """Never a crash; named, and written again whole (its files all bear the store's names:
+    the store's own entry, damaged)."""
     bracket(op, 0.25, store=ReferenceStore(tmp_path))
     _garbage(_entry(ReferenceStore(tmp_path), op), how)
     n = Counting(monkeypatch)
@@ -251,6 +250,29 @@ def test_a_garbage_entry_is_refused_recomputed_and_replaced(op, tmp_path, monkey
     s2 = ReferenceStore(tmp_path)
     bracket(op, 0.25, store=s2)
     assert s2.loaded == 1 and n.eps == [0.25]
+
+
+@pytest.mark.parametrize("how", ["entry is a file", "entry is a dangling link",
+                                 "bracket.json is a directory", "upper.npz is a directory",
+                                 "bracket.json is a FIFO"])
+def test_what_the_store_did_not_write_is_refused_and_left_alone(op, tmp_path, monkeypatch,
+                                                                how):
+    """Never a crash or a hang (a FIFO is not opened); named, computed, and left where it
+    is: a file, a link, a directory or a FIFO is not what the store writes, so it is not
+    removed to make room (the bracket is not kept, and the note says why)."""
+    bracket(op, 0.25, store=ReferenceStore(tmp_path))
+    entry = _entry(ReferenceStore(tmp_path), op)
+    _garbage(entry, how)
+    before = sorted(os.listdir(entry)) if entry.is_dir() and not entry.is_symlink() else None
+    n = Counting(monkeypatch)
+    s = ReferenceStore(tmp_path)
+    (br,) = bracket(op, 0.25, store=s)
+    assert (s.loaded, s.stored, len(s.refused)) == (0, 0, 1) and n.eps == [0.25]
+    assert (br.lower, br.upper) == (4, 4)
+    assert "left alone" in br.diagnostics.reference["not_kept"] and len(s.notes) == 1
+    assert os.path.lexists(entry)
+    if before is not None:
+        assert sorted(os.listdir(entry)) == before
 
 
 class Truncated:
@@ -368,8 +390,13 @@ def test_a_bundle_carries_every_entry_to_a_clean_store(op, op3, tmp_path, monkey
     for o in (op, op3):
         got = bracket(o, [0.25, 0.5], store=clean)
         assert n.eps == [] and [_ends(b) for b in got] == [_ends(b) for b in brs[o.hash]]
-    (br,) = bracket(op, 0.25, store=clean)  # the attack's outcome came with its entry
-    assert clean.side_record(br, "attack-quick-x") == {"attack": "held", "attack_closest": 1.5, "attack_seconds": 0.1}
+    (br,) = bracket(op, 0.25, store=clean)
+    # an attack's outcome is a claim no check covers: not imported (the audit attacks the
+    # entry again and keeps its own); the entry says which bundle it came from
+    assert clean.side_record(br, "attack-quick-x") is None
+    ref = br.diagnostics.reference
+    assert str((tmp_path / "bundle").resolve()) in ref["bundle"] and "panel t" in ref["bundle"]
+    assert ref["claims"] == ["seconds", "method records", "checker disagreements"]
     again = import_bundle(clean, tmp_path / "bundle")
     assert (again.done, again.already) == (0, 4)
     with pytest.raises(InvalidArgumentError, match="not an empty directory"):

@@ -6,6 +6,7 @@ them; a user's construction is measured on top in both runs alike; ``softrank ca
 import csv
 import json
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -108,6 +109,14 @@ def test_the_report_counts_the_cells_from_the_store(tmp_path, capsys):
     assert all(r["reference"] == "store" for r in d.values())
     for k in a:
         assert {c for c in a[k] if a[k][c] != d[k][c]} <= TIMINGS
+    # the cells say they came from the bundle; the report leaves their claims out of its
+    # time and method figures, and says so
+    label = str((tmp_path / "bundle").resolve())
+    assert all(label in json.loads(r["diagnostics"])["reference"]["bundle"] for r in d.values())
+    s = json.loads((tmp_path / "d" / "summary.json").read_text())
+    assert list(s["reference_store"]["from_bundles"].values()) == [2]
+    assert s["overall"]["total_seconds"] == 0 and s["constructions"] == {}
+    assert f"**2 cells from bundle {label}" in (tmp_path / "d" / "report.md").read_text()
 
     # softrank cache info / prune
     capsys.readouterr()
@@ -115,14 +124,27 @@ def test_the_report_counts_the_cells_from_the_store(tmp_path, capsys):
     info = json.loads(capsys.readouterr().out)["reference_store"]
     assert info["engines"][engine_key()]["entries"] == 2
     assert info["engines"][engine_key()]["operators"] == 2
+    # an entry of another engine, as that engine wrote it
     other = tmp_path / "store" / ("0" * 16)
-    (other / f"{ops[0].hash}-full" / "eps0.25").mkdir(parents=True)
-    (other / f"{ops[0].hash}-full" / "eps0.25" / "bracket.json").write_text("{}")
-    (tmp_path / "store" / "notes.txt").write_text("mine")  # never touched
+    mine = ReferenceStore(store).group_dir(ops[0], "full", False)
+    shutil.copytree(mine, other / mine.name)
+    rec = json.loads((other / mine.name / "eps0.25" / "bracket.json").read_text())
+    (other / mine.name / "eps0.25" / "bracket.json").write_text(
+        json.dumps({**rec, "engine": "0" * 16}))
+    (tmp_path / "store" / "notes.txt").write_text("mine")  # never touched: prune refuses
+    assert main(["cache", "prune", "--reference-store", store, "--dry-run"]) == 2
+    assert "notes.txt" in capsys.readouterr().err
+    assert main(["cache", "prune", "--reference-store", store]) == 2
+    assert other.exists() and (tmp_path / "store" / "notes.txt").read_text() == "mine"
+    (tmp_path / "store" / "notes.txt").unlink()
     assert main(["cache", "prune", "--reference-store", store, "--dry-run"]) == 0
-    assert "would remove 1 brackets" in capsys.readouterr().out and other.exists()
+    out = capsys.readouterr().out
+    assert "would remove 1 brackets" in out and other.exists()
+    listed = {line.strip() for line in out.splitlines()[1:]}
+    assert listed == {f"{'0' * 16}/{mine.name}/eps0.25/", f"{'0' * 16}/{mine.name}/",
+                      f"{'0' * 16}/"}
     assert main(["cache", "prune", "--reference-store", store]) == 0
-    assert not other.exists() and (tmp_path / "store" / "notes.txt").read_text() == "mine"
+    assert not other.exists()
     assert ReferenceStore(store).group_dir(ops[0], "full", False).is_dir()
     old = ReferenceStore(store).group_dir(ops[0], "full", False) / "eps0.25"
     os.utime(old / "bracket.json", (0, 1e9))  # last used in 2001
@@ -134,7 +156,7 @@ def test_the_report_counts_the_cells_from_the_store(tmp_path, capsys):
     assert bracket_again == 0  # the pruned cell is computed and stored again
     assert main(["cache", "prune", "--reference-store", store, "--all"]) == 0
     assert "removed 2 brackets" in capsys.readouterr().out
-    assert (tmp_path / "store" / "notes.txt").exists()
+    assert os.listdir(tmp_path / "store") == []
 
 
 def test_bracket_command_reads_the_store(tmp_path, capsys):

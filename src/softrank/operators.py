@@ -136,7 +136,8 @@ def parse_rank(rank: Any, arg: str = "rank") -> tuple[str, int | None]:
                                f"got {rank!r}")
 
 
-def rank_masks(shape: tuple[int, int], rank: str) -> tuple[np.ndarray, np.ndarray]:
+def rank_masks(shape: tuple[int, int], rank: str,
+               arg: str = "rank") -> tuple[np.ndarray, np.ndarray]:
     """``(keep, exact)``: where an approximation of the given rank kind is the low-rank
     product and where it copies ``A`` exactly (docs/theory/causal.md).
 
@@ -152,6 +153,8 @@ def rank_masks(shape: tuple[int, int], rank: str) -> tuple[np.ndarray, np.ndarra
         ``m <= N`` queries for the causal kinds (the queries are the last ``m`` positions).
     rank : str
         ``plain``, ``causal`` or ``window:W`` (:func:`parse_rank`).
+    arg : str
+        The argument's name in the messages (default ``rank``; e.g. ``--rank``).
 
     Returns
     -------
@@ -160,16 +163,17 @@ def rank_masks(shape: tuple[int, int], rank: str) -> tuple[np.ndarray, np.ndarra
     Raises
     ------
     InvalidArgumentError
-        An unknown rank kind, or more queries than keys for a causal kind.
+        An unknown rank kind, or more queries than keys for a causal kind (one line that
+        begins with ``arg``).
     """
     from .errors import InvalidArgumentError
 
-    kind, W = parse_rank(rank)
+    kind, W = parse_rank(rank, arg)
     m, N = int(shape[0]), int(shape[1])
     if kind == "plain":
         return np.ones((m, N), dtype=bool), np.zeros((m, N), dtype=bool)
     if m > N:
-        raise InvalidArgumentError(f"rank: {rank!r} needs at most as many queries as keys "
+        raise InvalidArgumentError(f"{arg}: {rank!r} needs at most as many queries as keys "
                                    f"(the queries are the last positions), got {m} x {N}")
     causal = causal_mask(m, N)
     if kind == "causal":

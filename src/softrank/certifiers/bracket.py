@@ -35,7 +35,7 @@ from .linalg import solve_device
 from .registry import default_constructions, default_lower_tests, load_certifier
 
 __all__ = ["Bracket", "bracket", "lower_certificate", "monotone", "validate_eps", "memory_estimate", "check_effort",
-           "BASE_MEMORY", "EFFORTS"]
+           "own_schedule", "BASE_MEMORY", "EFFORTS"]
 
 #: The engine's efforts: ``full`` runs every built-in method; ``fast`` skips the late
 #: searches (subspace-rows, subspace-climb, trust-region, alternating-l1-smooth,
@@ -192,7 +192,7 @@ def _is_scalar_eps(eps) -> bool:
 _EPS_MIN = float(np.finfo(np.float64).tiny)
 
 
-def validate_eps(eps) -> list[float]:
+def validate_eps(eps, arg: str = "eps") -> list[float]:
     """Tolerances as a list of floats in ``(0, 1)``.
 
     ``eps = 0`` asks for the exact rank, which floating-point witnesses cannot certify (a
@@ -200,35 +200,41 @@ def validate_eps(eps) -> list[float]:
     gives ``r_eps = 0`` on a row-stochastic ``A``; both are rejected, and so are a subnormal
     tolerance (below ``2.2e-308``, the checker's rounding floor) and a tolerance given twice.
 
+    Parameters
+    ----------
+    eps : float or sequence of float
+    arg : str, default "eps"
+        The argument named in the messages (the CLI passes ``"--eps"``).
+
     Raises
     ------
     InvalidArgumentError
-        Naming ``eps`` and the offending value.
+        Naming ``arg`` and the offending value.
     """
     if _is_scalar_eps(eps):
         vals = [eps]
     elif isinstance(eps, (list, tuple)) or (isinstance(eps, np.ndarray) and eps.ndim == 1):
         vals = list(eps)
     else:
-        raise InvalidArgumentError(f"eps: expected a number or a sequence of numbers, got {eps!r}")
+        raise InvalidArgumentError(f"{arg}: expected a number or a sequence of numbers, got {eps!r}")
     if not vals:
-        raise InvalidArgumentError("eps: expected at least one tolerance, got none")
+        raise InvalidArgumentError(f"{arg}: expected at least one tolerance, got none")
     out = []
     for e in vals:
         if isinstance(e, bool) or not _is_scalar_eps(e):
-            raise InvalidArgumentError(f"eps: expected a number, got {e!r}")
+            raise InvalidArgumentError(f"{arg}: expected a number, got {e!r}")
         f = float(e)
         if not np.isfinite(f) or f <= 0 or f >= 1:
             raise InvalidArgumentError(
-                f"eps: expected a tolerance with 0 < eps < 1 (r_eps = 0 for eps >= 1 on a "
+                f"{arg}: expected a tolerance with 0 < eps < 1 (r_eps = 0 for eps >= 1 on a "
                 f"row-stochastic A; eps = 0 is the exact rank), got {f!r}"
             )
         if f < _EPS_MIN:
             raise InvalidArgumentError(
-                f"eps: expected a normal float64 >= {_EPS_MIN!r} (a subnormal tolerance is "
+                f"{arg}: expected a normal float64 >= {_EPS_MIN!r} (a subnormal tolerance is "
                 f"below the checker's rounding floor, even for A itself), got {f!r}")
         if f in out:
-            raise InvalidArgumentError(f"eps: tolerances repeat, {f!r} is given twice")
+            raise InvalidArgumentError(f"{arg}: tolerances repeat, {f!r} is given twice")
         out.append(f)
     return out
 
@@ -352,6 +358,21 @@ class _Engine:
                            else "the checker rejected it")
             self.diag.checker_disagreements += bool(rep.disagree)
         return None, None
+
+
+def own_schedule() -> list[tuple[str, str, str]]:
+    """``(name, side, origin)`` of softrank's own methods in the order :func:`bracket` runs
+    them at one tolerance, which is the order of their records in the bracket's
+    diagnostics (one each): the lower tests that are not late, the constructions that are
+    not late (built-in, then reference), the late lower tests, the late constructions. At
+    ``effort="fast"`` the late ones are recorded too (skipped, ``"effort fast"``). A stored
+    bracket's records must follow it (docs/store.md)."""
+    tests, cons = default_lower_tests(), default_constructions()
+    late = lambda c: c.origin == "builtin" and c.traits.late  # noqa: E731 - as _bracket_one
+    return ([(c.name, "lower", c.origin) for c in tests if not late(c)]
+            + [(c.name, "upper", c.origin) for c in cons if not late(c)]
+            + [(c.name, "lower", c.origin) for c in tests if late(c)]
+            + [(c.name, "upper", c.origin) for c in cons if late(c)])
 
 
 def _bracket_one(op: Operator, ctx: Context, eps_req: float, interval: bool,

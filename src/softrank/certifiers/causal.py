@@ -62,10 +62,7 @@ def check_causal_operator(op: Operator, rank: str, arg: str = "rank") -> tuple:
     if kind == "plain":
         raise InvalidArgumentError(f"{arg}: causal_bracket brackets 'causal' or 'window:W', "
                                    "got 'plain' (softrank.bracket brackets r_eps)")
-    try:
-        keep, exact = rank_masks(op.shape, rank)
-    except InvalidArgumentError as exc:
-        raise InvalidArgumentError(f"{arg}: {exc}") from None
+    keep, exact = rank_masks(op.shape, rank, arg)  # its messages name ``arg`` already
     outside = (op.A != 0) & ~keep & ~exact
     if outside.any():
         i, j = np.argwhere(outside)[0]

@@ -6,10 +6,12 @@ range of ranks (docs/theory/frontier.md).
 certificate that passed the checker in both arithmetics at exactly that value:
 
 * the **upper end** at ``k`` is the least error of a checked witness of rank at most ``k``
-  (``e_k`` is non-increasing in ``k``): truncated SVDs, the l1 refit of the singular basis at
-  each rank, the alternating l1 at each rank (``effort="full"``), the witnesses of the
-  brackets at ``eps`` and the constructions' (``witness_at_rank``). A witness's error is the
-  least tolerance at which the checker accepts it (:func:`least_error`);
+  (``e_k`` is non-increasing in ``k``): the zero matrix (rank 0, so that no upper end exceeds
+  ``e_0 = ||A||_inf`` by more than the checker's rounding allowance), truncated SVDs, the l1
+  refit of the singular basis at each rank, the alternating l1 at each rank
+  (``effort="full"``), the witnesses of the brackets at ``eps`` and the constructions'
+  (``witness_at_rank``). A witness's error is the least tolerance at which the checker
+  accepts it (:func:`least_error`);
 * the **lower end** at ``k`` is the largest tolerance at which the checker accepts a lower
   certificate of rank ``r >= k + 1``: a certificate of rank ``r`` valid at ``eps`` proves
   ``r_eps >= r``, that is ``e_{r-1} > eps``, hence ``e_k > eps`` for every ``k <= r - 1``.
@@ -53,7 +55,7 @@ __all__ = ["FrontierPoint", "Frontier", "Curve", "frontier", "largest_eps", "lea
            "RTOL", "MAX_STEPS"]
 
 #: The curve of softrank's own witnesses: at each rank the least checked-in-float64 error
-#: of its searches' and brackets' witnesses of that rank or below.
+#: of its searches' and brackets' witnesses (and the zero matrix) of that rank or below.
 BEST_BUILTIN = "best built-in"
 #: Ranks ``1 .. min(m, N, DEFAULT_MAX_RANK)`` when no range is given.
 DEFAULT_MAX_RANK = 64
@@ -473,6 +475,10 @@ def frontier(A, ranks=None, eps=(0.1, 0.25, 0.5), *, interval: bool = True,
         uppers.append((w, name, b))
         return b
 
+    # B = 0 (rank 0, error ||A||_inf = e_0): an end at every k. The searches below fit in l2
+    # or by reweighted least squares, not by exact l1, and at low rank can end above it (the
+    # near one-hot first rows of a causal head)
+    add(UpperWitness(1.0, np.zeros((m, 0)), np.zeros((0, N)), "zero"), "zero")
     with timed("brackets"):
         if brackets is not None:
             brs: list[Bracket] = list(brackets)

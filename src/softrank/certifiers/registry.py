@@ -411,6 +411,37 @@ TRAITS = {
 }
 
 
+#: The ``method`` each of softrank's methods writes into its certificates (the certificate
+#: file's header), as a regular expression, by the method's name: what a stored bracket's
+#: certificate must carry for the method its diagnostics credit with that end
+#: (docs/store.md). An end carried from another tolerance adds `` (from eps X)`` once per
+#: carry (:func:`softrank.certifiers.bracket.monotone`).
+CERTIFICATE_METHODS = {
+    "truncated-svd": r"truncated-svd",
+    "key-support": r"key-support",
+    "l1-refit": r"l1-refit",
+    "row-basis": r"row-basis",
+    "alternating-l1": r"alternating-l1",
+    "hybrid": r"hybrid",
+    "trust-region": r"trust-region",
+    "alternating-l1-smooth": r"alternating-l1-smooth",
+    "alternating-l1-anneal": r"alternating-l1-anneal",
+    "identity": r"identity",
+    "trivial": r"trivial",
+    "frobenius": r"frobenius\(rows=[0-9]+\)",
+    "key-groups": r"key-groups/[a-z-]+(\([a-z]+=[0-9.e+-]+(,[a-z]+=[0-9.e+-]+)*\))?",
+    "truncated-pseudoinverse": r"truncated-pseudoinverse",
+    "subspace": r"subspace/svd(\+local)*",
+    "lp-decoder-blocks2": r"lp-decoder/blocks\(w=2\)",
+    "lp-decoder-blocks4": r"lp-decoder/blocks\(w=4\)",
+    "subspace-rows": r"subspace/rows(\+local)*",
+    "subspace-climb": r"subspace/[A-Za-z0-9._-]{1,40}\+climb",
+    "nystrom": r"nystrom",
+    "random-features": r"random-features",
+    "sinks+random-features": r"sinks\+random-features",
+}
+
+
 def _wrapped(name: str, obj, origin: str) -> Certifier:
     """One of softrank's methods as a :class:`Certifier`, with its declared traits."""
     return as_certifier(obj, f"builtin:{name}", name, origin, traits=TRAITS[name])

@@ -32,7 +32,7 @@ import numpy as np
 
 from ..audit.record import cell_key, group_key, read_cell
 from ..errors import InvalidArgumentError, MalformedRecord
-from .report import frontier_summary, not_run
+from .report import bundle_claim, frontier_summary, not_run
 from .store import normal_identity, read_csv, read_ledger, read_summary
 
 __all__ = ["Audit", "load_audit", "diff_audits", "render_markdown", "verdict"]
@@ -215,8 +215,11 @@ def _method_table(a: Audit, b: Audit) -> list[dict]:
     """Per method (name, side): cells run and answered, median rank and seconds in A and B,
     the paired rank changes on cells both answered, rejected and failed answers."""
     recs = {"A": defaultdict(dict), "B": defaultdict(dict)}
+    claimed = _claimed(a, b)
     for tag, audit in (("A", a), ("B", b)):
         for key, r in audit.rows.items():
+            if key in claimed:  # a bundle's method records: its claims, in neither column
+                continue
             for m in r["diagnostics"].methods:
                 if not not_run(m):  # a late search skipped at --effort fast was not run
                     recs[tag][(m.name, m.side)][key] = m
@@ -251,6 +254,13 @@ def _method_table(a: Audit, b: Audit) -> list[dict]:
             "paired_cells": len(both), "rank_better": better, "rank_worse": worse,
         })
     return out
+
+
+def _claimed(a: Audit, b: Audit) -> set:
+    """The cells whose own bracket came from a bundle in A or in B (docs/store.md): their
+    seconds and method records are the bundle's claims, so they are compared in neither
+    audit (the ends are checked, and compared as always)."""
+    return {k for audit in (a, b) for k, r in audit.rows.items() if bundle_claim(r)}
 
 
 def _float(v):
@@ -290,6 +300,7 @@ def diff_audits(a: Audit, b: Audit) -> dict:
         If the audits bracket different cells or matrices; the message names what differs.
     """
     settings = _same_panel(a, b)
+    claimed = _claimed(a, b)
     cells = []
     for key in sorted(a.rows, key=lambda k: (k[0], k[1])):
         ra, rb = a.rows[key], b.rows[key]
@@ -309,7 +320,8 @@ def diff_audits(a: Audit, b: Audit) -> dict:
             "verdict": [ra["verdict"], rb["verdict"]],
             "lower_method": [ra.get("lower_method", ""), rb.get("lower_method", "")],
             "upper_method": [ra.get("upper_method", ""), rb.get("upper_method", "")],
-            "seconds": [_float(ra.get("seconds")), _float(rb.get("seconds"))],
+            "seconds": ([None, None] if key in claimed  # a bundle's claim: not a time
+                        else [_float(ra.get("seconds")), _float(rb.get("seconds"))]),
             "lower_change": dl, "upper_change": du, "size": size,
         })
 
@@ -350,6 +362,7 @@ def diff_audits(a: Audit, b: Audit) -> dict:
         "errors": [sum(c["verdict"][i] == "error" for c in cells) for i in (0, 1)],
         "rejected_answers": rejected,
         "more_rejected": [m["name"] for m in methods if m["rejected"][1] > m["rejected"][0]],
+        "bundle_cells": len(claimed),
     })
     groups = defaultdict(list)
     for c in cells:
@@ -481,6 +494,11 @@ def render_markdown(d: dict, allow_worse: int = 0, limit: int = 50) -> str:
           f"{_pct(*s['seconds'])}; median over cells of the ratio B/A: "
           f"{'-' if ratio is None else format(ratio, '.3g') + 'x'} (per-cell work, not the "
           "audits' wall time)"]
+    if s.get("bundle_cells"):
+        L.append(f"- {s['bundle_cells']} cells took their own bracket from a reference bundle "
+                 "in A or B: their ends are checked and compared, their seconds and method "
+                 "records are the bundle's claims and are compared in neither (time, "
+                 "rejections)")
     passed, reason = verdict(d, allow_worse)
     L += ["", f"**{'PASS' if passed else 'FAIL'}**: {reason}"]
     heads = ["operator", "eps", "lower", "upper", "verdict", "reported by"]

@@ -21,7 +21,7 @@ from ..certifiers.interface import Diagnostics, MethodRecord
 from .plots import plot_causal, plot_families, plot_frontier_families, plot_minilm
 from .store import SUMMARY_NAME, read_summary
 
-__all__ = ["summarize", "write_report", "PAPER", "group_key", "cell_diagnostics"]
+__all__ = ["summarize", "write_report", "PAPER", "group_key", "cell_diagnostics", "bundle_claim"]
 
 #: Seed paper, eps = 0.25: resolved share by family (docs/theory/studies.md#reference-figures).
 PAPER = {
@@ -37,6 +37,7 @@ _PAPER_COMPARE = {"minilm": "BERT native"}  # other families: a user's own check
 
 def _stats(rows):
     n = len(rows)
+    timed = _measured(rows)  # a bundle's seconds are its claim
     ok = [r for r in rows if r["verdict"] in ("resolved", "open")]
     ratios = [float(r["upper"]) / float(r["lower"]) for r in ok if int(r["lower"]) > 0]
     return {
@@ -50,9 +51,10 @@ def _stats(rows):
         "p90_ratio": round(float(np.percentile(ratios, 90)), 3) if ratios else None,
         "median_lower": float(np.median([int(r["lower"]) for r in ok])) if ok else None,
         "median_upper": float(np.median([int(r["upper"]) for r in ok])) if ok else None,
-        "median_seconds": round(float(np.median([float(r["seconds"]) for r in rows])), 3) if n else None,
-        "total_seconds": round(float(sum(float(r["seconds"]) for r in rows)), 1),
-        "median_seconds_over_svd": _svd_ratio(rows),
+        "median_seconds": round(float(np.median([float(r["seconds"]) for r in timed])), 3)
+        if timed else None,
+        "total_seconds": round(float(sum(float(r["seconds"]) for r in timed)), 1),
+        "median_seconds_over_svd": _svd_ratio(timed),
         "median_Gamma": _median_field(rows, "Gamma"),
     }
 
@@ -82,6 +84,20 @@ def cell_diagnostics(r) -> Diagnostics:
     return read_diagnostics(r)
 
 
+def bundle_claim(r) -> str | None:
+    """The bundle a cell's own bracket was imported from (docs/store.md), or None: then its
+    seconds, its methods' records and its checker disagreements are that bundle's claims,
+    not measured by softrank, and stay out of every time and method figure (the report's,
+    ``softrank diff``'s)."""
+    b = cell_diagnostics(r).reference.get("bundle")
+    return str(b) if b else None
+
+
+def _measured(rows) -> list:
+    """The cells whose seconds and method records softrank measured (not a bundle's)."""
+    return [r for r in rows if bundle_claim(r) is None]
+
+
 def _records(r, side: str | None = None) -> list[MethodRecord]:
     return [m for m in cell_diagnostics(r).methods if side is None or m.side == side]
 
@@ -98,7 +114,7 @@ def _tsvd_ratio(rows) -> dict:
     """Median of (truncated-SVD rank) / (reported upper end) per family group: how much rank
     the plain SVD wastes against the best construction (seed paper: 1.62x vs alternating l1)."""
     by = defaultdict(list)
-    for r in rows:
+    for r in _measured(rows):  # a bundle's method records are its claims
         k = _ok_rank(r, "truncated-svd")
         if k and r["verdict"] != "error" and int(r["upper"]) > 0:
             by[group_key(r)].append(k / int(r["upper"]))
@@ -204,7 +220,7 @@ def summarize(rows: list[dict], panel: str, eps_list, wall_seconds: float, seed:
             "reported": 2 * sum(r["verdict"] != "error" for r in rows),
             "all_passed_checker": all_checked,
             "float64_interval_disagreements": sum(
-                cell_diagnostics(r).checker_disagreements for r in rows),
+                cell_diagnostics(r).checker_disagreements for r in _measured(rows)),
             "interval_backends": dict(Counter(
                 c.split("+", 1)[1].split("(")[0] for r in rows
                 for c in (r["lower_check"], r["upper_check"]) if "+" in c)),
@@ -422,6 +438,7 @@ def _reference_counts(rows) -> dict:
                     for r, d in diags if d.get("refused")],
         "not_kept": [f"{r['operator_id']} eps {float(r['eps']):g}: {d['not_kept']}"
                      for r, d in diags if d.get("not_kept")],
+        "from_bundles": dict(Counter(str(d["bundle"]) for _, d in diags if d.get("bundle"))),
     }
 
 
@@ -437,14 +454,18 @@ def _reference_line(s: dict) -> str:
             "seconds its bracket took when computed"
             + (f"; {len(refused)} stored entries refused and recomputed (first: "
                f"{refused[0]})" if refused else "")
-            + (f"; {len(lost)} computed brackets not kept (first: {lost[0]})" if lost else ""))
+            + (f"; {len(lost)} computed brackets not kept (first: {lost[0]})" if lost else "")
+            + "".join(f"; **{n} cells from bundle {b}**: their ends and the methods credited "
+                      "with them are checked, their seconds, method records and checker "
+                      "disagreements are that bundle's claims and are left out of every time "
+                      "and method figure here" for b, n in ref.get("from_bundles", {}).items()))
 
 
 def _by_method(rows, side: str) -> dict:
     """``{method name: [(cell row, record), ...]}`` over the non-error cells, in the order
     the methods ran; a search not run at ``--effort fast`` is left out (it was not tried)."""
     out: dict = {}
-    for r in rows:
+    for r in _measured(rows):  # a bundle's method records are its claims
         if r["verdict"] == "error":
             continue
         for m in _records(r, side):

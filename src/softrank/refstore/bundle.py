@@ -22,6 +22,7 @@ engine only (this engine never reads them).
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import re
@@ -31,9 +32,10 @@ from pathlib import Path
 
 from ..certifiers.bracket import EFFORTS
 from ..errors import InvalidArgumentError, SoftrankError
-from ..operators import load_operator, save_operator
-from .store import (SIDE_NAME, ReferenceStore, Refused, engine_key, engine_versions, eps_name,
-                    file_sha256, group_name, side_record_ok)
+from ..operators import MAX_FILE_BYTES, load_operator, save_operator
+from .layout import IMPORTED_NAME, MAX_RECORD_BYTES, SIDE_NAME, eps_name
+from .record import Refused, certificate_bytes_bound, side_record_ok
+from .store import ReferenceStore, engine_key, engine_versions, file_sha256, group_name
 
 __all__ = ["export_bundle", "import_bundle", "BundleReport", "BUNDLE_FORMAT", "BUNDLE_VERSION"]
 
@@ -101,7 +103,8 @@ def export_bundle(store: ReferenceStore, operators, eps_list, dest, *, effort: s
     Raises
     ------
     InvalidArgumentError
-        ``dest`` exists and is not an empty directory.
+        ``dest`` exists and is not an empty directory, or a file cannot be written there
+        (one line naming it and the reason).
     """
     dest = Path(dest)
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
@@ -140,7 +143,7 @@ def export_bundle(store: ReferenceStore, operators, eps_list, dest, *, effort: s
                     continue
                 target = dest / "entries" / group.name / entry.name
                 side = store.side_files(entry)
-                store.copy_entry(entry, target, side)
+                _written(target, lambda: store.copy_entry(entry, target, side))
                 entries.append({"operator": op.hash, "group": group.name, "eps": float(e),
                                 "effort": effort, "validated": v,
                                 "lower": br.lower, "upper": br.upper,
@@ -150,19 +153,33 @@ def export_bundle(store: ReferenceStore, operators, eps_list, dest, *, effort: s
                 wrote = True
         if wrote and op.hash not in ops:
             f = dest / "operators" / f"{op.hash}.npz"
-            f.parent.mkdir(parents=True, exist_ok=True)
-            save_operator(f, op)
+            _written(f, lambda: (f.parent.mkdir(parents=True, exist_ok=True),
+                                 save_operator(f, op)))
             ops[op.hash] = {"file": f"operators/{op.hash}.npz", "sha256": file_sha256(f),
                             "operator_id": op.operator_id}
     manifest = {"format": BUNDLE_FORMAT, "version": BUNDLE_VERSION, "engine": eng,
                 "versions": engine_versions(), "panel": panel,
                 "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "operators": ops, "entries": entries}
-    dest.mkdir(parents=True, exist_ok=True)
     tmp = dest / "manifest.json.tmp"
-    tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True))
-    tmp.replace(dest / "manifest.json")  # last: a bundle without it is incomplete
+
+    def write_manifest():
+        dest.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True))
+        tmp.replace(dest / "manifest.json")  # last: a bundle without it is incomplete
+
+    _written(dest / "manifest.json", write_manifest)
     return report
+
+
+def _written(path: Path, write) -> None:
+    """Run ``write``; an :class:`OSError` (a directory that cannot be created, a full disk)
+    becomes one line naming the file and the reason."""
+    try:
+        write()
+    except OSError as exc:
+        raise InvalidArgumentError(f"DIR: cannot write {str(path)!r} "
+                                   f"({exc.strerror or exc})") from None
 
 
 def read_manifest(src) -> dict:
@@ -199,12 +216,92 @@ def read_manifest(src) -> dict:
     return m
 
 
+#: Largest operator file a bundle may hold (bytes): the data bound of
+#: :func:`softrank.operators.load_operator` and room for the archive's headers. Measured
+#: before the file is hashed or read.
+MAX_OPERATOR_FILE = MAX_FILE_BYTES + (4 << 20)
+
+_WRITE_ERRORS = (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT)
+
+
+def _regular(src: Path, rel: str, limit: int) -> Path:
+    """``src/rel`` after checking, with ``lstat`` and without following a link, that every
+    directory on the way is a directory and the file a regular file of at most ``limit``
+    bytes. Else :class:`Refused` naming the file and the reason."""
+    path = src
+    parts = rel.split("/")
+    for i, part in enumerate(parts):
+        path = path / part
+        here = "/".join(parts[:i + 1])
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            raise Refused(f"{here} is missing") from None
+        except OSError as exc:
+            raise Refused(f"{here} cannot be read ({exc.strerror or exc})") from None
+        kind = _kind_name(st.st_mode)
+        last = i == len(parts) - 1
+        if kind != ("a regular file" if last else "a directory"):
+            raise Refused(f"{here} is {kind}, not {'a regular file' if last else 'a directory'}"
+                          " (a bundle holds directories and regular files only)")
+    if st.st_size > limit:
+        raise Refused(f"{rel} is {st.st_size} bytes, more than such a file can hold ({limit})")
+    return path
+
+
+def _kind_name(mode: int) -> str:
+    import stat
+
+    for test, name in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"),
+                       (stat.S_ISREG, "a regular file"), (stat.S_ISFIFO, "a FIFO"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a device"),
+                       (stat.S_ISBLK, "a device")):
+        if test(mode):
+            return name
+    return "a special file"
+
+
+def _digest(src: Path, rel: str, limit: int, want) -> Path:
+    """:func:`_regular`, then its sha256 against the manifest's ``want``."""
+    path = _regular(src, rel, limit)
+    got = file_sha256(path)
+    if got != want:
+        raise Refused(f"{rel} differs from the manifest (sha256 {got[:16]}..., the manifest "
+                      f"says {str(want)[:16]}...)")
+    return path
+
+
+def _bundle_dirs(src: Path) -> None:
+    """Refuse a bundle whose ``operators`` or ``entries`` is a link or not a directory."""
+    for name in ("operators", "entries"):
+        try:
+            kind = _kind_name(os.lstat(src / name).st_mode)
+        except FileNotFoundError:
+            continue  # an empty bundle has neither
+        if kind != "a directory":
+            raise InvalidArgumentError(f"DIR: {str(src / name)!r} is {kind}, not a directory "
+                                       "(a bundle holds directories and regular files only)")
+
+
 def import_bundle(store: ReferenceStore, src, *, keep_engine: bool = False) -> BundleReport:
     """Check every entry of the bundle ``src`` and add the ones that pass to ``store``.
+
+    Nothing is trusted and nothing of the bundle is changed (docs/store.md): every file is
+    measured (``lstat``: a directory or a regular file, never followed through a link, of
+    at most the size its kind can have, from the operator's shape for certificates) before
+    it is hashed or read; every digest must be the manifest's; every operator is read back
+    and validated like any operator file (its hash equal to its name); every entry must pass
+    the store's own checks (:meth:`ReferenceStore.read`). Only then is anything written: the
+    store's directory is created for a bundle with at least one entry to add, and each
+    entry is added with a record of the bundle it came from (the entry's seconds and method
+    records are that bundle's claims: :data:`~softrank.refstore.store.BUNDLE_CLAIMS`). An
+    attack's outcome kept beside an entry is a claim no check covers and is not imported:
+    the first audit that uses the entry attacks it again and keeps its own.
 
     Parameters
     ----------
     store : ReferenceStore
+        Opened with ``create="later"`` to create nothing for a bundle that adds nothing.
     src : path
         A bundle written by :func:`export_bundle`.
     keep_engine : bool
@@ -215,14 +312,15 @@ def import_bundle(store: ReferenceStore, src, *, keep_engine: bool = False) -> B
     -------
     BundleReport
         ``done`` entries added, ``already`` held valid by the store, ``problems`` one line
-        per entry refused (a digest that differs, an operator that does not read back or
-        has another hash, a certificate the checker rejects).
+        per operator or entry refused, naming the file and the reason.
 
     Raises
     ------
     InvalidArgumentError
-        ``src`` is not a bundle of a version this softrank reads, or it was made by another
-        engine and ``keep_engine`` is False.
+        ``src`` is not a bundle of a version this softrank reads, its ``operators`` or
+        ``entries`` is a link or not a directory, it was made by another engine and
+        ``keep_engine`` is False, or the store cannot be created or written (one line; the
+        entries added before a write failed stay, whole).
     """
     src = Path(src)
     m = read_manifest(src)
@@ -233,21 +331,25 @@ def import_bundle(store: ReferenceStore, src, *, keep_engine: bool = False) -> B
             f"DIR: the bundle's references were made by engine {eng} (softrank {theirs}); this "
             f"is engine {engine_key()} (softrank {engine_versions()['softrank']}), whose ends "
             "may differ; --keep-engine imports them as references of that engine only")
+    _bundle_dirs(src)
+    _writable(store)
     report = BundleReport(eng)
     ops: dict = {}
     for h, rec in m["operators"].items():
         try:
             if not _HASH.fullmatch(h) or not isinstance(rec, dict):
-                raise SoftrankError("not an operator record")
-            f = src / "operators" / f"{h}.npz"
-            if f.is_symlink() or not f.is_file() or file_sha256(f) != rec.get("sha256"):
-                raise SoftrankError(f"operators/{h}.npz is missing or differs from the manifest")
-            op = load_operator(f, "bundle operator")
+                raise Refused("not an operator record")
+            f = _digest(src, f"operators/{h}.npz", MAX_OPERATOR_FILE, rec.get("sha256"))
+            try:
+                op = load_operator(f, "bundle operator")
+            except SoftrankError as exc:
+                raise Refused(f"operators/{h}.npz: {exc}") from None
             if op.hash != h:
-                raise SoftrankError(f"its matrix has hash {op.hash}")
+                raise Refused(f"operators/{h}.npz: its matrix has hash {op.hash}")
             ops[h] = op
-        except (SoftrankError, OSError) as exc:
-            report.problems.append(f"operator {h!s:.20}: {exc}")
+        except Refused as why:
+            report.problems.append(f"operator {h!s:.20}: refused ({why})")
+    accepted = []
     for rec in m["entries"]:
         try:
             op, group, e, effort, validated = _entry_fields(rec, ops)
@@ -257,43 +359,96 @@ def import_bundle(store: ReferenceStore, src, *, keep_engine: bool = False) -> B
             report.problems.append(f"entry of {who}: {exc}")
             continue
         where = f"{op.operator_id} eps {e:g} ({effort})"
-        entry = src / "entries" / group / eps_name(e)
-        files = rec.get("files")
         try:
-            side = tuple(n for n in files if n not in _ENTRY_FILES) if isinstance(
-                files, dict) else ()
-            if not isinstance(files, dict) or not all(
-                    isinstance(n, str) and SIDE_NAME.fullmatch(n) for n in side) or any(
-                    (entry / n).is_symlink() or not (entry / n).is_file()
-                    or file_sha256(entry / n) != files.get(n)
-                    for n in (*_ENTRY_FILES, *side)):
-                raise Refused("a file is missing or differs from the manifest (sha256)")
-            A, rho = _matrix(op, validated)
-            br = store.read(entry, op, A, rho, e, effort, validated, engine=eng)
-            if (type(rec.get("lower")) is not int or type(rec.get("upper")) is not int
-                    or (rec["lower"], rec["upper"]) != (br.lower, br.upper)):
-                raise Refused(f"the manifest says [{rec.get('lower')!r}, {rec.get('upper')!r}],"
-                              f" the entry's certificates [{br.lower}, {br.upper}]")
-            digests = json.loads((entry / "bracket.json").read_bytes()).get("files")
-            for n in side:
-                if not side_record_ok(_json(entry / n), digests, n[:-len(".json")]):
-                    raise Refused(f"{n} is not a record softrank keeps beside an entry")
-            target = store.root / eng / group / entry.name
+            entry, side, A, rho = _check_entry(src, rec, op, group, e, effort, validated, eng,
+                                               store)
+        except Refused as why:
+            report.problems.append(f"{where}: refused ({why})")
+            continue
+        except OSError as exc:
+            report.problems.append(f"{where}: refused ({exc.strerror or exc})")
+            continue
+        accepted.append((where, op, group, e, effort, validated, entry, side, A, rho))
+    if not accepted:
+        return report
+    imported = {"bundle": f"{src.resolve()} (panel {str(m.get('panel') or '?')[:60]}, made "
+                          f"{str(m.get('created') or '?')[:40]})",
+                "manifest_sha256": file_sha256(src / "manifest.json"),
+                "imported": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    store.ensure_root()
+    for where, op, group, e, effort, validated, entry, side, A, rho in accepted:
+        target = store.root / eng / group / entry.name
+        try:
             with store.locked(target.parent):
-                try:
-                    if os.path.lexists(target):
+                if os.path.lexists(target):
+                    try:
                         store.read(target, op, A, rho, e, effort, validated, engine=eng)
                         report.already += 1
                         continue
-                except Refused:
-                    pass  # replaced by the bundle's, which passed
-                store.copy_entry(entry, target, side)
+                    except Refused:
+                        pass  # replaced by the bundle's, which passed
+                files = json.loads((entry / "bracket.json").read_bytes()).get("files")
+                store.copy_entry(entry, target, side, imported={**imported, "files": files})
                 report.done += 1
-        except Refused as why:
-            report.problems.append(f"{where}: refused ({why})")
         except OSError as exc:
+            if exc.errno in _WRITE_ERRORS:
+                raise InvalidArgumentError(
+                    f"{store.arg}: cannot write {str(store.root)!r} ({exc.strerror}); "
+                    f"{report.done} of {len(accepted)} entries were added before it stopped"
+                ) from None
             report.problems.append(f"{where}: {exc.strerror or exc}")
     return report
+
+
+def _writable(store: ReferenceStore) -> None:
+    """Refuse, before any work, a store that cannot be written or created: one line."""
+    root = store.root
+    if root.exists():
+        if not store.writable:
+            raise InvalidArgumentError(f"{store.arg}: {str(root)!r} cannot be written here "
+                                       "(read-only); nothing imported")
+        return
+    up = root.parent
+    while not os.path.lexists(up) and up != up.parent:
+        up = up.parent
+    if not up.is_dir() or not os.access(up, os.W_OK | os.X_OK):
+        raise InvalidArgumentError(f"{store.arg}: cannot create {str(root)!r} ("
+                                   f"{str(up)!r} is {'not a directory' if not up.is_dir() else 'read-only'}"
+                                   "); nothing imported")
+
+
+def _check_entry(src: Path, rec: dict, op, group: str, e: float, effort: str,
+                 validated: bool, eng: str, store: ReferenceStore):
+    """One entry of the bundle checked as :func:`import_bundle` says: ``(entry directory,
+    its side records to keep, A, rho)``, or :class:`Refused` naming the file and why."""
+    rel = f"entries/{group}/{eps_name(e)}"
+    files = rec.get("files")
+    if not isinstance(files, dict):
+        raise Refused("the manifest lists no files for it")
+    side = tuple(n for n in files if n not in _ENTRY_FILES)
+    for n in side:
+        if not (isinstance(n, str) and SIDE_NAME.fullmatch(n)) or n == IMPORTED_NAME:
+            raise Refused(f"{rel}/{str(n)[:60]!r} is not a name softrank writes beside an entry")
+    for n in _ENTRY_FILES:
+        if n not in files:
+            raise Refused(f"the manifest lists no {n} for {rel}")
+    bound = certificate_bytes_bound(*op.shape)
+    for n in (*_ENTRY_FILES, *side):
+        limit = bound if n.endswith(".npz") else MAX_RECORD_BYTES
+        _digest(src, f"{rel}/{n}", limit, files[n])
+    entry = src / rel
+    A, rho = _matrix(op, validated)
+    br = store.read(entry, op, A, rho, e, effort, validated, engine=eng, touch=False)
+    if (type(rec.get("lower")) is not int or type(rec.get("upper")) is not int
+            or (rec["lower"], rec["upper"]) != (br.lower, br.upper)):
+        raise Refused(f"the manifest says [{rec.get('lower')!r}, {rec.get('upper')!r}], the "
+                      f"entry's certificates [{br.lower}, {br.upper}]")
+    digests = json.loads((entry / "bracket.json").read_bytes()).get("files")
+    for n in side:
+        if not side_record_ok(_json(entry / n), digests, n[:-len(".json")]):
+            raise Refused(f"{rel}/{n} is not a record softrank keeps beside an entry")
+    keep = tuple(n for n in side if not n.startswith("attack-"))  # claims: not imported
+    return entry, keep, A, rho
 
 
 def _json(path: Path):

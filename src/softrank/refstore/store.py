@@ -23,7 +23,11 @@ enclosure radius; the certificate files must have the digests ``bracket.json`` g
 certificates for the matrix in hand (its hash) at the stored tolerance and ranks; and both
 must pass the checker again, in float64 and in interval arithmetic, against the matrix in
 hand. Anything else is *refused*: named (:attr:`ReferenceStore.refused`, and in the
-bracket's ``diagnostics.reference``), computed afresh and stored again. A bracket whose verdict is
+bracket's ``diagnostics.reference``), computed afresh and stored again, where what lies at
+the entry's path is the store's own (:mod:`softrank.refstore.layout`; anything else is left
+alone and the bracket not kept). What the entry's record says beyond its ends is checked
+against its certificates (:mod:`softrank.refstore.record`); an entry imported from a bundle
+keeps the rest as that bundle's claims. A bracket whose verdict is
 not ``open`` or ``resolved``, that was cut short by a time limit, or that was made without the
 interval check is never stored. No check can tell whether a valid certificate is softrank's
 own: whoever can write to the store can replace a reference by a weaker valid one, never by
@@ -40,33 +44,26 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import math
 import os
-import re
 import shutil
 import time
 from pathlib import Path
 
 from ..certifiers.bracket import Bracket
-from ..certifiers.interface import Diagnostics
 from ..checker import UpperWitness, check, load_certificate, matrix_hash, save_certificate
 from ..errors import InvalidArgumentError, SoftrankError
+from .layout import (ENTRY_FORMAT, IMPORTED_NAME, MAX_RECORD_BYTES, SIDE_NAME, entry_problem,
+                     eps_name, remove_dir, replaceable_problem)
+from .record import (BUNDLE_CLAIMS, Refused, certificate_bytes_bound, check_diagnostics,
+                     imported_from, is_seconds, side_record_ok)
 
 __all__ = ["ReferenceStore", "engine_key", "engine_versions", "default_store_dir",
-           "Refused", "side_record_ok", "turned_off", "default_store_label", "STORE_ENV", "ENTRY_FORMAT", "SIDE_NAME", "file_sha256", "eps_name",
-           "group_name"]
+           "Refused", "side_record_ok", "turned_off", "default_store_label", "STORE_ENV",
+           "ENTRY_FORMAT", "SIDE_NAME", "file_sha256", "eps_name", "group_name",
+           "certificate_bytes_bound", "BUNDLE_CLAIMS"]
 
 #: The environment variable naming the store's directory (``off`` turns the store off).
 STORE_ENV = "SOFTRANK_REFERENCE_STORE"
-
-#: The version of an entry's layout (``bracket.json``'s ``format``).
-ENTRY_FORMAT = 1
-
-#: The name of a side record kept beside an entry (:meth:`ReferenceStore.put_side_record`).
-SIDE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,80}\.json")
-
-#: Largest ``bracket.json`` read (bytes): a bracket's diagnostics are a few kB.
-MAX_RECORD_BYTES = 1 << 20
 
 #: Every module at or below :mod:`softrank.certifiers` in the import layers
 #: (``pyproject.toml``): what an end can depend on.
@@ -143,31 +140,6 @@ def file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def side_record_ok(rec, files, name: str = "") -> bool:
-    """A side record as :meth:`ReferenceStore.put_side_record` writes one, for the entry
-    whose certificate digests are ``files``: ``{"files": ..., "value": {key: value}}``, each
-    value a finite number or a short string; an attack's (``attack-*``) exactly
-    ``{"attack": "held", "attack_closest": x, "attack_seconds": s}`` with numbers >= 0."""
-    if not (isinstance(rec, dict) and set(rec) == {"files", "value"} and isinstance(files, dict)
-            and rec["files"] == files and isinstance(rec["value"], dict)):
-        return False
-    v = rec["value"]
-    if name.startswith("attack-"):
-        return (set(v) == {"attack", "attack_closest", "attack_seconds"}
-                and v["attack"] == "held" and _seconds(v["attack_closest"])
-                and _seconds(v["attack_seconds"]))
-    return all(isinstance(k, str) and (_seconds(x) or (isinstance(x, (int, float))
-                                                       and not isinstance(x, bool)
-                                                       and math.isfinite(x))
-                                       or (isinstance(x, str) and len(x) <= 80))
-               for k, x in v.items())
-
-
-def eps_name(eps: float) -> str:
-    """An entry's directory name: ``eps`` and the float as Python writes it."""
-    return f"eps{float(eps)!r}"
-
-
 def group_name(operator, effort: str, validated: bool) -> str:
     """The operator's directory name (module docstring)."""
     name = f"{operator.hash}-{effort}"
@@ -178,66 +150,6 @@ def group_name(operator, effort: str, validated: bool) -> str:
         h.update(repr(float(operator.beta)).encode())
         name += f"-validated-{h.hexdigest()[:16]}"
     return name
-
-
-class Refused(Exception):
-    """An entry that is not read back; the message says why (one line)."""
-
-
-def _seconds(v) -> bool:
-    """A duration as softrank writes one: a finite number >= 0 (not a bool)."""
-    return (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-            and v >= 0)
-
-
-_SIDES = ("lower", "upper")
-_ORIGINS = ("builtin", "reference", "third-party")
-_STATUSES = ("ok", "declined", "skipped", "failed", "rejected")
-
-
-def _diagnostics(d, lower: int, upper: int) -> Diagnostics:
-    """The stored diagnostics of a bracket ``[lower, upper]``, checked field by field and
-    against its checked ends: what they say can be no more than the certificates prove (a
-    method accepted on the lower side never above ``lower``, on the upper side never below
-    ``upper``); a stored bracket is never cut short and has no error. Else :class:`Refused`."""
-    def bad(what):
-        return Refused(f"bracket.json: diagnostics {what}")
-
-    if not isinstance(d, dict):
-        raise bad("are not a JSON object")
-    methods = d.get("methods")
-    if not isinstance(methods, list):
-        raise bad("have no list of methods")
-    for m in methods:
-        if not (isinstance(m, dict) and isinstance(m.get("name"), str)
-                and m.get("side") in _SIDES and m.get("origin") in _ORIGINS
-                and m.get("status") in _STATUSES and _seconds(m.get("seconds"))
-                and isinstance(m.get("message", ""), str)
-                and (m.get("rank") is None or (type(m.get("rank")) is int and m["rank"] >= 0))
-                and set(m) <= {"name", "side", "origin", "status", "rank", "seconds",
-                               "message"}):
-            raise bad(f"hold a malformed method record {str(m)[:80]}")
-        if m["origin"] == "third-party" or len(m["name"]) > 200:
-            raise bad(f"name a method that is not softrank's ({m['name'][:60]!r})")
-        if m["status"] == "ok" and m["rank"] is None:
-            raise bad(f"hold an accepted answer of {m['name']} without a rank")
-        if m["status"] == "ok" and (m["side"] == "lower" and m["rank"] > lower
-                                    or m["side"] == "upper" and m["rank"] < upper):
-            raise bad(f"claim {m['name']} reached rank {m['rank']} beyond the checked "
-                      f"ends [{lower}, {upper}]")
-    carried, reported = d.get("carried", {}), d.get("reported", {})
-    if (not isinstance(carried, dict) or not set(carried) <= set(_SIDES)
-            or not all(isinstance(v, float) and 0 < v < 1 for v in carried.values())
-            or not isinstance(reported, dict) or not set(reported) <= set(_SIDES)
-            or not all(v is None or v in {m["name"] for m in methods}
-                       for v in reported.values())
-            or type(d.get("checker_disagreements", 0)) is not int
-            or d.get("checker_disagreements", 0) < 0
-            or d.get("error", "") != "" or d.get("cut_short", False) is not False
-            or not set(d) <= {"methods", "checker_disagreements", "carried", "error",
-                              "reported", "cut_short"}):
-        raise bad("are not softrank's record of a complete bracket")
-    return Diagnostics.from_dict(d)
 
 
 class ReferenceStore:
@@ -251,8 +163,10 @@ class ReferenceStore:
         process cannot write is read only: entries are read back, none stored.
     arg : str
         How the directory was given, for messages (an option or an environment variable).
-    create : bool
-        Create ``root`` when it is missing (default); else a missing one is refused.
+    create : bool or "later"
+        Create ``root`` when it is missing (default); ``False``: a missing one is refused;
+        ``"later"``: left missing until :meth:`ensure_root` (``softrank reference import``
+        creates it only for a bundle with an entry to add).
 
     Attributes
     ----------
@@ -271,7 +185,7 @@ class ReferenceStore:
         without ``create``) or cannot be read.
     """
 
-    def __init__(self, root, arg: str = "--reference-store", create: bool = True):
+    def __init__(self, root, arg: str = "--reference-store", create: bool | str = True):
         if not str(root):
             raise InvalidArgumentError(f"{arg}: expected a directory path, got ''")
         self.root = Path(root)
@@ -281,20 +195,33 @@ class ReferenceStore:
         if not self.root.exists():
             if not create:
                 raise InvalidArgumentError(f"{arg}: {str(root)!r} does not exist")
-            try:
-                self.root.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise InvalidArgumentError(f"{arg}: cannot create {str(root)!r}: "
-                                           f"{exc.strerror or exc} ({STORE_ENV}=off runs "
-                                           f"without a store)") from None
-        if not os.access(self.root, os.R_OK | os.X_OK):
+            if create != "later":
+                self.ensure_root()
+        if self.root.exists() and not os.access(self.root, os.R_OK | os.X_OK):
             raise InvalidArgumentError(f"{arg}: {str(root)!r} is not readable")
         #: False where the directory cannot be written: entries are read, none stored
-        self.writable = os.access(self.root, os.W_OK)
+        self.writable = self.root.exists() and os.access(self.root, os.W_OK)
         self.loaded = 0
         self.stored = 0
         self.refused: list[str] = []
         self.notes: list[str] = []
+
+    def ensure_root(self) -> None:
+        """Create the store's directory where it is missing (``create="later"``: a command
+        that writes only once its input is checked, so that a refused input creates nothing).
+
+        Raises
+        ------
+        InvalidArgumentError
+            It cannot be created (one line naming the argument, the path and the reason).
+        """
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InvalidArgumentError(f"{self.arg}: cannot create {str(self.root)!r}: "
+                                       f"{exc.strerror or exc} ({STORE_ENV}=off runs "
+                                       f"without a store)") from None
+        self.writable = os.access(self.root, os.W_OK)
 
     @classmethod
     def default(cls) -> "ReferenceStore | None":
@@ -431,7 +358,8 @@ class ReferenceStore:
                 self.refused.append(f"{operator.operator_id} eps {e:g}: {why}")
                 continue
             br.diagnostics.reference = {"source": "store", "entry": self._rel(entry),
-                                        "check_seconds": round(time.perf_counter() - t, 4)}
+                                        "check_seconds": round(time.perf_counter() - t, 4),
+                                        **br.diagnostics.reference}
             got[e] = br
             self.loaded += 1
         missing = [e for e in eps_list if e not in got]
@@ -473,8 +401,10 @@ class ReferenceStore:
     # ------------------------------------------------------------------ one entry
 
     def read(self, entry: Path, operator, A, rho: float, eps: float, effort: str,
-             validated: bool, engine: str | None = None) -> Bracket:
+             validated: bool, engine: str | None = None, touch: bool = True) -> Bracket:
         """The bracket stored in ``entry``, checked again against ``A`` (module docstring).
+        With ``touch`` (default) its ``bracket.json`` is marked as used now (``softrank cache
+        prune --older-than``); never for an entry outside the store (a bundle's).
 
         Raises
         ------
@@ -482,12 +412,13 @@ class ReferenceStore:
             Naming the first thing that is wrong with the entry.
         """
         try:
-            return self._read(entry, operator, A, rho, eps, effort, validated, engine)
+            return self._read(entry, operator, A, rho, eps, effort, validated, engine, touch)
         except OSError as exc:
             raise Refused(f"cannot be read ({exc.strerror or exc})") from None
 
-    def _read(self, entry, operator, A, rho, eps, effort, validated, engine) -> Bracket:
+    def _read(self, entry, operator, A, rho, eps, effort, validated, engine, touch) -> Bracket:
         rec, files = self._record(entry)
+        current = engine is None or engine == engine_key()
         want = {"format": ENTRY_FORMAT, "engine": engine or engine_key(),
                 "operator": operator.hash, "eps": float(eps), "effort": effort,
                 "validated": bool(validated), "rho": float(rho)}
@@ -496,13 +427,18 @@ class ReferenceStore:
                 raise Refused(f"bracket.json: {k} is {rec.get(k)!r}, expected {v!r}")
         certs, reports = {}, {}
         a_hash = matrix_hash(A)
+        bound = certificate_bytes_bound(*A.shape)
         for side, at in (("lower", eps + rho), ("upper", eps - rho)):
             path = files[side]
+            size = os.lstat(path).st_size
+            if size > bound:  # measured before it is hashed or read
+                raise Refused(f"{path.name} is {size} bytes, more than a certificate of a "
+                              f"{A.shape[0]} x {A.shape[1]} operator can hold ({bound})")
             digests = rec.get("files")
             if not isinstance(digests, dict) or digests.get(path.name) != file_sha256(path):
                 raise Refused(f"{path.name} differs from the file that was stored (sha256)")
             try:
-                cert, _, header = load_certificate(path)
+                cert, _, header = load_certificate(path, max_bytes=bound)
             except SoftrankError as exc:
                 raise Refused(f"{path.name}: {exc}") from None
             if (side == "upper") != isinstance(cert, UpperWitness):
@@ -524,12 +460,16 @@ class ReferenceStore:
         lo, up = certs["lower"].rank, certs["upper"].rank
         if lo > up:
             raise Refused(f"lower end {lo} above upper end {up}")
-        diag = _diagnostics(rec.get("diagnostics"), lo, up)
+        diag = check_diagnostics(rec.get("diagnostics"), lo, up, effort, certs, current)
         seconds = rec.get("seconds")
-        if not _seconds(seconds):
+        if not is_seconds(seconds):
             raise Refused(f"bracket.json: seconds is {seconds!r}, expected a number >= 0")
-        with contextlib.suppress(OSError):
-            os.utime(files["record"])  # last used: `softrank cache prune --older-than`
+        bundle = imported_from(entry, rec.get("files"))
+        if bundle is not None:
+            diag.reference = {"bundle": bundle, "claims": list(BUNDLE_CLAIMS)}
+        if touch:
+            with contextlib.suppress(OSError):
+                os.utime(files["record"])  # last used: `softrank cache prune --older-than`
         return Bracket(eps=float(eps), lower=lo, upper=up, lower_certificate=certs["lower"],
                        upper_witness=certs["upper"], lower_method=certs["lower"].method,
                        upper_method=certs["upper"].method,
@@ -584,36 +524,47 @@ class ReferenceStore:
     @contextlib.contextmanager
     def _staged(entry: Path):
         """A temporary directory beside ``entry`` to fill; when the block ends without an
-        exception it replaces ``entry`` (a link or file there is unlinked, a directory,
-        never followed through a link, removed); it is removed on every exit."""
+        exception it replaces ``entry``, which must be absent or the store's own (a
+        directory of regular files named as the store names them,
+        :func:`~softrank.refstore.layout.replaceable_problem`: anything else there is left
+        alone, and :class:`OSError` says so); it is removed on every exit."""
+        why = replaceable_problem(entry)  # before any work: nothing is written then
+        if why is not None:
+            raise OSError(f"{entry.parent.name}/{why}; left alone (remove it to let the "
+                          "store keep this bracket)")
         entry.parent.mkdir(parents=True, exist_ok=True)
         tmp = entry.parent / f".{entry.name}.{os.getpid()}.tmp"
-        if tmp.exists():
-            shutil.rmtree(tmp)
+        if os.path.lexists(tmp):  # left by a killed process of the same id
+            remove_dir(tmp)
         tmp.mkdir()
         try:
             yield tmp
-            if entry.is_symlink() or (os.path.lexists(entry) and not entry.is_dir()):
-                entry.unlink()
-            elif entry.is_dir():
-                shutil.rmtree(entry)
+            if os.path.lexists(entry):
+                remove_dir(entry)
             os.rename(tmp, entry)
         finally:
-            if tmp.exists():
-                shutil.rmtree(tmp, ignore_errors=True)
+            if os.path.lexists(tmp):
+                with contextlib.suppress(OSError):
+                    remove_dir(tmp)
 
-    def copy_entry(self, src: Path, entry: Path, side: tuple = ()) -> None:
+    def copy_entry(self, src: Path, entry: Path, side: tuple = (),
+                   imported: dict | None = None) -> None:
         """Place a copy of the entry directory ``src`` (already checked) at ``entry``, with
-        the side records named in ``side`` (:meth:`side_files`)."""
+        the side records named in ``side`` (:meth:`side_files`) and, for an entry from a
+        bundle, ``imported`` (where from) as :data:`~softrank.refstore.layout.IMPORTED_NAME`.
+        The source's files are read, never changed (not even their times)."""
         with self._staged(entry) as tmp:
             for name in ("lower.npz", "upper.npz", "bracket.json", *side):
                 shutil.copyfile(src / name, tmp / name)
+            if imported is not None:
+                (tmp / IMPORTED_NAME).write_text(json.dumps(imported, sort_keys=True))
 
     @staticmethod
     def side_files(entry: Path) -> list[str]:
         """The names of the side records in ``entry`` (regular ``NAME.json`` files beside
-        ``bracket.json``, e.g. an attack's outcome)."""
-        return sorted(p.name for p in entry.glob("*.json") if p.name != "bracket.json"
+        ``bracket.json``, e.g. an attack's outcome; not the record of an import)."""
+        return sorted(p.name for p in entry.glob("*.json")
+                      if p.name not in ("bracket.json", IMPORTED_NAME)
                       and SIDE_NAME.fullmatch(p.name) and p.is_file() and not p.is_symlink())
 
     # ------------------------------------------------------------------ results kept beside a bracket
@@ -645,7 +596,10 @@ class ReferenceStore:
         entry = path.parent
         try:
             with self.locked(entry.parent):
-                shutil.rmtree(entry)
+                why = entry_problem(entry, entry.parent.parent.name, entry.parent.name)
+                if why is not None:
+                    raise OSError(f"{why}; left alone")
+                remove_dir(entry, os.listdir(entry))
         except OSError as exc:
             self.notes.append(f"cannot remove {self._rel(entry)} ({why}): "
                               f"{exc.strerror or exc}")

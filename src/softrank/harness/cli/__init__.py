@@ -4,7 +4,8 @@
 Exit codes: 0 success; 1 a check failed (``verify``), a cell was unsound/errored
 (``audit``, ``bracket``), a frontier's band crossed itself (``frontier``) or more ends got worse than allowed or more answers were rejected
 by the checker than before (``diff``); 2 bad arguments or
-input (the message names the argument).
+input (the message names the argument), or a file that cannot be read or written (the
+message names the file and the reason).
 
 The package holds one module per command (``audit_cmd``, ``bracket_cmd``, ``verify_cmd``,
 ``diff_cmd``, ``frontier_cmd``, ``heads_cmd`` with ``tiny-checkpoint``, ``study_cmd`` with ``laws``,
@@ -84,3 +85,10 @@ def main(argv=None) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    except OSError as exc:  # a last resort: each command checks the paths it writes up front
+        if exc.filename is None:
+            raise
+        where = repr(str(exc.filename)) + (
+            f" -> {str(exc.filename2)!r}" if exc.filename2 is not None else "")
+        print(f"softrank {args.command}: error: {where}: {exc.strerror or exc}", file=sys.stderr)
+        return 2

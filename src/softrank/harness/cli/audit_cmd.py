@@ -14,10 +14,13 @@ __all__ = ['run']
 
 
 def run(args) -> int:
+    from ...certifiers.bracket import validate_eps
     from ..lock import AuditLock
     from ..panels import build_panel
 
     t0 = time.perf_counter()
+    if args.eps:
+        validate_eps(args.eps, "--eps")
     panel = build_panel(args.panel, seed=args.seed)
     if args.scheduler and args.executor != "dask":
         raise SoftrankError("--scheduler: needs --executor dask")
@@ -25,7 +28,7 @@ def run(args) -> int:
 
     check_out_dir(args.out, "--out")
     existed = Path(args.out).exists()
-    out = out_dir(args.out, "--out")  # refuses a path that is not a directory
+    out = out_dir(args.out, "--out")  # refuses a path that is not a writable directory
     fresh = not existed or not any(out.iterdir())
     try:
         with AuditLock(out, "--out"):  # one audit per --out, held until its report is written

@@ -6,17 +6,18 @@ import json
 import sys
 
 from ...errors import SoftrankError
-from .common import check_memory, memory_limit, out_dir, reference_store
+from .common import check_memory, memory_limit, out_dir, reference_store, refuse_non_files
 
 __all__ = ['run']
 
 
 def run(args) -> int:
-    from ...certifiers.bracket import bracket
+    from ...certifiers.bracket import bracket, validate_eps
     from ... import __version__
     from ...checker import save_certificate
     from ...operators import load_operator, mask_kind
 
+    validate_eps(args.eps, "--eps")
     limit, _ = memory_limit(args)
     op = load_operator(args.file, "file", max_bytes=limit, renormalize=args.renormalize)
     check_memory(op.shape, f"file: {args.file!r}", args)
@@ -61,6 +62,7 @@ def run(args) -> int:
                  for br in brs
                  for side, cert in (("lower", br.lower_certificate), ("upper", br.upper_witness))
                  if cert is not None]
+        refuse_non_files([f for f, _ in files], "--save-certificates")
         taken = [str(f) for f, _ in files if f.exists()]
         if taken and not args.overwrite:
             raise SoftrankError(f"--save-certificates: {len(taken)} files exist ({taken[0]}"
@@ -120,6 +122,12 @@ def run(args) -> int:
                 if br.diagnostics.reference.get("not_kept"):
                     print(f"  bracket at eps {br.eps!r} computed, not kept: "
                           f"{br.diagnostics.reference['not_kept']}")
+                if br.diagnostics.reference.get("bundle"):
+                    print(f"  entry at eps {br.eps!r} came from bundle "
+                          f"{br.diagnostics.reference['bundle']}: its ends and the methods "
+                          "credited with them are checked; its "
+                          f"{', '.join(br.diagnostics.reference.get('claims', []))} are that "
+                          "bundle's claims, not measured here")
         if args.effort == "fast" and any(br.verdict != "error" for br in brs):
             print("effort fast: the late searches (subspace-rows, subspace-climb, trust-region, "
                   "alternating-l1-smooth, alternating-l1-anneal) were skipped; the ends are "

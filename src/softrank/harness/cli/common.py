@@ -1,14 +1,18 @@
 """What several commands share: the memory limit and its check, the operator cache, output
-directories, and quiet model loading."""
+directories and files (refused before any work if they cannot be written), and quiet model
+loading."""
 
 from __future__ import annotations
 
+import os
+from contextlib import contextmanager
 from pathlib import Path
 
 from ...errors import SoftrankError
 
 __all__ = ["available_memory", "gib", "memory_limit", "check_memory", "operator_cache",
-           "reference_store", "store_line", "cache_line", "out_dir", "quiet_transformers", "refuse_existing"]
+           "reference_store", "store_line", "cache_line", "out_dir", "made_dir", "probe_dir", "refuse_non_files",
+           "quiet_transformers", "refuse_existing"]
 
 
 def available_memory() -> int | None:
@@ -70,12 +74,13 @@ def operator_cache(args):
     return OperatorCache(default_cache_dir(), "SOFTRANK_OPERATOR_CACHE (default cache)")
 
 
-def reference_store(args, required: bool = False, create: bool = True):
+def reference_store(args, required: bool = False, create: bool | str = True):
     """The run's ReferenceStore: ``--reference-store DIR``, else the default one
     (``$SOFTRANK_REFERENCE_STORE``, ``$XDG_CACHE_HOME/softrank/references``,
     ``~/.cache/softrank/references``); None with ``--no-reference-store`` or when the default
     is turned off (``required``: refused then). ``create=False``: a missing directory is
-    refused, not made (commands that only read or remove)."""
+    refused, not made (commands that only read or remove); ``"later"``: made only when
+    something is written (:meth:`~softrank.refstore.ReferenceStore.ensure_root`)."""
     from ...refstore import STORE_ENV, ReferenceStore, default_store_dir
     from ...refstore.store import default_store_label
 
@@ -114,15 +119,65 @@ def cache_line(cache, seconds: float) -> str:
             f"operators ready in {seconds:.1f} s")
 
 
+def _reason(exc: OSError) -> str:
+    return exc.strerror or str(exc)
+
+
+def probe_dir(d: Path, arg: str) -> None:
+    """Refuse, before any work, a directory where no file can be created: a probe file is
+    created there and removed at once (permission bits alone do not tell, e.g. for root
+    or in ``/proc``)."""
+    import tempfile
+
+    try:
+        fd, probe = tempfile.mkstemp(dir=d, prefix=".softrank-probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise SoftrankError(f"{arg}: cannot write into {str(d)!r} ({_reason(exc)})") from None
+
+
 def out_dir(path: str, arg: str) -> Path:
+    """The output directory ``path``, created (with its parents) if missing and refused,
+    before any work, if it is not a directory, cannot be created or no file can be
+    written into it. The messages name ``arg``, the path and the reason."""
     out = Path(path)
     if out.exists() and not out.is_dir():
         raise SoftrankError(f"{arg}: {str(out)!r} exists and is not a directory")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise SoftrankError(f"{arg}: cannot create {str(out)!r} ({exc})") from exc
+        raise SoftrankError(f"{arg}: cannot create {str(out)!r} ({_reason(exc)})") from None
+    probe_dir(out, arg)
     return out
+
+
+@contextmanager
+def made_dir(path: str, arg: str):
+    """:func:`out_dir` for a ``with`` block: a directory this call created is removed again
+    if the block raises while it is still empty (a refused or failed run leaves nothing
+    that a next run would stumble on)."""
+    existed = os.path.lexists(path)
+    out = out_dir(path, arg)
+    try:
+        yield out
+    except BaseException:
+        if not existed:
+            try:
+                out.rmdir()  # only if empty
+            except OSError:
+                pass
+        raise
+
+
+def refuse_non_files(paths, arg: str) -> None:
+    """Refuse output files that exist as something other than a file (a directory, a FIFO):
+    ``--overwrite`` replaces files only."""
+    odd = [p for p in paths if os.path.lexists(p) and not Path(p).is_file()]
+    if odd:
+        kind = "a directory" if Path(odd[0]).is_dir() else "not a regular file"
+        raise SoftrankError(f"{arg}: {str(odd[0])!r} exists and is {kind}; softrank writes a "
+                            "file of that name there")
 
 
 def quiet_transformers() -> None:
@@ -137,7 +192,9 @@ def quiet_transformers() -> None:
 def refuse_existing(out: str, stem: str, overwrite: bool) -> None:
     """Refuse, before any work, to replace ``STEM.csv``, ``STEM.md`` or ``STEM.png`` in
     ``out`` unless ``--overwrite`` was given."""
-    taken = [f"{stem}.{ext}" for ext in ("csv", "md", "png") if (Path(out) / f"{stem}.{ext}").exists()]
+    names = [Path(out) / f"{stem}.{ext}" for ext in ("csv", "md", "png")]
+    refuse_non_files(names, "--out")
+    taken = [p.name for p in names if p.exists()]
     if taken and not overwrite:
         raise SoftrankError(f"--out: {str(out)!r} holds {', '.join(taken)} already; use another "
                             "--out, or --overwrite to replace them")

@@ -8,15 +8,18 @@ import sys
 from pathlib import Path
 
 from ...errors import SoftrankError
-from .common import check_memory, memory_limit, reference_store
+from .common import check_memory, memory_limit, probe_dir, reference_store, refuse_non_files
 
 __all__ = ["run"]
 
 
 def run(args) -> int:
+    from ...certifiers.bracket import validate_eps
     from ...certifiers.frontier import frontier
     from ...operators import load_operator
 
+    if args.eps:  # (--eps alone: none)
+        validate_eps(args.eps, "--eps")
     limit, _ = memory_limit(args)
     op = load_operator(args.file, "file", max_bytes=limit, renormalize=args.renormalize)
     check_memory(op.shape, f"file: {args.file!r}", args)
@@ -88,9 +91,6 @@ def run(args) -> int:
 def _plot_path(args) -> Path:
     """The plot's path, refused before any work: not a PNG name, a directory, an existing
     file without ``--overwrite``, or a directory where no file can be created."""
-    import os
-    import tempfile
-
     if args.plot is not None and not args.plot.strip():
         raise SoftrankError("--plot: expected a file name ending in .png, got ''")
     plot = Path(args.plot) if args.plot else Path(f"{Path(args.file).stem}-frontier.png")
@@ -98,17 +98,13 @@ def _plot_path(args) -> Path:
         raise SoftrankError(f"--plot: expected a file name ending in .png, got {str(plot)!r}")
     if plot.is_dir():
         raise SoftrankError(f"--plot: {str(plot)!r} is a directory")
+    refuse_non_files([plot], "--plot")  # a FIFO, a device: not replaced, even with --overwrite
     if plot.exists() and not args.overwrite:
         raise SoftrankError(f"--plot: {str(plot)!r} exists; give another --plot PATH, "
                             "--no-plot, or --overwrite to replace it")
     parent = plot.parent
     if not parent.is_dir():
-        raise SoftrankError(f"--plot: the directory {str(parent)!r} does not exist")
-    try:  # writable: a file can be created there (and is removed at once)
-        fd, probe = tempfile.mkstemp(dir=parent, prefix=".softrank-probe-", suffix=".png")
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as exc:
-        raise SoftrankError(f"--plot: cannot write into {str(parent)!r} "
-                            f"({exc.strerror or exc})") from None
+        raise SoftrankError(f"--plot: cannot write {str(plot)!r}: {str(parent)!r} " + (
+            "is not a directory" if parent.exists() else "does not exist"))
+    probe_dir(parent, "--plot")
     return plot

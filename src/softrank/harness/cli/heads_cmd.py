@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 from ...errors import SoftrankError
-from .common import out_dir, quiet_transformers
+from .common import made_dir, quiet_transformers, refuse_non_files
 
 __all__ = ['run', 'run_tiny']
 
@@ -40,18 +40,19 @@ def run(args) -> int:
     if args.quiet:
         quiet_transformers()
     t0 = time.perf_counter()
-    ck, family = resolve_checkpoint(args.checkpoint, args.family)
-    ops = capture(ck, sources, width=args.width, layers=args.layers, heads=args.heads,
-                  key_positions=keys, query_positions=queries, family=family,
-                  batch_size=args.batch_size, verify=not args.no_verify, full=args.full)
-    out = out_dir(args.out, "--out")
-    targets = [out / f"{op.operator_id}.npz" for op in ops]
-    clash = [t.name for t in targets if t.exists()]
-    if clash and not args.overwrite:
-        raise SoftrankError(f"--out: {len(clash)} operator files exist already ({clash[0]}, ...); "
-                            "use another --out or --family, or --overwrite")
-    for op, t in zip(ops, targets):
-        save_operator(t, op)
+    with made_dir(args.out, "--out") as out:  # refused before the model is loaded
+        ck, family = resolve_checkpoint(args.checkpoint, args.family)
+        ops = capture(ck, sources, width=args.width, layers=args.layers, heads=args.heads,
+                      key_positions=keys, query_positions=queries, family=family,
+                      batch_size=args.batch_size, verify=not args.no_verify, full=args.full)
+        targets = [out / f"{op.operator_id}.npz" for op in ops]
+        refuse_non_files(targets, "--out")
+        clash = [t.name for t in targets if t.exists()]
+        if clash and not args.overwrite:
+            raise SoftrankError(f"--out: {len(clash)} operator files exist already ({clash[0]}, "
+                                "...); use another --out or --family, or --overwrite")
+        for op, t in zip(ops, targets):
+            save_operator(t, op)
     worst = max((op.meta.get("eager_max_abs_diff", 0.0) for op in ops), default=0.0)
     kinds = sorted({mask_kind(op.mask) for op in ops})  # "causal", "window:8", "none", ...
     print(f"{len(ops)} {'full ' if args.full else ''}operators ({len(sources)} inputs x "
@@ -69,8 +70,8 @@ def run_tiny(args) -> int:
 
     window = args.sliding_window
     try:
-        d = save_tiny_checkpoint(args.family, args.directory, seed=args.seed,
-                                 sliding_window=window)
+        with made_dir(args.directory, "directory") as d:  # refused before the model is built
+            save_tiny_checkpoint(args.family, d, seed=args.seed, sliding_window=window)
     except SoftrankError as exc:  # name the option, not the keyword
         if str(exc).startswith("sliding_window:"):
             raise SoftrankError("--sliding-window" + str(exc)[len("sliding_window"):]) from None

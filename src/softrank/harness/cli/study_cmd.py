@@ -13,8 +13,10 @@ __all__ = ['run', 'run_laws']
 
 
 def run_laws(args) -> int:
+    from ...certifiers.bracket import validate_eps
     from ...studies.laws import QUICK_SWEEPS, run_laws, write_laws
 
+    validate_eps(args.eps, "--eps")
     refuse_existing(args.out, "laws", args.overwrite)
     out = out_dir(args.out, "--out")
     t0 = time.perf_counter()
@@ -160,6 +162,9 @@ def _run_causal(args) -> int:
 
 
 def run(args) -> int:
+    from ...certifiers.bracket import validate_eps
+
+    validate_eps(args.eps, "--eps")
     if args.study == "causal":
         return _run_causal(args)
     _study_check(args)
