@@ -134,11 +134,25 @@ def test_a_lower_certificate_claiming_more_is_refused(op, tmp_path, monkeypatch)
 @pytest.mark.parametrize("field, value, match", [
     ("eps", 0.3, "eps is 0.3"), ("engine", "0" * 16, "engine is"),
     ("operator", "f" * 16, "operator is"), ("effort", "fast", "effort is"),
-    ("format", 2, "format is"), ("rho", 0.01, "rho is")])
+    ("rho", 0.01, "rho is")])
 def test_an_edited_record_is_refused_by_name(op, tmp_path, monkeypatch, field, value, match):
     bracket(op, 0.25, store=ReferenceStore(tmp_path))
     _rewrite(_entry(ReferenceStore(tmp_path), op), **{field: value})
     _refused_once(op, tmp_path, monkeypatch, match)
+
+
+def test_a_record_of_another_format_is_refused_and_left_alone(op, tmp_path, monkeypatch):
+    """A bracket.json that is not of the store's format is not the store's to delete: the
+    entry is refused by name, the bracket computed and not kept."""
+    bracket(op, 0.25, store=ReferenceStore(tmp_path))
+    entry = _entry(ReferenceStore(tmp_path), op)
+    _rewrite(entry, format=2)
+    n = Counting(monkeypatch)
+    s = ReferenceStore(tmp_path)
+    (br,) = bracket(op, 0.25, store=s)
+    assert n.eps == [0.25] and "format is 2" in s.refused[0] and s.stored == 0
+    assert "left alone" in br.diagnostics.reference["not_kept"]
+    assert json.loads((entry / "bracket.json").read_text())["format"] == 2
 
 
 def test_a_certificate_of_another_matrix_is_refused(op, op3, tmp_path, monkeypatch):
@@ -235,11 +249,10 @@ def _garbage(entry, how):
         _redigest(entry)
 
 
-@pytest.mark.parametrize("how", ["bracket.json nested 100000 deep", "bracket.json deleted",
-                                 "lower.npz truncated"])
+@pytest.mark.parametrize("how", ["lower.npz truncated"])
 def test_a_damaged_entry_is_refused_recomputed_and_replaced(op, tmp_path, monkeypatch, how):
-    """Never a crash; named, and written again whole (its files all bear the store's names:
-    the store's own entry, damaged)."""
+    """Never a crash; named, and written again whole (its record names the damaged file:
+    the store's own entry)."""
     bracket(op, 0.25, store=ReferenceStore(tmp_path))
     _garbage(_entry(ReferenceStore(tmp_path), op), how)
     n = Counting(monkeypatch)
@@ -254,12 +267,14 @@ def test_a_damaged_entry_is_refused_recomputed_and_replaced(op, tmp_path, monkey
 
 @pytest.mark.parametrize("how", ["entry is a file", "entry is a dangling link",
                                  "bracket.json is a directory", "upper.npz is a directory",
-                                 "bracket.json is a FIFO"])
+                                 "bracket.json is a FIFO", "bracket.json nested 100000 deep",
+                                 "bracket.json deleted"])
 def test_what_the_store_did_not_write_is_refused_and_left_alone(op, tmp_path, monkeypatch,
                                                                 how):
     """Never a crash or a hang (a FIFO is not opened); named, computed, and left where it
-    is: a file, a link, a directory or a FIFO is not what the store writes, so it is not
-    removed to make room (the bracket is not kept, and the note says why)."""
+    is: a file, a link, a directory, a FIFO, a directory without a record of the store's is
+    not what the store writes, so it is not removed to make room (the bracket is not kept,
+    and the note says why)."""
     bracket(op, 0.25, store=ReferenceStore(tmp_path))
     entry = _entry(ReferenceStore(tmp_path), op)
     _garbage(entry, how)

@@ -139,7 +139,7 @@ def test_the_report_counts_the_cells_from_the_store(tmp_path, capsys):
     (tmp_path / "store" / "notes.txt").unlink()
     assert main(["cache", "prune", "--reference-store", store, "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert "would remove 1 brackets" in out and other.exists()
+    assert "would remove 1 bracket " in out and other.exists()
     listed = {line.strip() for line in out.splitlines()[1:]}
     assert listed == {f"{'0' * 16}/{mine.name}/eps0.25/", f"{'0' * 16}/{mine.name}/",
                       f"{'0' * 16}/"}
@@ -150,7 +150,7 @@ def test_the_report_counts_the_cells_from_the_store(tmp_path, capsys):
     os.utime(old / "bracket.json", (0, 1e9))  # last used in 2001
     capsys.readouterr()
     assert main(["cache", "prune", "--reference-store", store, "--older-than", "30"]) == 0
-    assert "removed 1 brackets" in capsys.readouterr().out and not old.exists()
+    assert "removed 1 bracket " in capsys.readouterr().out and not old.exists()
     assert ReferenceStore(store).group_dir(ops[1], "full", False).is_dir()
     bracket_again = main(base + ["--reference-store", store, "--out", str(tmp_path / "e")])
     assert bracket_again == 0  # the pruned cell is computed and stored again

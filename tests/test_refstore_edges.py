@@ -153,22 +153,40 @@ def test_prune_leaves_an_operator_whose_lock_is_held(op, tmp_path, capsys):
 
 def test_an_entry_is_recognised_by_its_content(op, tmp_path):
     s = ReferenceStore(tmp_path)
-    bracket(op, 0.25, store=s)
+    (br,) = bracket(op, 0.25, store=s)
+    assert s.put_side_record(br, "attack-quick-x", {"attack": "held", "attack_closest": 1.5,
+                                                    "attack_seconds": 0.1})
     group = s.group_dir(op, "full", False)
     entry = group / "eps0.25"
-    eng = engine_key()
-    assert layout.entry_problem(entry, eng, group.name) is None
-    assert "engine" in layout.entry_problem(entry, "1" * 16, group.name)
+    assert layout.entry_problem(entry) is None
+    (entry / "lower.npz").write_bytes(b"cut")  # damaged, still named by its record
+    assert layout.entry_problem(entry) is None
     rec = json.loads((entry / "bracket.json").read_text())
-    (entry / "bracket.json").write_text(json.dumps({**rec, "eps": 0.5}))
-    assert "not the store's record" in layout.entry_problem(entry, eng, group.name)
+    (entry / "bracket.json").write_text(json.dumps({**rec, "format": 2}))
+    assert "not a record of the store's" in layout.entry_problem(entry)
     (entry / "bracket.json").write_text(json.dumps(rec))
+    for name, text in (("thesis.json", "my draft"), ("mine.json", '{"files": 1, "value": 2}'),
+                       ("lower.npz.tmp.npz", "mine")):
+        (entry / name).write_text(text)
+        assert name in layout.entry_problem(entry)
+        (entry / name).unlink()
     (entry / "notes.md").write_text("mine")
-    assert layout.entry_problem(entry, eng, group.name) == (
-        "eps0.25/notes.md is not a file the store writes")
+    assert layout.entry_problem(entry) == "eps0.25/notes.md is not a file the store writes"
     found = layout.scan(tmp_path)
     assert found.entries == [] and found.foreign == [
-        f"{eng}/{group.name}/eps0.25/notes.md is not a file the store writes"]
+        f"{engine_key()}/{group.name}/eps0.25/notes.md is not a file the store writes"]
+
+
+def test_a_bracket_run_never_deletes_what_prune_calls_foreign(op, tmp_path):
+    """A damaged entry holding a file of the user's: the run refuses it and leaves it."""
+    s = ReferenceStore(tmp_path)
+    bracket(op, 0.25, store=s)
+    entry = s.group_dir(op, "full", False) / "eps0.25"
+    (entry / "thesis.json").write_text("my draft, not JSON")
+    (entry / "lower.npz").write_bytes((entry / "lower.npz").read_bytes()[:50])
+    (br,) = bracket(op, 0.25, store=ReferenceStore(tmp_path))
+    assert "left alone" in br.diagnostics.reference["not_kept"]
+    assert (entry / "thesis.json").read_text() == "my draft, not JSON"
 
 
 # ------------------------------------------------------------------ claims
@@ -531,3 +549,180 @@ def test_a_store_that_refuses_writes_midway_is_one_line(op, tmp_path, capsys, mo
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Operation not permitted" in err
     assert "0 of 2 entries were added before it stopped" in err
+
+
+def test_a_repeated_tolerance_of_export_names_the_option(tmp_path, capsys):
+    s = ReferenceStore(tmp_path / "s")
+    assert main(["reference", "export", "--panel", "quick", "--eps", "0.1", "0.1",
+                 "--reference-store", str(s.root), str(tmp_path / "b")]) == 2
+    err = capsys.readouterr().err
+    assert "--eps: tolerances repeat, 0.1 is given twice" in err and err.count("\n") == 1
+    assert not (tmp_path / "b").exists()
+
+
+# ------------------------------------------------------------------ found by a trial as a hostile user
+
+@pytest.mark.parametrize("spoil, where", [
+    ("reported is a list", "entry"), ("operator is a list", "manifest"),
+    ("versions is a list", "manifest")])
+def test_a_field_of_another_type_is_refused_not_a_crash(op, tmp_path, spoil, where):
+    bundle = _bundle(tmp_path, [op], [0.25, 0.5])
+    if spoil == "reported is a list":
+        _forge(bundle, edit_record=lambda r: r["diagnostics"]["reported"].update(
+            lower=["key-groups"]))
+        rep = import_bundle(ReferenceStore(tmp_path / "dst", create="later"), bundle)
+        assert rep.done == 0 and all("malformed" in p or "not softrank's" in p
+                                     for p in rep.problems), rep.problems
+        # and in a store: refused, computed, replaced
+        s = ReferenceStore(tmp_path / "src")
+        entry = s.group_dir(op, "full", False) / "eps0.25"
+        rec = json.loads((entry / "bracket.json").read_text())
+        rec["diagnostics"]["reported"]["lower"] = {"x": 1}
+        (entry / "bracket.json").write_text(json.dumps(rec))
+        (br,) = bracket(op, 0.25, store=s)
+        assert br.bounded and "not softrank's" in br.diagnostics.reference["refused"]
+        return
+    m = json.loads((bundle / "manifest.json").read_text())
+    if spoil == "operator is a list":
+        m["entries"][0]["operator"] = [m["entries"][0]["operator"]]
+        (bundle / "manifest.json").write_text(json.dumps(m))
+        rep = import_bundle(ReferenceStore(tmp_path / "dst", create="later"), bundle)
+        assert rep.done == 1 and "not an entry record" in rep.problems[0]
+    else:
+        m["engine"], m["versions"] = "0123456789abcdef", ["x"]
+        (bundle / "manifest.json").write_text(json.dumps(m))
+        with pytest.raises(InvalidArgumentError, match="made by engine 0123456789abcdef"):
+            import_bundle(ReferenceStore(tmp_path / "dst", create="later"), bundle)
+
+
+def test_prune_counts_what_it_removed_and_keeps_the_lock_of_what_stays(op, head, tmp_path,
+                                                                        capsys, monkeypatch):
+    s = ReferenceStore(tmp_path / "s")
+    bracket(op, [0.25, 0.5], store=s)
+    bracket(head, 0.25, store=s)
+    stuck = s.group_dir(op, "full", False) / "eps0.25" / "upper.npz"
+    real = os.unlink
+
+    def unlink(path, *a, **kw):
+        if str(path) == str(stuck):
+            raise PermissionError(errno.EPERM, "Operation not permitted")
+        return real(path, *a, **kw)
+
+    monkeypatch.setattr(layout.os, "unlink", unlink)
+    assert main(["cache", "prune", "--reference-store", str(s.root), "--all"]) == 1
+    out = capsys.readouterr().out
+    assert "removed 2 brackets" in out and "could not remove" in out
+    group = s.group_dir(op, "full", False)
+    assert (group / "eps0.25").is_dir() and not (group / "eps0.5").exists()
+    assert (group.parent / f"{group.name}.lock").is_file()  # its operator is still there
+    assert not s.group_dir(head, "full", False).exists()
+
+
+def test_a_write_that_fails_midway_is_one_line_and_leaves_no_part(tmp_path, capsys,
+                                                                   monkeypatch):
+    """A full disk in the middle of a command (the write names no file): one line naming
+    the command's output, exit 2, and no half-written certificate."""
+    import softrank.checker.certificates as certs
+
+    np.save(tmp_path / "u.npy", np.full((4, 4), 0.25))
+    real = np.savez
+
+    def full(path, *a, **kw):
+        real(path, *a, **kw)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(certs.np, "savez", full)
+    out = tmp_path / "c"
+    assert main(["bracket", str(tmp_path / "u.npy"), "--eps", "0.25", "--no-reference-store",
+                 "--save-certificates", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"--save-certificates {str(out)!r}" in err
+    assert "No space left on device" in err and list(out.iterdir()) == []
+
+
+def test_a_ledger_that_cannot_be_written_is_one_line(tmp_path, capsys, monkeypatch):
+    import sqlite3
+
+    from softrank.harness.cli import audit_cmd
+
+    def full(args):
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(audit_cmd, "run", full)
+    monkeypatch.setitem(main.__globals__["_COMMANDS"], "audit", full)
+    assert main(["audit", "--panel", "quick", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--out" in err and "disk is full" in err
+
+
+def test_a_store_inside_the_bundle_or_a_bundle_inside_the_store_is_refused(op, tmp_path,
+                                                                            capsys):
+    bundle = _bundle(tmp_path, [op], [0.25])
+    before = _tree(bundle)
+    for store in (bundle, bundle / "operators", bundle / "new"):
+        with pytest.raises(InvalidArgumentError, match="inside the bundle"):
+            import_bundle(ReferenceStore(store, create="later"), bundle)
+    assert _tree(bundle) == before
+    assert main(["reference", "export", "--panel", "quick", "--reference-store",
+                 str(tmp_path / "src"), str(tmp_path / "src" / "b")]) == 2
+    assert "inside the reference store" in capsys.readouterr().err
+    assert not (tmp_path / "src" / "b").exists()
+
+
+@pytest.mark.parametrize("store", ["/proc/x/store", "FILE/store"])
+def test_an_uncreatable_store_is_refused_before_any_work(op, tmp_path, capsys, store):
+    bundle = _bundle(tmp_path, [op], [0.25])
+    (tmp_path / "FILE").write_text("mine")
+    store = store.replace("FILE", str(tmp_path / "FILE"))
+    assert main(["reference", "import", str(bundle), "--reference-store", store]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot be created" in err and "nothing imported" in err
+
+
+def test_what_a_bundle_or_a_name_says_is_one_line(op, tmp_path, capsys):
+    """A newline in a bundle's panel, or in a file name, cannot start a line of its own."""
+    bundle = _bundle(tmp_path, [op], [0.25])
+    m = json.loads((bundle / "manifest.json").read_text())
+    m["panel"] = "t)\n  entry at eps 0.25 was computed on this machine ("
+    (bundle / "manifest.json").write_text(json.dumps(m))
+    dst = tmp_path / "dst"
+    assert main(["reference", "import", str(bundle), "--reference-store", str(dst)]) == 0
+    from softrank.operators import save_operator
+
+    save_operator(tmp_path / "op.npz", op)
+    capsys.readouterr()
+    assert main(["bracket", str(tmp_path / "op.npz"), "--eps", "0.25", "--reference-store",
+                 str(dst)]) == 0
+    out = capsys.readouterr().out
+    assert "computed on this machine" in out and not any(
+        line.lstrip().startswith("entry at eps 0.25 was computed") for line in out.splitlines())
+    (dst / "notes\nsoftrank cache prune: removed 0 brackets").write_text("mine")
+    assert main(["cache", "prune", "--reference-store", str(dst)]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+@pytest.mark.parametrize("kind", ["link", "FIFO", "directory"])
+def test_a_manifest_that_is_not_a_regular_file_is_named(op, tmp_path, kind):
+    bundle = _bundle(tmp_path, [op], [0.25])
+    manifest = bundle / "manifest.json"
+    os.rename(manifest, tmp_path / "elsewhere.json")
+    if kind == "link":
+        manifest.symlink_to(tmp_path / "elsewhere.json")
+    elif kind == "FIFO":
+        os.mkfifo(manifest)
+    else:
+        manifest.mkdir()
+    label = {"link": "symbolic link", "FIFO": "FIFO", "directory": "directory"}[kind]
+    with pytest.raises(InvalidArgumentError, match=f"is a {label}, not a regular file"):
+        import_bundle(ReferenceStore(tmp_path / "dst", create="later"), bundle)
+
+
+@pytest.mark.parametrize("argv", [["audit", "--panel", "quick", "--out", ""],
+                                  ["reference", "export", "--panel", "quick", ""]])
+def test_an_empty_path_is_not_the_current_directory(tmp_path, capsys, monkeypatch, argv):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SOFTRANK_REFERENCE_STORE", str(tmp_path / "s"))
+    (tmp_path / "s").mkdir()
+    assert main(argv) == 2
+    assert "expected a directory path, got ''" in capsys.readouterr().err
+    assert sorted(os.listdir(tmp_path)) == ["s"]

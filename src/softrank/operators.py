@@ -497,11 +497,15 @@ def save_operator(path: Any, op: Operator) -> None:
     prov["format"] = OPERATOR_FORMAT
     arrays["provenance"] = np.array(json.dumps(prov, default=_json_default))
     tmp = path.with_name(path.name + ".part")
-    with open(tmp, "wb") as fh:
-        np.savez(fh, **arrays)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as fh:
+            np.savez(fh, **arrays)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:  # a full disk, an interrupt: no half-written file is left
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def _json_default(v):

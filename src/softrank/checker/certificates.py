@@ -519,8 +519,12 @@ def save_certificate(path, cert: Certificate, A: np.ndarray, producer: str = "",
                              "by": str(refutes.get("by", ""))}
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp.npz")
-    np.savez(tmp, header=np.array(json.dumps(header, sort_keys=True)), A=A, **cert.arrays())
-    tmp.replace(path)
+    try:
+        np.savez(tmp, header=np.array(json.dumps(header, sort_keys=True)), A=A, **cert.arrays())
+        tmp.replace(path)
+    except BaseException:  # a full disk, an interrupt: no half-written file is left
+        tmp.unlink(missing_ok=True)
+        raise
     return path
 
 

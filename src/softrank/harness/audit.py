@@ -101,6 +101,8 @@ def check_out_dir(out, arg: str = "--out") -> None:
     from .lock import LOCK_NAME
     from .store import LEDGER_NAME
 
+    if not str(out).strip():  # Path("") is the current directory: never meant
+        raise InvalidArgumentError(f"{arg}: expected a directory path, got {str(out)!r}")
     out = Path(out)
     if not out.is_dir() or (out / LEDGER_NAME).exists() or (out / LOCK_NAME).exists():
         return

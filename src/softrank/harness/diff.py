@@ -544,6 +544,9 @@ def render_markdown(d: dict, allow_worse: int = 0, limit: int = 50) -> str:
                              _arrow(m["rejected"]), _arrow(m["failed"])])
             L += _table(["method", "cells", "answered", "median rank", "median time",
                          "median time B/A", "rank better / worse", "rejected", "failed"], rows)
+    elif s.get("bundle_cells") == s["cells"]:
+        L += ["", "(no per-method records compared: every cell's own bracket came from a "
+                  "reference bundle in A or B, whose method records are its claims)"]
     else:
         L += ["", "(no per-method records: audits older than the diagnostics column)"]
     if d.get("frontier"):

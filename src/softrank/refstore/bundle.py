@@ -33,7 +33,7 @@ from pathlib import Path
 from ..certifiers.bracket import EFFORTS
 from ..errors import InvalidArgumentError, SoftrankError
 from ..operators import MAX_FILE_BYTES, load_operator, save_operator
-from .layout import IMPORTED_NAME, MAX_RECORD_BYTES, SIDE_NAME, eps_name
+from .layout import IMPORTED_NAME, MAX_RECORD_BYTES, SIDE_NAME, eps_name, mode_kind, printable
 from .record import Refused, certificate_bytes_bound, side_record_ok
 from .store import ReferenceStore, engine_key, engine_versions, file_sha256, group_name
 
@@ -192,9 +192,13 @@ def read_manifest(src) -> dict:
     """
     src = Path(src)
     path = src / "manifest.json"
-    if not src.is_dir() or path.is_symlink() or not path.is_file():
+    if not str(src).strip() or not src.is_dir() or not os.path.lexists(path):
         raise InvalidArgumentError(f"DIR: {str(src)!r} is not a reference bundle (no "
                                    "manifest.json; write one with softrank reference export)")
+    kind = mode_kind(os.lstat(path).st_mode)
+    if kind != "regular file":
+        raise InvalidArgumentError(f"DIR: {str(path)!r} is a {kind}, not a regular file (a "
+                                   "bundle holds directories and regular files only)")
     with open(path, "rb") as fh:
         raw = fh.read(_MAX_MANIFEST + 1)
     try:
@@ -239,26 +243,14 @@ def _regular(src: Path, rel: str, limit: int) -> Path:
             raise Refused(f"{here} is missing") from None
         except OSError as exc:
             raise Refused(f"{here} cannot be read ({exc.strerror or exc})") from None
-        kind = _kind_name(st.st_mode)
-        last = i == len(parts) - 1
-        if kind != ("a regular file" if last else "a directory"):
-            raise Refused(f"{here} is {kind}, not {'a regular file' if last else 'a directory'}"
-                          " (a bundle holds directories and regular files only)")
+        kind, want = mode_kind(st.st_mode), ("regular file" if i == len(parts) - 1
+                                             else "directory")
+        if kind != want:
+            raise Refused(f"{here} is a {kind}, not a {want} (a bundle holds directories and "
+                          "regular files only)")
     if st.st_size > limit:
         raise Refused(f"{rel} is {st.st_size} bytes, more than such a file can hold ({limit})")
     return path
-
-
-def _kind_name(mode: int) -> str:
-    import stat
-
-    for test, name in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"),
-                       (stat.S_ISREG, "a regular file"), (stat.S_ISFIFO, "a FIFO"),
-                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a device"),
-                       (stat.S_ISBLK, "a device")):
-        if test(mode):
-            return name
-    return "a special file"
 
 
 def _digest(src: Path, rel: str, limit: int, want) -> Path:
@@ -275,12 +267,13 @@ def _bundle_dirs(src: Path) -> None:
     """Refuse a bundle whose ``operators`` or ``entries`` is a link or not a directory."""
     for name in ("operators", "entries"):
         try:
-            kind = _kind_name(os.lstat(src / name).st_mode)
+            kind = mode_kind(os.lstat(src / name).st_mode)
         except FileNotFoundError:
             continue  # an empty bundle has neither
-        if kind != "a directory":
-            raise InvalidArgumentError(f"DIR: {str(src / name)!r} is {kind}, not a directory "
-                                       "(a bundle holds directories and regular files only)")
+        if kind != "directory":
+            raise InvalidArgumentError(f"DIR: {str(src / name)!r} is a {kind}, not a "
+                                       "directory (a bundle holds directories and regular "
+                                       "files only)")
 
 
 def import_bundle(store: ReferenceStore, src, *, keep_engine: bool = False) -> BundleReport:
@@ -326,13 +319,14 @@ def import_bundle(store: ReferenceStore, src, *, keep_engine: bool = False) -> B
     m = read_manifest(src)
     eng = m["engine"]
     if eng != engine_key() and not keep_engine:
-        theirs = (m.get("versions") or {}).get("softrank", "?")
+        versions = m.get("versions")
+        theirs = printable(versions.get("softrank", "?") if isinstance(versions, dict) else "?")
         raise InvalidArgumentError(
             f"DIR: the bundle's references were made by engine {eng} (softrank {theirs}); this "
             f"is engine {engine_key()} (softrank {engine_versions()['softrank']}), whose ends "
             "may differ; --keep-engine imports them as references of that engine only")
     _bundle_dirs(src)
-    _writable(store)
+    _writable(store, src)
     report = BundleReport(eng)
     ops: dict = {}
     for h, rec in m["operators"].items():
@@ -354,8 +348,9 @@ def import_bundle(store: ReferenceStore, src, *, keep_engine: bool = False) -> B
         try:
             op, group, e, effort, validated = _entry_fields(rec, ops)
         except SoftrankError as exc:
-            who = (f"operator {rec.get('operator')!s:.20} eps {rec.get('eps')!s:.24}"
-                   if isinstance(rec, dict) else f"{rec!r:.40}")
+            who = (f"operator {printable(rec.get('operator'))[:20]} eps "
+                   f"{printable(rec.get('eps'))[:24]}" if isinstance(rec, dict)
+                   else printable(rec)[:40])
             report.problems.append(f"entry of {who}: {exc}")
             continue
         where = f"{op.operator_id} eps {e:g} ({effort})"
@@ -368,14 +363,19 @@ def import_bundle(store: ReferenceStore, src, *, keep_engine: bool = False) -> B
         except OSError as exc:
             report.problems.append(f"{where}: refused ({exc.strerror or exc})")
             continue
+        except (TypeError, ValueError, KeyError, AttributeError, IndexError,
+                RecursionError) as exc:  # a field of a type no check foresaw
+            report.problems.append(f"{where}: refused (the manifest's record of it is "
+                                   f"malformed: {type(exc).__name__})")
+            continue
         accepted.append((where, op, group, e, effort, validated, entry, side, A, rho))
     if not accepted:
         return report
-    imported = {"bundle": f"{src.resolve()} (panel {str(m.get('panel') or '?')[:60]}, made "
-                          f"{str(m.get('created') or '?')[:40]})",
+    imported = {"bundle": printable(f"{src.resolve()} (panel {str(m.get('panel') or '?')[:60]}, "
+                                 f"made {str(m.get('created') or '?')[:40]})"),
                 "manifest_sha256": file_sha256(src / "manifest.json"),
                 "imported": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    store.ensure_root()
+    store.ensure_root(hint=False)
     for where, op, group, e, effort, validated, entry, side, A, rho in accepted:
         target = store.root / eng / group / entry.name
         try:
@@ -396,25 +396,40 @@ def import_bundle(store: ReferenceStore, src, *, keep_engine: bool = False) -> B
                     f"{store.arg}: cannot write {str(store.root)!r} ({exc.strerror}); "
                     f"{report.done} of {len(accepted)} entries were added before it stopped"
                 ) from None
-            report.problems.append(f"{where}: {exc.strerror or exc}")
+            report.problems.append(f"{where}: not added (the store: {exc.strerror or exc})")
     return report
 
 
-def _writable(store: ReferenceStore) -> None:
-    """Refuse, before any work, a store that cannot be written or created: one line."""
+def _writable(store: ReferenceStore, src: Path) -> None:
+    """Refuse, before any work and in one line, a store inside the bundle (importing would
+    change the bundle) and a store that cannot be written or created: a file is created in
+    it, or a directory beside where it would be, and removed at once (permission bits do not
+    tell, e.g. for root, in ``/proc`` or on a read-only mount)."""
+    import tempfile
+
     root = store.root
-    if root.exists():
-        if not store.writable:
-            raise InvalidArgumentError(f"{store.arg}: {str(root)!r} cannot be written here "
-                                       "(read-only); nothing imported")
-        return
-    up = root.parent
-    while not os.path.lexists(up) and up != up.parent:
-        up = up.parent
-    if not up.is_dir() or not os.access(up, os.W_OK | os.X_OK):
-        raise InvalidArgumentError(f"{store.arg}: cannot create {str(root)!r} ("
-                                   f"{str(up)!r} is {'not a directory' if not up.is_dir() else 'read-only'}"
-                                   "); nothing imported")
+    inside = root.resolve()
+    if inside == src.resolve() or src.resolve() in inside.parents:
+        raise InvalidArgumentError(f"{store.arg}: {str(root)!r} is inside the bundle "
+                                   f"{str(src)!r}; a bundle is never changed by its import")
+    try:
+        if root.exists():
+            if not store.writable:
+                raise PermissionError(errno.EROFS, "read-only")
+            fd, probe = tempfile.mkstemp(dir=root, prefix=".softrank-probe-")
+            os.close(fd)
+            os.unlink(probe)
+            return
+        up = root.parent
+        while not os.path.lexists(up) and up != up.parent:
+            up = up.parent
+        if not up.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, f"{str(up)!r} is not a directory")
+        os.rmdir(tempfile.mkdtemp(dir=up, prefix=".softrank-probe-"))
+    except OSError as exc:
+        verb = "cannot be written here" if root.exists() else "cannot be created"
+        raise InvalidArgumentError(f"{store.arg}: {str(root)!r} {verb} "
+                                   f"({exc.strerror or exc}); nothing imported") from None
 
 
 def _check_entry(src: Path, rec: dict, op, group: str, e: float, effort: str,
@@ -462,7 +477,7 @@ def _json(path: Path):
 
 
 def _entry_fields(rec, ops: dict):
-    if not isinstance(rec, dict):
+    if not isinstance(rec, dict) or not isinstance(rec.get("operator"), str):
         raise SoftrankError("not an entry record")
     op = ops.get(rec.get("operator"))
     if op is None:

@@ -11,18 +11,24 @@ may delete*).
   of :data:`ENTRY_FORMAT` naming this ``ENGINE``, the group's operator hash, effort and
   validation, an ``eps`` whose name is the directory's, and the sha256 of exactly
   ``lower.npz`` and ``upper.npz``), those two certificate files (``.npz`` archives), side
-  records ``NAME.json`` (``{"files": ..., "value": ...}``), :data:`IMPORTED_NAME` (where the
-  entry came from a bundle) and a side record being written (``.NAME.json.PID.tmp``);
-* ``ENGINE/GROUP/.epsEPS.PID.tmp/``: an entry being written (those file names, plus the
-  certificate files' own temporaries ``lower.npz.tmp.npz`` and ``upper.npz.tmp.npz``).
+  records ``NAME.json`` (``{"files": ..., "value": ...}`` with the record's digests) and
+  :data:`IMPORTED_NAME` (where the entry came from a bundle, with the record's digests);
+* ``ENGINE/GROUP/.epsEPS.PID.tmp/``: an entry being written (``bracket.json``, the two
+  certificate files, their own temporaries ``lower.npz.tmp.npz`` and ``upper.npz.tmp.npz``,
+  and :data:`IMPORTED_NAME`).
 
 :func:`scan` walks a directory and sorts what it finds into those kinds; everything else is
-*foreign*, named by its path and why. :func:`entry_problem` says why one directory is not an
-entry, :func:`replaceable_problem` why the store may not replace what lies at an entry's
-path. ``softrank cache prune`` (:func:`prune_plan`, :func:`prune`), the store's replacement
-of an entry and its removal of a refuted one delete only what these functions recognise, and
-only file by file (:func:`remove_dir`): a file that appeared since it was recognised stays,
-and so does its directory.
+*foreign*, named by its path and why. An entry is recognised by its ``bracket.json``, which
+must be a record of the store's format, and every other file in it must be one that record
+accounts for: a certificate file it names (whose bytes may have been damaged since:
+its record still names it, and reading the entry refuses it) or a record whose digests are
+its own. :func:`entry_problem` says why one directory is not an entry; the store replaces
+or removes an entry (:func:`replaceable_problem`, :func:`remove_dir`) and ``softrank cache
+prune`` (:func:`prune_plan`, :func:`prune`) deletes only what these functions recognise, and
+only file by file: a file that appeared since it was recognised stays, and so does its
+directory. A staged entry, whose files may be cut short, is recognised by their names.
+Directories named as the store names them and left empty are the store's too (they hold
+nothing to lose).
 """
 
 from __future__ import annotations
@@ -36,9 +42,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 __all__ = ["ENTRY_FORMAT", "SIDE_NAME", "IMPORTED_NAME", "MAX_RECORD_BYTES", "ENTRY_FILES",
-           "ENGINE_NAME", "GROUP_NAME", "ENTRY_NAME", "eps_name", "entry_problem",
+           "ENGINE_NAME", "GROUP_NAME", "ENTRY_NAME", "eps_name", "mode_kind", "printable",
+           "entry_problem",
            "staging_problem", "replaceable_problem", "remove_dir", "Scan", "scan",
-           "PrunePlan", "prune_plan", "prune", "STALE_STAGING"]
+           "PrunePlan", "prune_plan", "prune", "PruneResult", "STALE_STAGING"]
 
 #: The version of an entry's layout (``bracket.json``'s ``format``).
 ENTRY_FORMAT = 1
@@ -60,13 +67,18 @@ ENGINE_NAME = re.compile(r"[0-9a-f]{16}")
 GROUP_NAME = re.compile(r"([0-9a-f]{16})-(full|fast)(-validated-[0-9a-f]{16})?")
 ENTRY_NAME = re.compile(r"eps[0-9.e+-]+")
 _STAGING = re.compile(r"\.(eps[0-9.e+-]+)\.[0-9]+\.tmp")
-_SIDE_TMP = re.compile(r"\.([A-Za-z0-9][A-Za-z0-9_-]{0,80}\.json)\.[0-9]+\.tmp")
 _LOCK = re.compile(r"(.+)\.lock")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
-_ZIP = b"PK\x03\x04"
+_HEX16 = ENGINE_NAME
 
 #: A staged entry older than this (seconds) was left by a writer that was killed.
 STALE_STAGING = 3600
+
+
+def printable(v) -> str:
+    """``v`` as text for one line of output: control characters (a newline in a file name
+    would start a line of its own) written as escapes."""
+    return re.sub(r"[\x00-\x1f\x7f]", lambda c: f"\\x{ord(c.group()):02x}", str(v))
 
 
 def eps_name(eps: float) -> str:
@@ -74,15 +86,23 @@ def eps_name(eps: float) -> str:
     return f"eps{float(eps)!r}"
 
 
+_DIR, _FILE = "directory", "regular file"
+
+
 def _kind(path: Path) -> str:
-    """``dir``, ``file``, ``link`` or what else ``lstat`` says (never follows a link)."""
-    mode = os.lstat(path).st_mode
+    """:func:`mode_kind` of ``path``'s ``lstat`` (never follows a link)."""
+    return mode_kind(os.lstat(path).st_mode)
+
+
+def mode_kind(mode: int) -> str:
+    """``directory``, ``regular file``, ``symbolic link``, ``FIFO``, ``socket``, ``device``
+    or ``special file``: what a file's mode says it is, for messages."""
     if stat.S_ISLNK(mode):
-        return "link"
+        return "symbolic link"
     if stat.S_ISDIR(mode):
-        return "dir"
+        return _DIR
     if stat.S_ISREG(mode):
-        return "file"
+        return _FILE
     return {stat.S_IFIFO: "FIFO", stat.S_IFSOCK: "socket", stat.S_IFCHR: "device",
             stat.S_IFBLK: "device"}.get(stat.S_IFMT(mode), "special file")
 
@@ -99,93 +119,79 @@ def _small_json(path: Path):
         return None
 
 
-def _starts_as_zip(path: Path) -> bool:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-        with os.fdopen(fd, "rb") as fh:
-            return fh.read(4) == _ZIP
-    except OSError:
-        return False
-
-
-def entry_problem(entry: Path, engine: str, group: str) -> str | None:
-    """Why the directory ``entry`` (at ``ENGINE/GROUP/NAME``) is not an entry the store
-    wrote, naming the first path at fault; None when it is one (module docstring). Its
-    certificate files are recognised by their names, their kind and their first bytes, not
-    checked (a damaged entry is still the store's own; reading it refuses it)."""
-    gm = GROUP_NAME.fullmatch(group)
-    why = _files_problem(entry)
+def entry_problem(entry: Path) -> str | None:
+    """Why the directory ``entry`` is not an entry the store wrote, naming the first path at
+    fault; None when it is one (module docstring): its ``bracket.json`` is a record of the
+    store's format (whether or not it is still the record of this path: an entry moved or
+    edited is refused on reading, and replaced), every other file one it accounts for."""
+    why = _files_problem(entry, lambda n: n in ENTRY_FILES or bool(SIDE_NAME.fullmatch(n)))
     if why is not None:
         return why
     names = sorted(os.listdir(entry))
-    for name in ENTRY_FILES:
-        if name not in names:
-            return f"{entry.name} has no {name}"
+    if "bracket.json" not in names:
+        return f"{entry.name} has no bracket.json"
     rec = _small_json(entry / "bracket.json")
-    gm_ok = gm is not None and isinstance(rec, dict)
-    if not (gm_ok and rec.get("format") == ENTRY_FORMAT and rec.get("engine") == engine
-            and rec.get("operator") == gm.group(1) and rec.get("effort") == gm.group(2)
-            and rec.get("validated") is bool(gm.group(3))
-            and isinstance(rec.get("eps"), float) and eps_name(rec["eps"]) == entry.name
+    if not (isinstance(rec, dict) and rec.get("format") == ENTRY_FORMAT
+            and isinstance(rec.get("engine"), str) and ENGINE_NAME.fullmatch(rec["engine"])
+            and isinstance(rec.get("operator"), str) and _HEX16.fullmatch(rec["operator"])
+            and rec.get("effort") in ("full", "fast") and isinstance(rec.get("validated"), bool)
+            and isinstance(rec.get("eps"), float) and 0 < rec["eps"] < 1
             and isinstance(rec.get("files"), dict)
             and set(rec["files"]) == {"lower.npz", "upper.npz"}
             and all(isinstance(v, str) and _HEX64.fullmatch(v) for v in rec["files"].values())):
-        return (f"{entry.name}/bracket.json is not the store's record of this entry (format "
-                f"{ENTRY_FORMAT}, engine {engine}, group {group}, {entry.name})")
-    for name in ("lower.npz", "upper.npz"):
-        if not _starts_as_zip(entry / name):
-            return f"{entry.name}/{name} is not a certificate file (.npz)"
+        return f"{entry.name}/bracket.json is not a record of the store's (format {ENTRY_FORMAT})"
     for name in names:
-        if SIDE_NAME.fullmatch(name) and name not in ENTRY_FILES:
-            doc = _small_json(entry / name)
-            if name == IMPORTED_NAME:
-                if not (isinstance(doc, dict) and "bundle" in doc):
-                    return f"{entry.name}/{name} is not the store's record of an import"
-            elif not (isinstance(doc, dict) and set(doc) == {"files", "value"}):
-                return f"{entry.name}/{name} is not a side record the store writes"
+        if name in ("bracket.json", "lower.npz", "upper.npz"):
+            continue
+        doc = _small_json(entry / name)
+        if not (isinstance(doc, dict) and doc.get("files") == rec["files"]
+                and (set(doc) == {"files", "value"} if name != IMPORTED_NAME
+                     else isinstance(doc.get("bundle"), str))):
+            return (f"{entry.name}/{name} is not a record the store keeps beside this entry "
+                    "(with its digests)")
     return None
 
 
-def _store_file_name(name: str) -> bool:
-    return bool(name in ENTRY_FILES or name == IMPORTED_NAME or SIDE_NAME.fullmatch(name)
-                or _SIDE_TMP.fullmatch(name)
-                or name in ("lower.npz.tmp.npz", "upper.npz.tmp.npz"))
+#: What an entry being written may hold (module docstring).
+_STAGED_NAMES = (*ENTRY_FILES, "lower.npz.tmp.npz", "upper.npz.tmp.npz", IMPORTED_NAME)
 
 
-def _files_problem(d: Path) -> str | None:
-    """Why ``d`` is not a directory of regular files named as the store names them (naming
+def _files_problem(d: Path, named) -> str | None:
+    """Why ``d`` is not a directory of regular files whose names ``named`` accepts (naming
     the first path at fault), or None."""
     try:
         kind = _kind(d)
-        if kind != "dir":
+        if kind != _DIR:
             return f"{d.name} is a {kind}, not a directory"
         names = sorted(os.listdir(d))
     except OSError as exc:
         return f"{d.name} cannot be read ({exc.strerror or exc})"
     for name in names:
-        if not _store_file_name(name):
+        if not named(name):
             return f"{d.name}/{name} is not a file the store writes"
         try:
             kind = _kind(d / name)
         except OSError as exc:
             return f"{d.name}/{name} cannot be read ({exc.strerror or exc})"
-        if kind != "file":
+        if kind != _FILE:
             return f"{d.name}/{name} is a {kind}, not a regular file"
     return None
 
 
 def replaceable_problem(entry: Path) -> str | None:
-    """Why the store may not replace (or remove) what lies at an entry's path, naming the
-    first path at fault; None when it may: nothing there, or a directory holding only
-    regular files named as the store names them (its own entry, or one damaged: a
-    truncated certificate, a missing or edited record). A link, a file, a subdirectory or
-    any other name is left alone."""
-    return None if not os.path.lexists(entry) else _files_problem(entry)
+    """Why the store may not replace (or remove) what lies at the entry path ``entry``
+    (``ROOT/ENGINE/GROUP/epsEPS``), naming the first path at fault; None when it may:
+    nothing there, or an entry of its own (:func:`entry_problem`), damaged or not. Anything
+    else is left alone."""
+    if not os.path.lexists(entry):
+        return None
+    return entry_problem(entry)
 
 
-def remove_dir(path: Path, names=None) -> None:
-    """Unlink the files ``names`` of the directory ``path`` (default: those
-    :func:`replaceable_problem` accepts, checked now), then remove the directory itself.
+def remove_dir(path: Path, names=None, check=None) -> None:
+    """Unlink the files ``names`` of the directory ``path`` (default: every file, once
+    ``check(path)`` -- :func:`replaceable_problem` unless given, e.g. :func:`staging_problem`
+    -- has accepted them now), then remove the directory itself.
 
     Raises
     ------
@@ -193,7 +199,7 @@ def remove_dir(path: Path, names=None) -> None:
         ``path`` holds something else (it is left, with that), or a file cannot be removed.
     """
     if names is None:
-        why = replaceable_problem(path)
+        why = (check or replaceable_problem)(path)
         if why is not None:
             raise OSError(f"{why}; left alone")
         names = os.listdir(path)
@@ -204,9 +210,9 @@ def remove_dir(path: Path, names=None) -> None:
 
 def staging_problem(tmp: Path) -> str | None:
     """Why the directory ``tmp`` (``.epsEPS.PID.tmp``) is not an entry the store was
-    writing, naming the first path at fault; None when it is one. Its files may be
-    incomplete (a writer killed mid-way): recognised by their names and kinds only."""
-    return _files_problem(tmp)
+    writing, naming the first path at fault; None when it is one. Its files may be cut
+    short (a writer killed mid-way): recognised by their names and kinds only."""
+    return _files_problem(tmp, lambda n: n in _STAGED_NAMES)
 
 
 @dataclass
@@ -268,8 +274,8 @@ def scan(root) -> Scan:
         kind = _noted(out, e, lambda: _kind(eng))
         if kind is None:
             continue
-        if not (ENGINE_NAME.fullmatch(e) and kind == "dir"):
-            out.foreign.append(f"{e}: a {kind} that is not an engine directory (16 hex digits)")
+        if not (ENGINE_NAME.fullmatch(e) and kind == _DIR):
+            _foreign(out, f"{e}: a {kind} that is not an engine directory (16 hex digits)")
             continue
         out.engines.append(eng)
         for g in _noted(out, e, lambda: _listdir(eng)) or []:
@@ -277,12 +283,16 @@ def scan(root) -> Scan:
     return out
 
 
+def _foreign(out: Scan, line: str) -> None:
+    out.foreign.append(printable(line))
+
+
 def _noted(out: Scan, rel: str, look):
     """``look()``, or None with a line in ``out.foreign`` when it raises :class:`OSError`."""
     try:
         return look()
     except OSError as exc:
-        out.foreign.append(f"{rel}: cannot be read ({exc.strerror or exc})")
+        _foreign(out, f"{rel}: cannot be read ({exc.strerror or exc})")
         return None
 
 
@@ -294,24 +304,26 @@ def _group(out: Scan, e: str, path: Path) -> None:
         return
     lock = _LOCK.fullmatch(g)
     if lock:
-        empty = kind == "file" and _noted(out, rel, lambda: os.lstat(path).st_size) == 0
-        if GROUP_NAME.fullmatch(lock.group(1)) and empty:
+        size = _noted(out, rel, lambda: os.lstat(path).st_size) if kind == _FILE else None
+        if GROUP_NAME.fullmatch(lock.group(1)) and size == 0:
             out.locks[(e, lock.group(1))] = path
+        elif size is None or GROUP_NAME.fullmatch(lock.group(1)):
+            _foreign(out, f"{rel}: a {kind if size is None else f'{size}-byte file'}, not a "
+                          "lock the store writes (an empty regular file named GROUP.lock)")
         else:
-            out.foreign.append(f"{rel}: not a lock the store writes (an empty regular file "
-                               "named GROUP.lock)")
+            _foreign(out, f"{rel}: not named as the store names a lock (GROUP.lock)")
         return
-    if not (GROUP_NAME.fullmatch(g) and kind == "dir"):
-        out.foreign.append(f"{rel}: a {kind} that is not an operator's directory "
-                           "(HASH-EFFORT[-validated-HASH])")
+    if not (GROUP_NAME.fullmatch(g) and kind == _DIR):
+        _foreign(out, f"{rel}: a {kind} that is not an operator's directory "
+                      "(HASH-EFFORT[-validated-HASH])")
         return
     out.groups.append(path)
     for n in _noted(out, rel, lambda: _listdir(path)) or []:
         p = path / n
         if ENTRY_NAME.fullmatch(n):
-            why = entry_problem(p, e, g)
+            why = entry_problem(p)
             if why is not None:
-                out.foreign.append(f"{e}/{g}/{why}")
+                _foreign(out, f"{e}/{g}/{why}")
                 continue
             files = _listdir(p)
             size = sum(os.lstat(p / f).st_size for f in files)
@@ -320,11 +332,11 @@ def _group(out: Scan, e: str, path: Path) -> None:
         elif _STAGING.fullmatch(n):
             why = staging_problem(p)
             if why is not None:
-                out.foreign.append(f"{e}/{g}/{why}")
+                _foreign(out, f"{e}/{g}/{why}")
                 continue
             out.staging.append((p, os.lstat(p).st_mtime))
         else:
-            out.foreign.append(f"{e}/{g}/{n}: not an entry the store writes (epsEPS)")
+            _foreign(out, f"{e}/{g}/{n}: not an entry the store writes (epsEPS)")
 
 
 @dataclass
@@ -424,14 +436,26 @@ def prune_plan(found: Scan, choose, now: float | None = None) -> PrunePlan:
     return plan
 
 
-def prune(plan: PrunePlan) -> list[str]:
+@dataclass
+class PruneResult:
+    """What :func:`prune` did: the entries removed (and their bytes), every other path
+    removed, and one line per path not removed, with why."""
+
+    entries: list = field(default_factory=list)
+    bytes: int = 0
+    others: list = field(default_factory=list)
+    failed: list = field(default_factory=list)
+
+
+def prune(plan: PrunePlan) -> PruneResult:
     """Carry out ``plan`` (:func:`prune_plan`): each entry's files one by one, then its
-    directory; each staged entry, checked again; the operator directories, locks and engine
-    directories left empty. An operator whose lock another process took since the plan was
-    made is left alone. Returns one line per path not removed, and why."""
+    directory; each staged entry, checked again; then the operator directories, their locks
+    and the engine directories that are empty now (one that still holds something, because a
+    removal above failed, is left with its lock; the failure is the line that says why). An
+    operator whose lock another process took since the plan was made is left alone."""
     import fcntl
 
-    failed = []
+    out = PruneResult()
 
     def locked(lock: Path | None):
         """An open, exclusively locked descriptor of ``lock``, None without one, or
@@ -446,19 +470,21 @@ def prune(plan: PrunePlan) -> list[str]:
             raise
         return fd
 
-    def attempt(path: Path, what, lock: Path | None = None) -> None:
+    def attempt(path: Path, what, lock: Path | None = None) -> bool:
         try:
             fd = locked(lock)
         except BlockingIOError:
-            failed.append(f"{path}: in use by another run (its lock is held)")
-            return
+            out.failed.append(f"{path}: in use by another run (its lock is held)")
+            return False
         except OSError as exc:
-            failed.append(f"{path}: its lock cannot be taken ({exc.strerror or exc})")
-            return
+            out.failed.append(f"{path}: its lock cannot be taken ({exc.strerror or exc})")
+            return False
         try:
             what()
+            return True
         except OSError as exc:
-            failed.append(f"{path}: {exc.strerror or exc}")
+            out.failed.append(f"{path}: {exc.strerror or exc}")
+            return False
         finally:
             if fd is not None:
                 os.close(fd)
@@ -466,24 +492,34 @@ def prune(plan: PrunePlan) -> list[str]:
     def lock_of(gdir: Path) -> Path:
         return gdir.parent / f"{gdir.name}.lock"
 
+    def emptied(d: Path) -> bool:
+        try:
+            return not os.listdir(d)
+        except OSError:
+            return False
+
     for e in plan.entries:
-        attempt(e.path, lambda e=e: remove_dir(e.path, e.files), lock_of(e.path.parent))
+        if attempt(e.path, lambda e=e: remove_dir(e.path, e.files), lock_of(e.path.parent)):
+            out.entries.append(e)
+            out.bytes += e.bytes
     for p in plan.staging:
-        def staged(p=p):
-            why = staging_problem(p)
-            if why is not None:
-                raise OSError(f"{why}; left alone")
-            remove_dir(p, os.listdir(p))
-        attempt(p, staged, lock_of(p.parent))
+        if attempt(p, lambda p=p: remove_dir(p, check=staging_problem), lock_of(p.parent)):
+            out.others.append(p)
     for g in plan.groups:
-        attempt(g, lambda g=g: os.rmdir(g), lock_of(g))
+        if emptied(g) and attempt(g, lambda g=g: os.rmdir(g), lock_of(g)):
+            out.others.append(g)
     for lock in plan.locks:
+        group = lock.with_name(lock.name[:-len(".lock")])
+
         def unlink(lock=lock):
             st = os.lstat(lock)
             if not stat.S_ISREG(st.st_mode) or st.st_size:
                 raise OSError("no longer an empty lock file; left alone")
             os.unlink(lock)
-        attempt(lock, unlink, lock)
+
+        if not os.path.lexists(group) and attempt(lock, unlink, lock):
+            out.others.append(lock)
     for eng in plan.engines:
-        attempt(eng, lambda eng=eng: os.rmdir(eng))
-    return failed
+        if emptied(eng) and attempt(eng, lambda eng=eng: os.rmdir(eng)):
+            out.others.append(eng)
+    return out

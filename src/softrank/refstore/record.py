@@ -21,7 +21,7 @@ from pathlib import Path
 from ..certifiers.bracket import own_schedule
 from ..certifiers.interface import Diagnostics
 from ..certifiers.registry import CERTIFICATE_METHODS, TRAITS
-from .layout import IMPORTED_NAME, MAX_RECORD_BYTES
+from .layout import IMPORTED_NAME, MAX_RECORD_BYTES, printable
 
 __all__ = ["Refused", "check_diagnostics", "side_record_ok", "imported_from",
            "certificate_bytes_bound", "BUNDLE_CLAIMS", "is_seconds"]
@@ -48,9 +48,10 @@ def certificate_bytes_bound(m: int, N: int) -> int:
 
 
 def side_record_ok(rec, files, name: str = "") -> bool:
-    """A side record as :meth:`~softrank.refstore.store.ReferenceStore.put_side_record` writes one, for the entry
-    whose certificate digests are ``files``: ``{"files": ..., "value": {key: value}}``, each
-    value a finite number or a short string; an attack's (``attack-*``) exactly
+    """A side record as :meth:`~softrank.refstore.store.ReferenceStore.put_side_record`
+    writes one, for the entry whose certificate digests are ``files``: ``{"files": ...,
+    "value": {key: value}}``, each value a finite number or a short string; an attack's
+    (``attack-*``) exactly
     ``{"attack": "held", "attack_closest": x, "attack_seconds": s}`` with numbers >= 0."""
     if not (isinstance(rec, dict) and set(rec) == {"files", "value"} and isinstance(files, dict)
             and rec["files"] == files and isinstance(rec["value"], dict)):
@@ -81,7 +82,7 @@ def imported_from(entry: Path, files) -> str | None:
         if not (isinstance(doc, dict) and isinstance(doc.get("bundle"), str)
                 and doc.get("files") == files):
             raise ValueError
-        return doc["bundle"][:300]
+        return printable(doc["bundle"][:300])
     except (OSError, ValueError, RecursionError):
         return "an unknown bundle (its record of the import cannot be read)"
 
@@ -141,6 +142,7 @@ def check_diagnostics(d, lower: int, upper: int, effort: str, certs: dict,
     if (not isinstance(carried, dict) or not set(carried) <= set(_SIDES)
             or not all(isinstance(v, float) and 0 < v < 1 for v in carried.values())
             or not isinstance(reported, dict) or set(reported) != set(_SIDES)
+            or not all(isinstance(v, str) for v in reported.values())
             or type(d.get("checker_disagreements", 0)) is not int
             or d.get("checker_disagreements", 0) < 0
             or d.get("error", "") != "" or d.get("cut_short", False) is not False

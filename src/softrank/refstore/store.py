@@ -53,7 +53,7 @@ from ..certifiers.bracket import Bracket
 from ..checker import UpperWitness, check, load_certificate, matrix_hash, save_certificate
 from ..errors import InvalidArgumentError, SoftrankError
 from .layout import (ENTRY_FORMAT, IMPORTED_NAME, MAX_RECORD_BYTES, SIDE_NAME, entry_problem,
-                     eps_name, remove_dir, replaceable_problem)
+                     eps_name, remove_dir, replaceable_problem, staging_problem)
 from .record import (BUNDLE_CLAIMS, Refused, certificate_bytes_bound, check_diagnostics,
                      imported_from, is_seconds, side_record_ok)
 
@@ -206,9 +206,10 @@ class ReferenceStore:
         self.refused: list[str] = []
         self.notes: list[str] = []
 
-    def ensure_root(self) -> None:
+    def ensure_root(self, hint: bool = True) -> None:
         """Create the store's directory where it is missing (``create="later"``: a command
         that writes only once its input is checked, so that a refused input creates nothing).
+        ``hint``: the message says how to run without a store.
 
         Raises
         ------
@@ -218,9 +219,9 @@ class ReferenceStore:
         try:
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise InvalidArgumentError(f"{self.arg}: cannot create {str(self.root)!r}: "
-                                       f"{exc.strerror or exc} ({STORE_ENV}=off runs "
-                                       f"without a store)") from None
+            raise InvalidArgumentError(
+                f"{self.arg}: cannot create {str(self.root)!r}: {exc.strerror or exc}"
+                + (f" ({STORE_ENV}=off runs without a store)" if hint else "")) from None
         self.writable = os.access(self.root, os.W_OK)
 
     @classmethod
@@ -415,6 +416,9 @@ class ReferenceStore:
             return self._read(entry, operator, A, rho, eps, effort, validated, engine, touch)
         except OSError as exc:
             raise Refused(f"cannot be read ({exc.strerror or exc})") from None
+        except (TypeError, ValueError, KeyError, AttributeError, IndexError,
+                RecursionError) as exc:  # a field of a type no check above foresaw
+            raise Refused(f"bracket.json is malformed ({type(exc).__name__})") from None
 
     def _read(self, entry, operator, A, rho, eps, effort, validated, engine, touch) -> Bracket:
         rec, files = self._record(entry)
@@ -524,10 +528,9 @@ class ReferenceStore:
     @contextlib.contextmanager
     def _staged(entry: Path):
         """A temporary directory beside ``entry`` to fill; when the block ends without an
-        exception it replaces ``entry``, which must be absent or the store's own (a
-        directory of regular files named as the store names them,
-        :func:`~softrank.refstore.layout.replaceable_problem`: anything else there is left
-        alone, and :class:`OSError` says so); it is removed on every exit."""
+        exception it replaces ``entry``, which must be absent or an entry of the store's own,
+        damaged or not (:func:`~softrank.refstore.layout.replaceable_problem`: anything else
+        there is left alone, and :class:`OSError` says so); it is removed on every exit."""
         why = replaceable_problem(entry)  # before any work: nothing is written then
         if why is not None:
             raise OSError(f"{entry.parent.name}/{why}; left alone (remove it to let the "
@@ -535,7 +538,7 @@ class ReferenceStore:
         entry.parent.mkdir(parents=True, exist_ok=True)
         tmp = entry.parent / f".{entry.name}.{os.getpid()}.tmp"
         if os.path.lexists(tmp):  # left by a killed process of the same id
-            remove_dir(tmp)
+            remove_dir(tmp, check=staging_problem)
         tmp.mkdir()
         try:
             yield tmp
@@ -545,7 +548,7 @@ class ReferenceStore:
         finally:
             if os.path.lexists(tmp):
                 with contextlib.suppress(OSError):
-                    remove_dir(tmp)
+                    remove_dir(tmp, check=staging_problem)
 
     def copy_entry(self, src: Path, entry: Path, side: tuple = (),
                    imported: dict | None = None) -> None:
@@ -596,7 +599,7 @@ class ReferenceStore:
         entry = path.parent
         try:
             with self.locked(entry.parent):
-                why = entry_problem(entry, entry.parent.parent.name, entry.parent.name)
+                why = entry_problem(entry)
                 if why is not None:
                     raise OSError(f"{why}; left alone")
                 remove_dir(entry, os.listdir(entry))

@@ -16,6 +16,7 @@ parser (:mod:`.parser`) and what several commands share (:mod:`.common`); this m
 
 from __future__ import annotations
 
+import errno
 import sys
 
 from ... import stop
@@ -86,9 +87,42 @@ def main(argv=None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
     except OSError as exc:  # a last resort: each command checks the paths it writes up front
-        if exc.filename is None:
+        if exc.filename is not None:
+            where = repr(str(exc.filename)) + (
+                f" -> {str(exc.filename2)!r}" if exc.filename2 is not None else "")
+        elif exc.errno in _CANNOT_WRITE and args.command in _OUTPUTS:  # (a full disk
+            # mid-run: the write names no file; the command's output is what it writes)
+            where = _output(args)
+        else:
             raise
-        where = repr(str(exc.filename)) + (
-            f" -> {str(exc.filename2)!r}" if exc.filename2 is not None else "")
         print(f"softrank {args.command}: error: {where}: {exc.strerror or exc}", file=sys.stderr)
         return 2
+    except Exception as exc:  # noqa: BLE001 - only a database that cannot be written
+        import sqlite3
+
+        if not (isinstance(exc, sqlite3.OperationalError)
+                and any(w in str(exc) for w in ("disk is full", "disk I/O error",
+                                                "readonly database"))):
+            raise
+        print(f"softrank {args.command}: error: {_output(args)}: cannot write its ledger "
+              f"({exc})", file=sys.stderr)
+        return 2
+
+
+#: errno values of a write that cannot be done: a full disk or quota, a read-only mount, no
+#: permission, a file too large.
+_CANNOT_WRITE = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM,
+                 errno.EFBIG}
+
+#: Each command's output argument, for a write that fails without naming its file.
+_OUTPUTS = {"audit": ("out", "--out"), "heads": ("out", "--out"), "laws": ("out", "--out"),
+            "study": ("out", "--out"), "bracket": ("save_certificates", "--save-certificates"),
+            "frontier": ("plot", "--plot"), "tiny-checkpoint": ("directory", "directory"),
+            "reference": ("directory", "DIR")}
+
+
+def _output(args) -> str:
+    """``ARG 'PATH'``: what the command was writing, for a failure that names no file."""
+    attr, name = _OUTPUTS.get(args.command, (None, None))
+    path = getattr(args, attr, None) if attr else None
+    return f"{name} {str(path)!r}" if path else "its output"

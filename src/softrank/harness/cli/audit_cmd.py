@@ -86,8 +86,12 @@ def _audit_locked(args, panel, out: Path, t0: float) -> int:
     from ..panels import materialize
     from ..report import summarize, write_report
 
+    from ..store import Ledger
+
     store = reference_store(args)
     config = _config(args, panel, store)
+    Ledger.check_can_open(out, args.resume)
+    cache = operator_cache(args)  # every refusal before the first line of progress
     if args.quiet:
         quiet_transformers()
     else:
@@ -95,10 +99,6 @@ def _audit_locked(args, panel, out: Path, t0: float) -> int:
               f"operator{'s' if len(panel) != 1 else ''} x {len(config.eps)} "
               f"tolerance{'s' if len(config.eps) != 1 else ''} -> {out}/", file=sys.stderr,
               flush=True)
-    from ..store import Ledger
-
-    Ledger.check_can_open(out, args.resume)
-    cache = operator_cache(args)
     ops = materialize(panel.specs, cache)
     t_ops = time.perf_counter() - t0
     if not args.quiet:

@@ -4,6 +4,7 @@ of one operator for a range of ranks (docs/theory/frontier.md)."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -104,7 +105,11 @@ def _plot_path(args) -> Path:
                             "--no-plot, or --overwrite to replace it")
     parent = plot.parent
     if not parent.is_dir():
-        raise SoftrankError(f"--plot: cannot write {str(plot)!r}: {str(parent)!r} " + (
-            "is not a directory" if parent.exists() else "does not exist"))
+        up = parent  # the first path on the way that is there says why
+        while not os.path.lexists(up) and up != up.parent:
+            up = up.parent
+        raise SoftrankError(f"--plot: cannot write {str(plot)!r}: " + (
+            f"{str(up)!r} is not a directory" if os.path.lexists(up) and not up.is_dir()
+            else f"{str(parent)!r} does not exist"))
     probe_dir(parent, "--plot")
     return plot

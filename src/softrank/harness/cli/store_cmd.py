@@ -67,7 +67,8 @@ def run_cache(args) -> int:
             print("  empty")
         for eng, r in inv.items():
             tag = "  <- this engine" if eng == current else ""
-            print(f"  engine {eng}: {r['operators']} operators, {r['entries']} brackets, "
+            print(f"  engine {eng}: {_count(r['operators'], 'operator')}, "
+                  f"{_count(r['entries'], 'bracket')}, "
                   f"{gib(r['bytes'])}, last used {r['last_used']}{tag}")
         if found.foreign:
             print(f"  {len(found.foreign)} paths that softrank did not write (first: "
@@ -97,13 +98,15 @@ def run_cache(args) -> int:
     if not args.dry_run and paths and not store.writable:
         raise SoftrankError(f"{store.arg}: {str(store.root)!r} cannot be written here "
                             "(read-only); nothing removed")
-    failed = [] if args.dry_run else prune(plan)
-    verb = "would remove" if args.dry_run else "removed"
-    print(f"softrank cache prune: {verb} {len(plan.entries) - len(failed)} brackets "
-          f"({gib(plan.bytes)}): {what}, in {str(store.root)!r}"
-          + (f"; with them {len(paths) - len(plan.entries)} other paths (operator and engine "
-             "directories left empty, their locks, entries a killed run left half-made)"
-             if len(paths) > len(plan.entries) else ""))
+    if args.dry_run:
+        n, size, others, failed = len(plan.entries), plan.bytes, len(paths) - len(plan.entries), []
+    else:
+        done = prune(plan)
+        n, size, others, failed = len(done.entries), done.bytes, len(done.others), done.failed
+    print(f"softrank cache prune: {'would remove' if args.dry_run else 'removed'} "
+          f"{_count(n, 'bracket')} ({gib(size)}): {what}, in {str(store.root)!r}"
+          + (f"; with them {_count(others, 'other path')} (operator and engine directories "
+             "left empty, their locks, entries a killed run left half-made)" if others else ""))
     if args.dry_run:
         for p in paths:
             print(f"  {p}")
@@ -116,24 +119,41 @@ def run_cache(args) -> int:
     return 1 if failed else 0
 
 
+def _count(n: int, noun: str) -> str:
+    """``1 bracket``, ``2 brackets``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def run_reference(args) -> int:
     from ...refstore import export_bundle, import_bundle, read_manifest
 
     if args.reference_command == "export":
+        if args.eps:
+            from ...certifiers.bracket import validate_eps
+
+            validate_eps(args.eps, "--eps")
+        if not args.directory.strip():
+            raise SoftrankError(f"DIR: expected a directory path, got {args.directory!r}")
         dest = Path(args.directory)
         if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
             raise SoftrankError(f"DIR: {str(dest)!r} exists and is not an empty directory; a "
                                 "bundle is written into a new one")
         store = reference_store(args, required=True, create=False)
+        inside = dest.resolve()
+        if inside == store.root.resolve() or store.root.resolve() in inside.parents:
+            raise SoftrankError(f"DIR: {str(dest)!r} is inside the reference store "
+                                f"{str(store.root)!r}; write the bundle elsewhere (the store "
+                                "holds only its own files)")
         with made_dir(args.directory, "DIR") as dest:
             return _export(args, store, dest, export_bundle)
     read_manifest(args.directory)  # a directory that is no bundle creates nothing
     store = reference_store(args, required=True, create="later")
     rep = import_bundle(store, args.directory, keep_engine=args.keep_engine)
-    print(f"softrank reference import: {rep.done} brackets added to {str(store.root)!r}, "
-          f"{rep.already} already there (engine {rep.engine}); {len(rep.problems)} refused")
+    print(f"softrank reference import: {_count(rep.done, 'bracket')} added to "
+          f"{str(store.root)!r}, {rep.already} already there (engine {rep.engine}); "
+          f"{len(rep.problems)} not added")
     for p in rep.problems[:50]:
-        print(f"  refused: {p}")
+        print(f"  {p}")
     if len(rep.problems) > 50:
         print(f"  ... and {len(rep.problems) - 50} more")
     return 1 if rep.problems else 0
@@ -151,7 +171,9 @@ def _export(args, store, dest: Path, export_bundle) -> int:
           f"{panel.name!r} written to {str(dest)!r} (engine {rep.engine})")
     for p in rep.problems[:50]:
         print(f"  missing: {p}")
-    if rep.problems:
+    if len(rep.problems) > 50:
+        print(f"  ... and {len(rep.problems) - 50} more")
+    if any(p.endswith("not in the store") for p in rep.problems):
         print("  (run softrank audit on the panel with this store first; the bundle holds the "
               "cells that were stored)")
     return 1 if rep.problems else 0
