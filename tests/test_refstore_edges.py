@@ -717,12 +717,118 @@ def test_a_manifest_that_is_not_a_regular_file_is_named(op, tmp_path, kind):
         import_bundle(ReferenceStore(tmp_path / "dst", create="later"), bundle)
 
 
-@pytest.mark.parametrize("argv", [["audit", "--panel", "quick", "--out", ""],
-                                  ["reference", "export", "--panel", "quick", ""]])
+@pytest.mark.parametrize("argv", [
+    ["audit", "--panel", "quick", "--out", ""], ["reference", "export", "--panel", "quick", ""],
+    ["reference", "import", ""], ["verify", ""], ["bracket", "u.npy", "--eps", "0.25",
+                                                  "--save-certificates", " "],
+    ["audit", "--panel", "quick", "--operator-cache", ""], ["cache", "info",
+                                                            "--reference-store", "  "]])
 def test_an_empty_path_is_not_the_current_directory(tmp_path, capsys, monkeypatch, argv):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("SOFTRANK_REFERENCE_STORE", str(tmp_path / "s"))
     (tmp_path / "s").mkdir()
-    assert main(argv) == 2
-    assert "expected a directory path, got ''" in capsys.readouterr().err
-    assert sorted(os.listdir(tmp_path)) == ["s"]
+    np.save(tmp_path / "u.npy", np.full((4, 4), 0.25))
+    with pytest.raises(SystemExit) as ex:  # refused by the parser, before any work
+        main(argv)
+    assert ex.value.code == 2
+    err = capsys.readouterr().err
+    assert "expected a path, got" in err and err.count("\n") == 1
+    assert sorted(os.listdir(tmp_path)) == ["s", "u.npy"] and os.listdir(tmp_path / "s") == []
+
+
+def test_a_users_file_at_a_side_records_name_is_never_replaced(op, tmp_path, monkeypatch):
+    s = ReferenceStore(tmp_path)
+    (br,) = bracket(op, 0.25, store=s)
+    entry = s.group_dir(op, "full", False) / "eps0.25"
+    mine = entry / "attack-quick-x.json"
+    mine.write_text('{"my": "notes"}')
+    assert not s.put_side_record(br, "attack-quick-x", {"attack": "held",
+                                                        "attack_closest": 1.5,
+                                                        "attack_seconds": 0.1})
+    assert mine.read_text() == '{"my": "notes"}'
+    mine.unlink()
+    real = os.replace  # a full disk at the rename: no empty record is left behind
+
+    def full(src, dst):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(store_mod.Path, "replace", lambda self, dst: full(self, dst))
+    assert not s.put_side_record(br, "attack-quick-x", {"attack": "held",
+                                                        "attack_closest": 1.5,
+                                                        "attack_seconds": 0.1})
+    monkeypatch.setattr(os, "replace", real)
+    assert sorted(os.listdir(entry)) == ["bracket.json", "lower.npz", "upper.npz"]
+
+
+def test_a_removal_cut_short_leaves_an_entry_its_record_accounts_for(op, tmp_path, capsys,
+                                                                       monkeypatch):
+    s = ReferenceStore(tmp_path / "s")
+    bracket(op, 0.25, store=s)
+    entry = s.group_dir(op, "full", False) / "eps0.25"
+    real = os.unlink
+
+    def unlink(path, *a, **kw):
+        if str(path) == str(entry / "lower.npz"):
+            raise PermissionError(errno.EPERM, "Operation not permitted")
+        return real(path, *a, **kw)
+
+    monkeypatch.setattr(layout.os, "unlink", unlink)
+    assert main(["cache", "prune", "--reference-store", str(s.root), "--all"]) == 1
+    assert "lower.npz: Operation not permitted" in capsys.readouterr().out
+    monkeypatch.setattr(layout.os, "unlink", real)
+    assert (entry / "bracket.json").is_file() and layout.entry_problem(entry) is None
+    assert main(["cache", "prune", "--reference-store", str(s.root), "--all"]) == 0
+    assert os.listdir(s.root) == []
+
+
+def test_a_newline_in_a_record_cannot_start_a_line(head, tmp_path, capsys):
+    bundle = _bundle(tmp_path, [head], [0.25])
+
+    def edit(rec):
+        rec["diagnostics"]["methods"][0]["name"] = "trivial\nsoftrank reference import: ok"
+
+    _forge(bundle, edit_record=edit)
+    assert main(["reference", "import", str(bundle), "--reference-store",
+                 str(tmp_path / "dst")]) == 1
+    out = capsys.readouterr().out
+    assert len(out.splitlines()) == 2 and "trivial" in out.splitlines()[1]  # summary, refusal
+
+
+def test_export_carries_only_the_entrys_own_records(op, tmp_path):
+    s = ReferenceStore(tmp_path / "s")
+    (br,) = bracket(op, 0.25, store=s)
+    assert s.put_side_record(br, "attack-quick-x", {"attack": "held", "attack_closest": 1.5,
+                                                    "attack_seconds": 0.1})
+    entry = s.group_dir(op, "full", False) / "eps0.25"
+    (entry / "notes.json").write_text('{"secret": "x"}')
+    rep = export_bundle(s, [op], [0.25], tmp_path / "b")
+    assert rep.done == 1
+    got = sorted(os.listdir(tmp_path / "b" / "entries" / entry.parent.name / "eps0.25"))
+    assert got == ["attack-quick-x.json", "bracket.json", "lower.npz", "upper.npz"]
+
+
+@pytest.mark.parametrize("how", ["a side record of any value", "an import record with more",
+                                 "format true"])
+def test_a_record_looser_than_the_stores_is_foreign(op, tmp_path, how):
+    s = ReferenceStore(tmp_path)
+    bracket(op, 0.25, store=s)
+    entry = s.group_dir(op, "full", False) / "eps0.25"
+    rec = json.loads((entry / "bracket.json").read_text())
+    if how == "a side record of any value":
+        (entry / "thesis.json").write_text(json.dumps({"files": rec["files"],
+                                                       "value": {"draft": [1, 2]}}))
+    elif how == "an import record with more":
+        (entry / "imported.json").write_text(json.dumps(
+            {"bundle": "b", "manifest_sha256": "0", "imported": "t", "files": rec["files"],
+             "mine": "x"}))
+    else:
+        (entry / "bracket.json").write_text(json.dumps({**rec, "format": True}))
+    assert layout.entry_problem(entry) is not None
+
+
+def test_a_store_that_cannot_be_created_says_how_to_run_without_one(tmp_path):
+    (tmp_path / "f").write_text("mine")
+    with pytest.raises(InvalidArgumentError, match=r"\(--no-reference-store runs without"):
+        ReferenceStore(tmp_path / "f" / "s")
+    with pytest.raises(InvalidArgumentError, match="SOFTRANK_REFERENCE_STORE=off"):
+        ReferenceStore(tmp_path / "f" / "s", arg="SOFTRANK_REFERENCE_STORE (default store)")

@@ -22,7 +22,19 @@ __all__ = [
     "MalformedCertificate",
     "CertifierError",
     "ModelsUnavailable",
+    "printable",
 ]
+
+
+def printable(text) -> str:
+    """``text`` for one line of a message: every control character (a newline, a carriage
+    return, the C1 controls, the Unicode line and paragraph separators) written as an escape
+    ``\\uXXXX``, so that what a message quotes of an input (a file name, a field of a
+    bundle) cannot start a line of its own."""
+    import re
+
+    return re.sub("[\x00-\x1f\x7f-\x9f\u2028\u2029]",
+                  lambda c: f"\\u{ord(c.group()):04x}", str(text))
 
 
 class SoftrankError(Exception):

@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..certifiers.bracket import EFFORTS
-from ..errors import InvalidArgumentError, SoftrankError
+from ..errors import InvalidArgumentError, SoftrankError, printable
 from ..operators import MAX_FILE_BYTES, load_operator, save_operator
-from .layout import IMPORTED_NAME, MAX_RECORD_BYTES, SIDE_NAME, eps_name, mode_kind, printable
+from .layout import IMPORTED_NAME, MAX_RECORD_BYTES, SIDE_NAME, eps_name, mode_kind, within
 from .record import Refused, certificate_bytes_bound, side_record_ok
 from .store import ReferenceStore, engine_key, engine_versions, file_sha256, group_name
 
@@ -174,12 +174,14 @@ def export_bundle(store: ReferenceStore, operators, eps_list, dest, *, effort: s
 
 def _written(path: Path, write) -> None:
     """Run ``write``; an :class:`OSError` (a directory that cannot be created, a full disk)
-    becomes one line naming the file and the reason."""
+    becomes one line naming the file and the reason, and saying that the bundle is
+    incomplete (it has no manifest yet: no import reads it)."""
     try:
         write()
     except OSError as exc:
-        raise InvalidArgumentError(f"DIR: cannot write {str(path)!r} "
-                                   f"({exc.strerror or exc})") from None
+        raise InvalidArgumentError(f"DIR: cannot write {str(path)!r} ({exc.strerror or exc}); "
+                                   "the bundle is incomplete (no manifest.json): remove it and "
+                                   "export again") from None
 
 
 def read_manifest(src) -> dict:
@@ -342,7 +344,7 @@ def import_bundle(store: ReferenceStore, src, *, keep_engine: bool = False) -> B
                 raise Refused(f"operators/{h}.npz: its matrix has hash {op.hash}")
             ops[h] = op
         except Refused as why:
-            report.problems.append(f"operator {h!s:.20}: refused ({why})")
+            report.problems.append(printable(f"operator {h!s:.20}: refused ({why})"))
     accepted = []
     for rec in m["entries"]:
         try:
@@ -408,10 +410,12 @@ def _writable(store: ReferenceStore, src: Path) -> None:
     import tempfile
 
     root = store.root
-    inside = root.resolve()
-    if inside == src.resolve() or src.resolve() in inside.parents:
+    if within(root, src):
         raise InvalidArgumentError(f"{store.arg}: {str(root)!r} is inside the bundle "
                                    f"{str(src)!r}; a bundle is never changed by its import")
+    if within(src, root):
+        raise InvalidArgumentError(f"DIR: the bundle {str(src)!r} is inside the store "
+                                   f"{str(root)!r}, which holds only its own files; move it out")
     try:
         if root.exists():
             if not store.writable:

@@ -34,6 +34,7 @@ nothing to lose).
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import stat
@@ -41,9 +42,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..errors import printable
+
 __all__ = ["ENTRY_FORMAT", "SIDE_NAME", "IMPORTED_NAME", "MAX_RECORD_BYTES", "ENTRY_FILES",
-           "ENGINE_NAME", "GROUP_NAME", "ENTRY_NAME", "eps_name", "mode_kind", "printable",
-           "entry_problem",
+           "ENGINE_NAME", "GROUP_NAME", "ENTRY_NAME", "eps_name", "mode_kind", "within",
+           "is_seconds", "side_record_ok", "imported_record_ok", "entry_problem",
            "staging_problem", "replaceable_problem", "remove_dir", "Scan", "scan",
            "PrunePlan", "prune_plan", "prune", "PruneResult", "STALE_STAGING"]
 
@@ -75,10 +78,52 @@ _HEX16 = ENGINE_NAME
 STALE_STAGING = 3600
 
 
-def printable(v) -> str:
-    """``v`` as text for one line of output: control characters (a newline in a file name
-    would start a line of its own) written as escapes."""
-    return re.sub(r"[\x00-\x1f\x7f]", lambda c: f"\\x{ord(c.group()):02x}", str(v))
+def is_seconds(v) -> bool:
+    """A duration as softrank writes one: a finite number >= 0 (not a bool)."""
+    return (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+            and v >= 0)
+
+
+def side_record_ok(rec, files, name: str = "") -> bool:
+    """A side record as :meth:`~softrank.refstore.store.ReferenceStore.put_side_record`
+    writes one, for the entry whose certificate digests are ``files``: ``{"files": ...,
+    "value": {key: value}}``, each value a finite number or a short string; an attack's
+    (``attack-*``) exactly
+    ``{"attack": "held", "attack_closest": x, "attack_seconds": s}`` with numbers >= 0."""
+    if not (isinstance(rec, dict) and set(rec) == {"files", "value"} and isinstance(files, dict)
+            and rec["files"] == files and isinstance(rec["value"], dict)):
+        return False
+    v = rec["value"]
+    if name.startswith("attack-"):
+        return (set(v) == {"attack", "attack_closest", "attack_seconds"}
+                and v["attack"] == "held" and is_seconds(v["attack_closest"])
+                and is_seconds(v["attack_seconds"]))
+    return all(isinstance(k, str) and (is_seconds(x) or (isinstance(x, (int, float))
+                                                         and not isinstance(x, bool)
+                                                         and math.isfinite(x))
+                                       or (isinstance(x, str) and len(x) <= 80))
+               for k, x in v.items())
+
+
+def within(child, parent) -> bool:
+    """Whether the path ``child`` (which need not exist) is ``parent`` or lies inside it,
+    judged by the device and inode of each directory on the way up from ``child``'s real
+    path, so that a link, ``..`` or a bind mount of ``parent`` is seen through."""
+    try:
+        top = os.stat(parent)
+    except OSError:
+        return False
+    p = Path(child).resolve()
+    while True:
+        try:
+            st = os.stat(p)
+            if (st.st_dev, st.st_ino) == (top.st_dev, top.st_ino):
+                return True
+        except OSError:
+            pass  # not there (yet): its parent decides
+        if p == p.parent:
+            return False
+        p = p.parent
 
 
 def eps_name(eps: float) -> str:
@@ -131,7 +176,8 @@ def entry_problem(entry: Path) -> str | None:
     if "bracket.json" not in names:
         return f"{entry.name} has no bracket.json"
     rec = _small_json(entry / "bracket.json")
-    if not (isinstance(rec, dict) and rec.get("format") == ENTRY_FORMAT
+    if not (isinstance(rec, dict) and type(rec.get("format")) is int
+            and rec["format"] == ENTRY_FORMAT
             and isinstance(rec.get("engine"), str) and ENGINE_NAME.fullmatch(rec["engine"])
             and isinstance(rec.get("operator"), str) and _HEX16.fullmatch(rec["operator"])
             and rec.get("effort") in ("full", "fast") and isinstance(rec.get("validated"), bool)
@@ -144,12 +190,20 @@ def entry_problem(entry: Path) -> str | None:
         if name in ("bracket.json", "lower.npz", "upper.npz"):
             continue
         doc = _small_json(entry / name)
-        if not (isinstance(doc, dict) and doc.get("files") == rec["files"]
-                and (set(doc) == {"files", "value"} if name != IMPORTED_NAME
-                     else isinstance(doc.get("bundle"), str))):
+        if not (side_record_ok(doc, rec["files"], name[:-len(".json")])
+                if name != IMPORTED_NAME else imported_record_ok(doc, rec["files"])):
             return (f"{entry.name}/{name} is not a record the store keeps beside this entry "
                     "(with its digests)")
     return None
+
+
+def imported_record_ok(doc, files) -> bool:
+    """:data:`IMPORTED_NAME` as the store writes it, for the entry whose certificate digests
+    are ``files``: the bundle's description, the manifest's digest, when, and ``files``."""
+    return (isinstance(doc, dict) and set(doc) == {"bundle", "manifest_sha256", "imported",
+                                                   "files"}
+            and doc["files"] == files and isinstance(doc["bundle"], str)
+            and isinstance(doc["manifest_sha256"], str) and isinstance(doc["imported"], str))
 
 
 #: What an entry being written may hold (module docstring).
@@ -203,8 +257,12 @@ def remove_dir(path: Path, names=None, check=None) -> None:
         if why is not None:
             raise OSError(f"{why}; left alone")
         names = os.listdir(path)
-    for name in names:
-        os.unlink(path / name)
+    # the record last: a removal cut short leaves an entry its record still accounts for
+    for name in sorted(names, key=lambda n: n == "bracket.json"):
+        try:
+            os.unlink(path / name)
+        except OSError as exc:
+            raise OSError(exc.errno, f"{name}: {exc.strerror or exc}") from None
     os.rmdir(path)
 
 

@@ -13,7 +13,6 @@ is hashed or read.
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 from pathlib import Path
@@ -21,14 +20,20 @@ from pathlib import Path
 from ..certifiers.bracket import own_schedule
 from ..certifiers.interface import Diagnostics
 from ..certifiers.registry import CERTIFICATE_METHODS, TRAITS
-from .layout import IMPORTED_NAME, MAX_RECORD_BYTES, printable
+from ..errors import printable
+from .layout import (IMPORTED_NAME, MAX_RECORD_BYTES, imported_record_ok, is_seconds,
+                     side_record_ok)
 
 __all__ = ["Refused", "check_diagnostics", "side_record_ok", "imported_from",
            "certificate_bytes_bound", "BUNDLE_CLAIMS", "is_seconds"]
 
 
 class Refused(Exception):
-    """An entry that is not read back; the message says why (one line)."""
+    """An entry that is not read back; the message says why (one line: what it quotes of
+    the entry is :func:`~softrank.refstore.layout.printable`)."""
+
+    def __init__(self, message: str):
+        super().__init__(printable(message))
 
 
 #: What an entry imported from a bundle says that no check covers (docs/store.md): shown
@@ -47,27 +52,6 @@ def certificate_bytes_bound(m: int, N: int) -> int:
     return 16 * (int(m) + int(N)) ** 2 + (1 << 20)
 
 
-def side_record_ok(rec, files, name: str = "") -> bool:
-    """A side record as :meth:`~softrank.refstore.store.ReferenceStore.put_side_record`
-    writes one, for the entry whose certificate digests are ``files``: ``{"files": ...,
-    "value": {key: value}}``, each value a finite number or a short string; an attack's
-    (``attack-*``) exactly
-    ``{"attack": "held", "attack_closest": x, "attack_seconds": s}`` with numbers >= 0."""
-    if not (isinstance(rec, dict) and set(rec) == {"files", "value"} and isinstance(files, dict)
-            and rec["files"] == files and isinstance(rec["value"], dict)):
-        return False
-    v = rec["value"]
-    if name.startswith("attack-"):
-        return (set(v) == {"attack", "attack_closest", "attack_seconds"}
-                and v["attack"] == "held" and is_seconds(v["attack_closest"])
-                and is_seconds(v["attack_seconds"]))
-    return all(isinstance(k, str) and (is_seconds(x) or (isinstance(x, (int, float))
-                                                         and not isinstance(x, bool)
-                                                         and math.isfinite(x))
-                                       or (isinstance(x, str) and len(x) <= 80))
-               for k, x in v.items())
-
-
 def imported_from(entry: Path, files) -> str | None:
     """The bundle an entry was imported from (its
     :data:`~softrank.refstore.layout.IMPORTED_NAME`), or None for an entry computed here. A
@@ -79,18 +63,11 @@ def imported_from(entry: Path, files) -> str | None:
         if path.is_symlink() or not path.is_file() or path.stat().st_size > MAX_RECORD_BYTES:
             raise ValueError
         doc = json.loads(path.read_bytes())
-        if not (isinstance(doc, dict) and isinstance(doc.get("bundle"), str)
-                and doc.get("files") == files):
+        if not imported_record_ok(doc, files):
             raise ValueError
         return printable(doc["bundle"][:300])
     except (OSError, ValueError, RecursionError):
         return "an unknown bundle (its record of the import cannot be read)"
-
-
-def is_seconds(v) -> bool:
-    """A duration as softrank writes one: a finite number >= 0 (not a bool)."""
-    return (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-            and v >= 0)
 
 
 _SIDES = ("lower", "upper")

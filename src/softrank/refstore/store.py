@@ -221,8 +221,16 @@ class ReferenceStore:
         except OSError as exc:
             raise InvalidArgumentError(
                 f"{self.arg}: cannot create {str(self.root)!r}: {exc.strerror or exc}"
-                + (f" ({STORE_ENV}=off runs without a store)" if hint else "")) from None
+                + (f" ({self._without()} runs without a store)" if hint else "")) from None
         self.writable = os.access(self.root, os.W_OK)
+
+    def _without(self) -> str:
+        """How the store named by :attr:`arg` is turned off, for messages."""
+        if self.arg.startswith("--softrank-"):
+            return f"{self.arg} off"
+        if self.arg.startswith("--"):
+            return "--no-reference-store"
+        return f"{STORE_ENV}=off (or --no-reference-store)"
 
     @classmethod
     def default(cls) -> "ReferenceStore | None":
@@ -565,10 +573,24 @@ class ReferenceStore:
     @staticmethod
     def side_files(entry: Path) -> list[str]:
         """The names of the side records in ``entry`` (regular ``NAME.json`` files beside
-        ``bracket.json``, e.g. an attack's outcome; not the record of an import)."""
-        return sorted(p.name for p in entry.glob("*.json")
-                      if p.name not in ("bracket.json", IMPORTED_NAME)
-                      and SIDE_NAME.fullmatch(p.name) and p.is_file() and not p.is_symlink())
+        ``bracket.json`` that are records of this entry, e.g. an attack's outcome; not the
+        record of an import, nor any other file)."""
+        try:
+            files = json.loads((entry / "bracket.json").read_bytes()).get("files")
+        except (OSError, ValueError, RecursionError, AttributeError):
+            return []
+        out = []
+        for p in sorted(entry.glob("*.json")):
+            if (p.name in ("bracket.json", IMPORTED_NAME) or not SIDE_NAME.fullmatch(p.name)
+                    or not p.is_file() or p.is_symlink()
+                    or p.stat().st_size > MAX_RECORD_BYTES):
+                continue
+            try:
+                if side_record_ok(json.loads(p.read_bytes()), files, p.name[:-len(".json")]):
+                    out.append(p.name)
+            except (OSError, ValueError, RecursionError):
+                continue
+        return out
 
     # ------------------------------------------------------------------ results kept beside a bracket
 
@@ -616,12 +638,18 @@ class ReferenceStore:
         path = self._side_path(br, name)
         if path is None:
             return False
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         try:
             files = json.loads((path.parent / "bracket.json").read_bytes()).get("files")
-            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            if os.path.lexists(path) and not (
+                    path.is_file() and not path.is_symlink()
+                    and side_record_ok(json.loads(path.read_bytes()), files, name)):
+                return False  # not a record of the store's: never replaced
             tmp.write_text(json.dumps({"files": files, "value": value}, sort_keys=True))
             tmp.replace(path)
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
+            with contextlib.suppress(OSError):
+                tmp.unlink()  # a full disk: no empty record left in the entry
             return False
         return True
 

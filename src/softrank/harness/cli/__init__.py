@@ -20,7 +20,7 @@ import errno
 import sys
 
 from ... import stop
-from ...errors import SoftrankError
+from ...errors import SoftrankError, printable
 from . import (audit_cmd, bracket_cmd, diff_cmd, frontier_cmd, heads_cmd, store_cmd,
                study_cmd, verify_cmd)
 from .parser import build_parser
@@ -75,8 +75,8 @@ def main(argv=None) -> int:
             _native_threads_without_stop_signals(  # the try: 130, as at any other moment
                 engine=args.command in ("audit", "bracket", "frontier", "study", "laws"))
         return _COMMANDS[args.command](args)
-    except SoftrankError as exc:
-        print(f"softrank {args.command}: error: {exc}", file=sys.stderr)
+    except SoftrankError as exc:  # one line: what it quotes of an input cannot break it
+        print(f"softrank {_name(args)}: error: {printable(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"softrank {args.command}: interrupted", file=sys.stderr)
@@ -95,7 +95,8 @@ def main(argv=None) -> int:
             where = _output(args)
         else:
             raise
-        print(f"softrank {args.command}: error: {where}: {exc.strerror or exc}", file=sys.stderr)
+        print(f"softrank {_name(args)}: error: {printable(f'{where}: {exc.strerror or exc}')}",
+              file=sys.stderr)
         return 2
     except Exception as exc:  # noqa: BLE001 - only a database that cannot be written
         import sqlite3
@@ -104,7 +105,7 @@ def main(argv=None) -> int:
                 and any(w in str(exc) for w in ("disk is full", "disk I/O error",
                                                 "readonly database"))):
             raise
-        print(f"softrank {args.command}: error: {_output(args)}: cannot write its ledger "
+        print(f"softrank {_name(args)}: error: {_output(args)}: cannot write its ledger "
               f"({exc})", file=sys.stderr)
         return 2
 
@@ -119,6 +120,12 @@ _OUTPUTS = {"audit": ("out", "--out"), "heads": ("out", "--out"), "laws": ("out"
             "study": ("out", "--out"), "bracket": ("save_certificates", "--save-certificates"),
             "frontier": ("plot", "--plot"), "tiny-checkpoint": ("directory", "directory"),
             "reference": ("directory", "DIR")}
+
+
+def _name(args) -> str:
+    """The command as typed: ``reference import``, ``cache prune``, ``bracket``."""
+    sub = getattr(args, f"{args.command}_command", None)
+    return f"{args.command} {sub}" if isinstance(sub, str) else args.command
 
 
 def _output(args) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from ...errors import SoftrankError
+from ...errors import SoftrankError, printable
 from .common import check_memory, memory_limit, out_dir, reference_store, refuse_non_files
 
 __all__ = ['run']
@@ -116,17 +116,17 @@ def run(args) -> int:
                   "read back and checked again in float64 and interval arithmetic"
                   + (f" (eps {', '.join(repr(br.eps) for br in got)})" if got else ""))
             for br in brs:
-                if br.diagnostics.reference.get("refused"):
+                ref = br.diagnostics.reference
+                if ref.get("refused"):
                     print(f"  stored entry at eps {br.eps!r} refused and recomputed: "
-                          f"{br.diagnostics.reference['refused']}")
-                if br.diagnostics.reference.get("not_kept"):
+                          f"{printable(ref['refused'])}")
+                if ref.get("not_kept"):
                     print(f"  bracket at eps {br.eps!r} computed, not kept: "
-                          f"{br.diagnostics.reference['not_kept']}")
-                if br.diagnostics.reference.get("bundle"):
+                          f"{printable(ref['not_kept'])}")
+                if ref.get("bundle"):
                     print(f"  entry at eps {br.eps!r} came from bundle "
-                          f"{br.diagnostics.reference['bundle']}: its ends and the methods "
-                          "credited with them are checked; its "
-                          f"{', '.join(br.diagnostics.reference.get('claims', []))} are that "
+                          f"{printable(ref['bundle'])}: its ends and the methods credited with "
+                          f"them are checked; its {', '.join(ref.get('claims', []))} are that "
                           "bundle's claims, not measured here")
         if args.effort == "fast" and any(br.verdict != "error" for br in brs):
             print("effort fast: the late searches (subspace-rows, subspace-climb, trust-region, "

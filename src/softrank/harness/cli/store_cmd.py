@@ -7,7 +7,7 @@ import json
 import time
 from pathlib import Path
 
-from ...errors import SoftrankError
+from ...errors import SoftrankError, printable
 from .common import gib, made_dir, operator_cache, reference_store
 
 __all__ = ["run_cache", "run_reference", "store_inventory"]
@@ -71,8 +71,8 @@ def run_cache(args) -> int:
                   f"{_count(r['entries'], 'bracket')}, "
                   f"{gib(r['bytes'])}, last used {r['last_used']}{tag}")
         if found.foreign:
-            print(f"  {len(found.foreign)} paths that softrank did not write (first: "
-                  f"{found.foreign[0]}); `softrank cache prune` refuses this directory")
+            print(f"  {_count(len(found.foreign), 'path')} that softrank did not write "
+                  f"(first: {found.foreign[0]}); `softrank cache prune` refuses this directory")
         oc = info["operator_cache"]
         print(f"operator cache {oc['directory']!r}: {oc['operators']} operators, "
               f"{gib(oc['bytes'])}")
@@ -113,7 +113,7 @@ def run_cache(args) -> int:
     for p in plan.in_use:
         print(f"  left alone (in use by another run): {p}/")
     for f in failed[:20]:
-        print(f"  could not remove {f}")
+        print(f"  could not remove {printable(f)}")
     if len(failed) > 20:
         print(f"  ... and {len(failed) - 20} more")
     return 1 if failed else 0
@@ -139,8 +139,9 @@ def run_reference(args) -> int:
             raise SoftrankError(f"DIR: {str(dest)!r} exists and is not an empty directory; a "
                                 "bundle is written into a new one")
         store = reference_store(args, required=True, create=False)
-        inside = dest.resolve()
-        if inside == store.root.resolve() or store.root.resolve() in inside.parents:
+        from ...refstore.layout import within
+
+        if within(dest, store.root):
             raise SoftrankError(f"DIR: {str(dest)!r} is inside the reference store "
                                 f"{str(store.root)!r}; write the bundle elsewhere (the store "
                                 "holds only its own files)")
@@ -153,7 +154,7 @@ def run_reference(args) -> int:
           f"{str(store.root)!r}, {rep.already} already there (engine {rep.engine}); "
           f"{len(rep.problems)} not added")
     for p in rep.problems[:50]:
-        print(f"  {p}")
+        print(f"  {printable(p)}")
     if len(rep.problems) > 50:
         print(f"  ... and {len(rep.problems) - 50} more")
     return 1 if rep.problems else 0
@@ -170,7 +171,7 @@ def _export(args, store, dest: Path, export_bundle) -> int:
     print(f"softrank reference export: {rep.done} of {len(ops) * len(eps)} cells of panel "
           f"{panel.name!r} written to {str(dest)!r} (engine {rep.engine})")
     for p in rep.problems[:50]:
-        print(f"  missing: {p}")
+        print(f"  missing: {printable(p)}")
     if len(rep.problems) > 50:
         print(f"  ... and {len(rep.problems) - 50} more")
     if any(p.endswith("not in the store") for p in rep.problems):
