@@ -286,10 +286,11 @@ def import_bundle(store: ReferenceStore, src, *, keep_engine: bool = False) -> B
     at most the size its kind can have, from the operator's shape for certificates) before
     it is hashed or read; every digest must be the manifest's; every operator is read back
     and validated like any operator file (its hash equal to its name); every entry must pass
-    the store's own checks (:meth:`ReferenceStore.read`). Only then is anything written: the
-    store's directory is created for a bundle with at least one entry to add, and each
+    the store's own checks (:meth:`~softrank.refstore.store.ReferenceStore.read`). Only then
+    is anything written: the store's directory is created for a bundle with at least one
+    entry to add, and each
     entry is added with a record of the bundle it came from (the entry's seconds and method
-    records are that bundle's claims: :data:`~softrank.refstore.store.BUNDLE_CLAIMS`). An
+    records are that bundle's claims: :data:`~softrank.refstore.record.BUNDLE_CLAIMS`). An
     attack's outcome kept beside an entry is a claim no check covers and is not imported:
     the first audit that uses the entry attacks it again and keeps its own.
 
