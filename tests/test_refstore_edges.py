@@ -324,7 +324,7 @@ def test_a_stored_bracket_follows_the_engines_schedule(head):
     holds every entry to)."""
     for effort in ("full", "fast"):
         for br in bracket(head, [0.1, 0.5], effort=effort):
-            got = [(m.name, m.side, m.origin) for m in br.diagnostics.methods]
+            got = tuple((m.name, m.side, m.origin) for m in br.diagnostics.methods)
             assert got == own_schedule()
 
 

@@ -360,7 +360,7 @@ class _Engine:
         return None, None
 
 
-def own_schedule() -> list[tuple[str, str, str]]:
+def own_schedule() -> tuple[tuple[str, str, str], ...]:
     """``(name, side, origin)`` of softrank's own methods in the order :func:`bracket` runs
     them at one tolerance, which is the order of their records in the bracket's
     diagnostics (one each): the lower tests that are not late, the constructions that are
@@ -369,10 +369,10 @@ def own_schedule() -> list[tuple[str, str, str]]:
     bracket's records must follow it (docs/store.md)."""
     tests, cons = default_lower_tests(), default_constructions()
     late = lambda c: c.origin == "builtin" and c.traits.late  # noqa: E731 - as _bracket_one
-    return ([(c.name, "lower", c.origin) for c in tests if not late(c)]
-            + [(c.name, "upper", c.origin) for c in cons if not late(c)]
-            + [(c.name, "lower", c.origin) for c in tests if late(c)]
-            + [(c.name, "upper", c.origin) for c in cons if late(c)])
+    return tuple([(c.name, "lower", c.origin) for c in tests if not late(c)]
+                 + [(c.name, "upper", c.origin) for c in cons if not late(c)]
+                 + [(c.name, "lower", c.origin) for c in tests if late(c)]
+                 + [(c.name, "upper", c.origin) for c in cons if late(c)])
 
 
 def _bracket_one(op: Operator, ctx: Context, eps_req: float, interval: bool,

@@ -147,7 +147,7 @@ def check_diagnostics(d, lower: int, upper: int, effort: str, certs: dict,
             raise bad(f"credit the {side} end {end} to {name}, whose record says "
                       f"{rec['status']} at rank {rec['rank']}")
     if current:
-        got = [(m["name"], m["side"], m["origin"]) for m in methods]
+        got = tuple((m["name"], m["side"], m["origin"]) for m in methods)
         want = own_schedule()
         if got != want:
             at = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b),

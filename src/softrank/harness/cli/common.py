@@ -141,9 +141,7 @@ def out_dir(path: str, arg: str) -> Path:
     """The output directory ``path``, created (with its parents) if missing and refused,
     before any work, if it is not a directory, cannot be created or no file can be
     written into it. The messages name ``arg``, the path and the reason."""
-    if not str(path).strip():  # Path("") is the current directory: never meant
-        raise SoftrankError(f"{arg}: expected a directory path, got {str(path)!r}")
-    out = Path(path)
+    out = Path(path)  # (never empty: the parser refuses an empty path)
     if out.exists() and not out.is_dir():
         raise SoftrankError(f"{arg}: {str(out)!r} exists and is not a directory")
     try:

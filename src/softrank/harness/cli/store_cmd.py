@@ -132,8 +132,6 @@ def run_reference(args) -> int:
             from ...certifiers.bracket import validate_eps
 
             validate_eps(args.eps, "--eps")
-        if not args.directory.strip():
-            raise SoftrankError(f"DIR: expected a directory path, got {args.directory!r}")
         dest = Path(args.directory)
         if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
             raise SoftrankError(f"DIR: {str(dest)!r} exists and is not an empty directory; a "
