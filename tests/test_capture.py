@@ -32,7 +32,7 @@ from softrank.generators.capture import (  # noqa: E402
 )
 from softrank.generators.tiny import save_tiny_checkpoint  # noqa: E402
 from softrank.harness.cli import main  # noqa: E402
-from softrank.operators import load_operator  # noqa: E402
+from softrank.operator_files import load_operator  # noqa: E402
 
 TEXT_FAMILIES = ("bert", "gpt2", "qwen2", "llama")
 D_HEAD = 8  # tiny configs: hidden 32, 4 heads

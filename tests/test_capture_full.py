@@ -31,7 +31,8 @@ from softrank.generators.capture import (  # noqa: E402
 )
 from softrank.generators.tiny import save_tiny_checkpoint  # noqa: E402
 from softrank.harness.cli import main  # noqa: E402
-from softrank.operators import causal_mask, load_operator, save_operator  # noqa: E402
+from softrank.operators import causal_mask  # noqa: E402
+from softrank.operator_files import load_operator, save_operator  # noqa: E402
 
 WINDOW = 8  # the tiny Qwen2's sliding window: inputs of 40 tokens slide
 T = 40

@@ -155,7 +155,7 @@ def test_validated_enclosure_keeps_the_mask():
 
 def test_cli_rank(tmp_path, capsys):
     from softrank.harness.cli import main
-    from softrank.operators import save_operator
+    from softrank.operator_files import save_operator
 
     save_operator(tmp_path / "c.npz", _uniform_causal(6))
     save_operator(tmp_path / "b.npz", gaussian_head(6, 6, 4, seed=0))
@@ -192,7 +192,7 @@ def test_verify_names_the_rank_and_keeps_ranks_apart(tmp_path, capsys):
     # uniform causal attention: r^c = 1 while r_eps >= 2; a causal witness of rank 1 and a
     # plain lower certificate of rank >= 2 on one matrix are no contradiction
     from softrank.harness.cli import main
-    from softrank.operators import save_operator
+    from softrank.operator_files import save_operator
 
     save_operator(tmp_path / "c.npz", _uniform_causal(8))
     d = tmp_path / "certs"

@@ -13,7 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from softrank.certifiers.frontier import frontier, largest_eps, least_error
+from softrank.certifiers.frontier import frontier
+from softrank.certifiers.tolerances import largest_eps, least_error
 from softrank.checker import FrobeniusCertificate, KeyGroupCertificate, UpperWitness, check
 from softrank.errors import InvalidArgumentError
 from softrank.generators.synthetic import gaussian_head, planted

@@ -183,7 +183,7 @@ _json_values = st.recursive(
 
 def test_fuzz_npy_matrix(tmp_path, monkeypatch):
     """softrank's reading of a bare .npy (``softrank bracket FILE``)."""
-    from softrank.operators import load_operator
+    from softrank.operator_files import load_operator
 
     monkeypatch.chdir(tmp_path)
     path = tmp_path / "in" / "m.npy"
@@ -211,7 +211,8 @@ _OPERATOR_FIELDS = ["A", "Q", "K", "beta", "layer", "head", "query_positions", "
 
 def test_fuzz_operator_npz(tmp_path, monkeypatch):
     """Operator files (``softrank bracket FILE.npz``, ``[[matrix]]`` panels)."""
-    from softrank.operators import Operator, load_operator, save_operator
+    from softrank.operators import Operator
+    from softrank.operator_files import load_operator, save_operator
 
     monkeypatch.chdir(tmp_path)
     path = tmp_path / "in" / "op.npz"

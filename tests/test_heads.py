@@ -128,7 +128,7 @@ def test_import_does_not_load_torch():
 
 def test_heads_cli_on_the_packaged_minilm(tmp_path, capsys):
     from softrank.harness.cli import main
-    from softrank.operators import load_operator
+    from softrank.operator_files import load_operator
 
     out = tmp_path / "ops"
     assert main(["heads", "minilm", "--source", "stdlib:json", "--width", "32", "--layers", "2",

@@ -17,7 +17,8 @@ from softrank.checker import (MalformedCertificate, TrivialCertificate, UpperWit
                               load_certificate, matrix_hash, save_certificate)
 from softrank.errors import InvalidArgumentError, InvalidOperatorError
 from softrank.harness.cli import main
-from softrank.operators import Operator, load_operator, save_operator
+from softrank.operators import Operator
+from softrank.operator_files import load_operator, save_operator
 
 
 def _new():
@@ -26,7 +27,7 @@ def _new():
     from softrank.certifiers.bracket import BASE_MEMORY, memory_estimate
     from softrank.checker.arrays import MAX_MEMBERS, read_arrays
     from softrank.errors import InvalidFileError
-    from softrank.operators import renormalize_rows
+    from softrank.operator_files import renormalize_rows
 
     return dict(BASE_MEMORY=BASE_MEMORY, memory_estimate=memory_estimate,
                 MAX_MEMBERS=MAX_MEMBERS, read_arrays=read_arrays,

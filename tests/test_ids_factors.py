@@ -242,7 +242,7 @@ def bare_checkpoint(tmp_path_factory):
 @TINY
 def test_token_ids_need_no_tokenizer(bare_checkpoint, tmp_path, capsys):
     from softrank.generators.capture import load_checkpoint
-    from softrank.operators import load_operator
+    from softrank.operator_files import load_operator
 
     assert load_checkpoint(bare_checkpoint).tokenizer is None
     np.save(tmp_path / "ids.npy", np.arange(1, 40, dtype=np.int64))

@@ -6,6 +6,7 @@ import pytest
 
 from softrank.certifiers.lower import SubspaceClimb
 from softrank.certifiers.lower import climb as climb_mod
+from softrank.certifiers.lower import key_lp
 from softrank.certifiers.lower.simplex import (CHECK_FAILED, NO_OPTIMUM, OPTIMAL,
                                                PIVOT_LIMIT, SINGULAR, solve_from)
 from softrank.generators.synthetic import gaussian_head
@@ -23,7 +24,7 @@ def _highs(A, B):
     m, N = A.shape
     out = {}
     for j in range(N):
-        lp = cl._model(B)
+        lp = key_lp.key_lp_model(cl.A, B)
         out[j] = lp.solve([2 * m + j], [1.0], [1.0])
     return out
 
@@ -44,15 +45,15 @@ def test_warm_solves_reach_highs_optimum(step):
     ref0 = _highs(A, B)
     B2 = _turned(B, step, 1)
     ref = _highs(A, B2)
-    G, h = climb_mod._rows(A @ B2, B2)
+    G, h = key_lp.key_lp_rows(A @ B2, B2)
     solved = 0
     for j in range(N):
         if ref0[j].x is None or ref[j].x is None:
             continue
         cl = SubspaceClimb(A, V)
-        lp = cl._model(B)
+        lp = key_lp.key_lp_model(cl.A, B)
         lp.solve([2 * m + j], [1.0], [1.0])
-        act = climb_mod._active_rows(lp.basis()[1], m, N, j, k)
+        act = key_lp.active_rows(lp.basis()[1], m, N, j, k)
         if act is None:
             continue
         e = np.append(B2[j], 0.0)
@@ -74,7 +75,7 @@ def test_hand_worked_lp():
     ``max(|1 - c_1|, |1 + c_1|)`` is least at ``c_1 = 0``: the value 1 at ``(1, 0)``."""
     AB = np.array([[1.0, -1.0], [1.0, 1.0]])
     B = np.eye(2)
-    G, h = climb_mod._rows(AB, B)
+    G, h = key_lp.key_lp_rows(AB, B)
     e = np.array([1.0, 0.0, 0.0])
     # rows: 0-1 A B c - t <= 0, 2-3 -A B c - t <= 0, 4-5 B c <= 1, 6-7 -B c <= 1; key 0's
     # box rows 4 and 6 are left out; start at rows 0 and 7 (x_0 - x_1 = t, x_1 = -1)
@@ -90,7 +91,7 @@ def test_infeasible_key_is_no_optimum():
     """Key 1 of x = B c with B = [1, 1/2]^T never peaks: x_1 = 1 forces x_0 = 2 > 1."""
     B = np.array([[1.0], [0.5]])
     AB = np.array([[1.0]])
-    G, h = climb_mod._rows(AB, B)
+    G, h = key_lp.key_lp_rows(AB, B)
     m, N = 1, 2
     e = np.array([0.5, 0.0])
     act = np.array([0], dtype=np.intp)
@@ -102,11 +103,11 @@ def test_pivot_limit_and_singular_start():
     A, V, B = _setup()
     m, N = A.shape
     k = B.shape[1]
-    G, h = climb_mod._rows(A @ B, B)
+    G, h = key_lp.key_lp_rows(A @ B, B)
     j = 0
     e = np.append(B[j], 0.0)
     # a start far from the optimum with no pivots allowed
-    act = climb_mod._complete(np.array([], dtype=np.intp), G, e, j, m, N, k)
+    act = key_lp.complete_start(np.array([], dtype=np.intp), G, e, j, m, N, k)
     status, *_ = solve_from(G, h, (2 * m + j, 2 * m + N + j), e, act.copy(), max_pivots=0)
     assert status in (PIVOT_LIMIT, OPTIMAL, NO_OPTIMUM)
     if status == OPTIMAL:  # the start happened to be optimal: then it is checked
@@ -127,11 +128,11 @@ def test_pivot_limit_and_singular_start():
 def test_complete_gives_a_nonsingular_start_without_the_keys_box_rows():
     A, V, B = _setup(k=6)
     m, N = A.shape
-    G, h = climb_mod._rows(A @ B, B)
+    G, h = key_lp.key_lp_rows(A @ B, B)
     for j in (0, 5, N - 1):
         e = np.append(B[j], 0.0)
         own = [2 * m + j, 2 * m + N + j]
-        act = climb_mod._complete(np.array(own + [0, 1]), G, e, j, m, N, 6)
+        act = key_lp.complete_start(np.array(own + [0, 1]), G, e, j, m, N, 6)
         assert act.size == 6 and len(set(act.tolist())) == 6
         assert not set(own) & set(act.tolist())
         assert abs(np.linalg.det(np.vstack([G[act], e]))) > 1e-12

@@ -7,8 +7,8 @@ import pytest
 
 from softrank.certifiers.bracket import bracket
 from softrank.errors import InvalidArgumentError, InvalidOperatorError
-from softrank.operators import (Operator, causal_mask, load_operator, mask_kind, save_operator,
-                                softmax_rows)
+from softrank.operators import Operator, causal_mask, mask_kind, softmax_rows
+from softrank.operator_files import load_operator, save_operator
 
 
 def test_causal_masks_by_hand():

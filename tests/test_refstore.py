@@ -16,6 +16,7 @@ from softrank.errors import InvalidArgumentError
 from softrank.generators.synthetic import planted_blocks
 from softrank.operators import Operator
 from softrank.refstore import ReferenceStore, engine_key, export_bundle, import_bundle
+from softrank.refstore import keys as keys_mod
 from softrank.refstore import store as store_mod
 
 
@@ -185,7 +186,7 @@ def test_swapped_operators_and_other_tolerances_are_refused(op, op3, tmp_path, m
 def test_another_engine_is_another_directory(op, tmp_path, monkeypatch):
     n = Counting(monkeypatch)
     bracket(op, 0.25, store=ReferenceStore(tmp_path))
-    monkeypatch.setattr(store_mod, "_ENGINE", ["0" * 16])
+    monkeypatch.setattr(keys_mod, "_ENGINE", ["0" * 16])
     s = ReferenceStore(tmp_path)
     bracket(op, 0.25, store=s)
     assert n.eps == [0.25, 0.25] and s.refused == [] and s.stored == 1
@@ -455,7 +456,7 @@ def test_a_bundle_of_another_engine_is_refused_by_name_or_kept_apart(op, tmp_pat
     bracket(op, 0.25, store=s)
     export_bundle(s, [op], [0.25], tmp_path / "bundle")
     mine = engine_key()
-    monkeypatch.setattr(store_mod, "_ENGINE", ["0" * 16])
+    monkeypatch.setattr(keys_mod, "_ENGINE", ["0" * 16])
     with pytest.raises(InvalidArgumentError, match=f"made by engine {mine}"):
         import_bundle(ReferenceStore(tmp_path / "b"), tmp_path / "bundle")
     rep = import_bundle(ReferenceStore(tmp_path / "b"), tmp_path / "bundle", keep_engine=True)

@@ -15,7 +15,8 @@ from softrank.audit import AuditConfig
 from softrank.generators.synthetic import planted_blocks
 from softrank.harness.audit import run_audit
 from softrank.harness.cli import main
-from softrank.operators import Operator, save_operator
+from softrank.operators import Operator
+from softrank.operator_files import save_operator
 from softrank.refstore import ReferenceStore, engine_key
 
 #: Columns that measure this run's machine or time, not the cell.

@@ -304,7 +304,7 @@ def test_what_no_check_covers_is_the_bundles_claim(head, tmp_path, capsys):
     _forge(bundle, edit_record=edit)
     dst = tmp_path / "dst"
     assert main(["reference", "import", str(bundle), "--reference-store", str(dst)]) == 0
-    from softrank.operators import save_operator
+    from softrank.operator_files import save_operator
 
     save_operator(tmp_path / "head.npz", head)
     cmd = ["bracket", str(tmp_path / "head.npz"), "--eps", "0.25", "--reference-store",
@@ -687,7 +687,7 @@ def test_what_a_bundle_or_a_name_says_is_one_line(op, tmp_path, capsys):
     (bundle / "manifest.json").write_text(json.dumps(m))
     dst = tmp_path / "dst"
     assert main(["reference", "import", str(bundle), "--reference-store", str(dst)]) == 0
-    from softrank.operators import save_operator
+    from softrank.operator_files import save_operator
 
     save_operator(tmp_path / "op.npz", op)
     capsys.readouterr()

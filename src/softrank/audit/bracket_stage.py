@@ -1,7 +1,7 @@
 """The bracket stage: every cell's certified bracket (docs/theory/checker.md).
 
 The first stage of an audit cell (:mod:`softrank.audit.pipeline`): :func:`softrank.bracket`
-once for all tolerances of the operator, its :class:`~softrank.certifiers.bracket.Bracket`
+once for all tolerances of the operator, its :class:`~softrank.certifiers.result.Bracket`
 objects published for the stages after it, and the checked ends, the methods that made them
 and the bracket's diagnostics as the row's columns.
 """

@@ -18,7 +18,7 @@ A stage is any object with a ``name``, the ``columns`` it writes and a ``run(cel
 list[dict]`` method returning one dict per tolerance with its own columns only
 (:class:`Stage`). What a stage hands to the stages after it goes into the operator's typed
 record, :class:`OperatorCells`: the bracket stage publishes its
-:class:`~softrank.certifiers.bracket.Bracket` objects, which the attack reads; the attack
+:class:`~softrank.certifiers.result.Bracket` objects, which the attack reads; the attack
 records a checked counterexample with :meth:`OperatorCells.refute`. No stage rewrites
 another's result: the pipeline alone writes the cell's final ``verdict`` (the bracket's, or
 ``unsound`` when a stage refuted the lower certificate).
@@ -99,7 +99,7 @@ class OperatorCells:
 
     @property
     def brackets(self) -> tuple:
-        """The bracket stage's :class:`~softrank.certifiers.bracket.Bracket` per tolerance
+        """The bracket stage's :class:`~softrank.certifiers.result.Bracket` per tolerance
         (``()`` before it runs, or when it failed)."""
         return self.published("bracket")
 

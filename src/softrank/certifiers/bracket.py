@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -29,158 +28,24 @@ from ..checker import check, check_float64
 from ..errors import InvalidArgumentError, SoftrankError
 from ..operators import Operator
 from ..stop import check as _check_stop
-from ..validation import check_int, check_positive
-from .interface import Certifier, Context, Diagnostics, MethodRecord, Verdict, as_certifier
+from ..validation import check_positive
+from .interface import Certifier, Context, Diagnostics, MethodRecord
 from .linalg import solve_device
-from .registry import default_constructions, default_lower_tests, load_certifier
+from .memory import BASE_MEMORY, memory_estimate
+from .registry import (check_unique_names, default_constructions, default_lower_tests,
+                       extra_methods)
+from .result import Bracket, monotone, set_verdict
 
-__all__ = ["Bracket", "bracket", "lower_certificate", "monotone", "validate_eps", "memory_estimate", "check_effort",
-           "own_schedule", "BASE_MEMORY", "EFFORTS"]
+# Bracket, monotone (.result), memory_estimate and BASE_MEMORY (.memory) are re-exported:
+# what a caller of bracket() reads and sizes
+__all__ = ["Bracket", "bracket", "lower_certificate", "monotone", "validate_eps",
+           "memory_estimate", "check_effort", "own_schedule", "BASE_MEMORY", "EFFORTS"]
 
 #: The engine's efforts: ``full`` runs every built-in method; ``fast`` skips the late
 #: searches (subspace-rows, subspace-climb, trust-region, alternating-l1-smooth,
 #: alternating-l1-anneal), which take most of the bracket time and make the ends that the
 #: other methods do not reach (README, "Effort": the trade measured on the default panel).
 EFFORTS = ("full", "fast")
-
-#: Resident memory of a process that has imported the engine (numpy, scipy, HiGHS,
-#: python-flint, numba and llvmlite) and holds a small operator, in bytes: 272 MiB. Before the
-#: compiled climb (numba) it was 160 MiB, above the ~95 MiB measured then; importing numba and
-#: llvmlite adds about 105 MiB (whole-process peaks of ``softrank bracket`` on one MiniLM head
-#: of width 64: 112 -> 218 MiB).
-BASE_MEMORY = 272 * 2**20
-
-
-def memory_estimate(m: int, N: int) -> int:
-    """Peak resident memory (bytes) the engine may need to bracket an ``m x N`` operator.
-
-    ``BASE_MEMORY + 42 m N min(m, N, 384)``, fitted (2026-12-05) to whole-process peaks of
-    ``softrank bracket`` at three tolerances, full effort, one BLAS thread: the searches
-    probe ranks ``k`` up to about ``min(m, N)``, and what they hold grows as ``m N k`` while
-    ``k`` does; their temporaries are blocked (:data:`softrank.certifiers.linalg.BLOCK_ENTRIES`,
-    ``TABLE_ENTRIES``), so past ``k = 384`` the growth is taken as ``m N`` only. Measured
-    (estimated) in MiB: MiniLM heads of width 64, 128 and 256, 218, 224 and 834 (283, 356
-    and 944); Gaussian heads (``softmax(Q K^T / 2)``, ``Q``, ``K`` with 16 standard normal
-    columns) of 64, 128, 192 and 256 square, 227, 354, 538 and 858 (283, 356, 556 and 944);
-    width 512, one MiniLM head at eps 0.25 alone 822, and an audit worker of the ``wide``
-    panel 3,569 after several width-512 heads at three tolerances (4,304, set to cover
-    it); an 800 x 800 matrix passed 4.5 GB with an older
-    engine (9.9 GiB). Much of it is freed memory the allocator keeps, not arrays alive at
-    once (numpy's own peak at width 256 and eps 0.25 was 138 MiB where the process held
-    481). An estimate, not a bound: it is what the ``--max-memory`` check compares with,
-    before any work; on a GPU the process also holds torch and CUDA's own memory (README,
-    *GPU*), which it does not count.
-
-    Parameters
-    ----------
-    m, N : int
-        Queries and keys.
-
-    Returns
-    -------
-    int
-        Bytes.
-
-    Raises
-    ------
-    InvalidArgumentError
-        If ``m`` or ``N`` is not an integer >= 1.
-    """
-    m, N = check_int(m, "m", 1), check_int(N, "N", 1)
-    return BASE_MEMORY + 42 * m * N * min(m, N, 384)
-
-
-@dataclass
-class Bracket:
-    """A certified bracket at one tolerance.
-
-    Attributes
-    ----------
-    eps : float
-        Tolerance (max-row-l1 error, dimensionless: rows of ``A`` have l1 norm 1).
-    lower, upper : int or None
-        ``lower <= r_eps(A) <= upper``; each backed by its checked certificate, and None
-        when there is none (then the verdict is ``error``: no bracket, and
-        ``diagnostics.error`` says why).
-    lower_certificate, upper_witness :
-        The certificates (see :mod:`softrank.checker.certificates`).
-    lower_method, upper_method : str
-        Which certificate family / construction won.
-    verdict : {"resolved", "open", "unsound", "error"}
-        ``resolved`` (lower == upper), ``open`` (lower < upper), ``unsound`` (lower > upper:
-        a bug), ``error`` (no certified end could be produced).
-    seconds : float
-        Wall time spent on this tolerance (shared work is charged to the first one).
-    cut_short : bool
-        (Property.) The time limit passed before every method ran; both ends are still
-        checked certificates.
-    checks : dict
-        The checker's reports for the two reported certificates.
-    diagnostics : Diagnostics
-        Every method's outcome (:class:`~softrank.certifiers.interface.MethodRecord`: ok,
-        declined, skipped, failed or rejected, its rank and time), checker disagreements,
-        ends carried from other tolerances, and the error of an ``error`` cell.
-    rho : float
-        Validated mode: the enclosure radius; the lower certificate holds at ``eps + rho``
-        and the upper witness at ``eps - rho`` for the enclosure's midpoint, so the bracket
-        holds for the exact softmax of the exact logits. 0 otherwise.
-    rank : str
-        Which rank the ends bound: ``plain`` (``r_eps``, :func:`bracket`), ``causal`` or
-        ``window:W`` (:func:`softrank.certifiers.causal.causal_bracket`).
-    """
-
-    eps: float
-    lower: int | None
-    upper: int | None
-    lower_certificate: object = field(default=None, repr=False)
-    upper_witness: object = field(default=None, repr=False)
-    lower_method: str = ""
-    upper_method: str = ""
-    verdict: Verdict = "open"
-    seconds: float = 0.0
-    checks: dict = field(default_factory=dict, repr=False)
-    diagnostics: Diagnostics = field(default_factory=Diagnostics, repr=False)
-    rho: float = 0.0
-    rank: str = "plain"
-
-    @property
-    def resolved(self) -> bool:
-        return self.verdict == "resolved"
-
-    @property
-    def bounded(self) -> bool:
-        """The ends are a bracket: verdict ``resolved`` or ``open`` (an ``error`` has no
-        ends; an ``unsound`` one has ends that contradict each other)."""
-        return self.verdict in ("resolved", "open")
-
-    @classmethod
-    def failed(cls, eps: float, error: str) -> "Bracket":
-        """The ``error`` bracket at ``eps``: no ends, ``diagnostics.error`` saying why."""
-        return cls(eps=float(eps), lower=None, upper=None, verdict="error",
-                   diagnostics=Diagnostics(error=error))
-
-    @property
-    def cut_short(self) -> bool:
-        """The time limit passed before every method ran (``diagnostics.cut_short``): the
-        ends are checked, but searches were skipped."""
-        return self.diagnostics.cut_short
-
-    def to_dict(self) -> dict:
-        return {
-            "eps": self.eps,
-            "lower": self.lower,
-            "upper": self.upper,
-            "lower_method": self.lower_method,
-            "upper_method": self.upper_method,
-            "verdict": self.verdict,
-            "seconds": round(self.seconds, 4),
-            "checks": {k: v.summary() for k, v in self.checks.items()},
-            "diagnostics": self.diagnostics.to_dict(),
-            "rho": self.rho,
-            "cut_short": self.cut_short,
-            "rank": self.rank,
-        }
-
 
 def _is_scalar_eps(eps) -> bool:
     return isinstance(eps, (int, float, np.integer, np.floating)) or (
@@ -237,36 +102,6 @@ def validate_eps(eps, arg: str = "eps") -> list[float]:
             raise InvalidArgumentError(f"{arg}: tolerances repeat, {f!r} is given twice")
         out.append(f)
     return out
-
-
-def _as_methods(items, side: str) -> list[Certifier]:
-    """Extra constructions (``side="upper"``) or lower tests (``"lower"``) as certifiers:
-    objects, classes, :class:`Certifier` values or ``MODULE:OBJECT`` strings."""
-    arg = "constructions" if side == "upper" else "lower_tests"
-    if items is None:
-        return []
-    if isinstance(items, (str, bytes)) or not isinstance(items, (list, tuple)):
-        raise InvalidArgumentError(f"{arg}: expected a list of certifiers, got {items!r}")
-    out = []
-    for it in items:
-        c = load_certifier(it, arg) if isinstance(it, str) else as_certifier(it)
-        if side == "upper" and not c.is_construction:
-            raise InvalidArgumentError(f"{arg}: {c.name!r} has no witness(operator, eps) method")
-        if side == "lower" and not c.is_lower_test:
-            raise InvalidArgumentError(f"{arg}: {c.name!r} has no certify(operator, eps) method")
-        out.append(c)
-    return out
-
-
-def _unique_names(methods: list[Certifier], side: str) -> None:
-    seen: dict = {}
-    for c in methods:
-        if c.name in seen:
-            raise InvalidArgumentError(
-                f"{'constructions' if side == 'upper' else 'lower_tests'}: two methods are named "
-                f"{c.name!r} ({seen[c.name] or 'built-in'} and {c.spec or c.obj!r}); every "
-                "method is credited by name, so names must differ (set a 'name' attribute)")
-        seen[c.name] = c.spec
 
 
 def _short(exc: Exception) -> str:
@@ -442,7 +277,7 @@ def _bracket_one(op: Operator, ctx: Context, eps_req: float, interval: bool,
         br.checks["lower"] = lrep
     if urep is not None:
         br.checks["upper"] = urep
-    _set_verdict(br)
+    set_verdict(br)
     return br
 
 
@@ -547,74 +382,8 @@ def _extend_one(br: Bracket, op: Operator, ctx: Context, interval: bool,
         moved = True
     if moved:
         br.diagnostics.error = ""
-        _set_verdict(br)
+        set_verdict(br)
     return moved
-
-
-def _set_verdict(br: Bracket) -> None:
-    if br.lower_certificate is None or br.upper_witness is None:
-        br.verdict = "error"
-        if not br.diagnostics.error:  # say why, never an error without a reason
-            side = "lower certificate" if br.lower_certificate is None else "upper witness"
-            br.diagnostics.error = (
-                f"no checked {side} at eps {br.eps!r}"
-                + (": no row of A sums to more than eps by a provable margin, so even "
-                   "r_eps >= 1 cannot be certified (rows may sum to 1 only within 1e-9)"
-                   if br.lower_certificate is None else ""))
-    elif br.lower > br.upper:
-        br.verdict = "unsound"
-    elif br.lower == br.upper:
-        br.verdict = "resolved"
-    else:
-        br.verdict = "open"
-
-
-def _restamp(cert, eps: float, method: str):
-    """``cert`` issued at ``eps`` under ``method``; a causal lower certificate's inner one
-    is re-stamped with it (the checker asks both to share ``eps``)."""
-    inner = getattr(cert, "inner", None)
-    extra = {} if inner is None else {"inner": dataclasses.replace(inner, eps=eps)}
-    return dataclasses.replace(cert, eps=eps, method=method, **extra)
-
-
-def monotone(brs: list[Bracket], A: np.ndarray, interval: bool, verdict=None) -> None:
-    """Make brackets monotone in ``eps`` (``brs`` in increasing ``eps``), in place.
-
-    ``r_eps`` is non-increasing in ``eps``, and so is the causal rank: a lower certificate
-    issued at ``eps2`` also proves its rank at every ``eps1 < eps2`` (every condition only
-    gets easier), and an upper witness at ``eps1`` holds at ``eps2 > eps1``. Each
-    certificate carried over is re-stamped with its new tolerance and re-checked by the full
-    checker before it is adopted; ``error`` brackets take nothing. ``verdict(br)`` sets each
-    bracket's verdict afterwards (default: that of ``r_eps``;
-    :func:`softrank.certifiers.causal.causal_bracket` passes its own, for which a lower end
-    of 0 needs no certificate).
-    """
-    for i, small in enumerate(brs):
-        for big in brs[i + 1:]:
-            # lower side: carry a larger tolerance's certificate down
-            c = big.lower_certificate
-            if c is not None and not small.diagnostics.error and small.lower is not None and \
-                    c.rank > small.lower:
-                moved = _restamp(c, small.eps + small.rho, f"{c.method} (from eps {big.eps:g})")
-                rep = check(A, moved, interval=interval)
-                if rep.ok:
-                    small.lower_certificate, small.lower = moved, moved.rank
-                    small.lower_method, small.checks["lower"] = moved.method, rep
-                    small.diagnostics.carried["lower"] = big.eps
-                    small.diagnostics.reported["lower"] = big.diagnostics.reported.get("lower")
-            # upper side: carry a smaller tolerance's witness up
-            w = small.upper_witness
-            if w is not None and not big.diagnostics.error and (
-                    big.upper_witness is None or w.rank < big.upper):
-                moved = _restamp(w, big.eps - big.rho, f"{w.method} (from eps {small.eps:g})")
-                rep = check(A, moved, interval=interval)
-                if rep.ok:
-                    big.upper_witness, big.upper = moved, moved.rank
-                    big.upper_method, big.checks["upper"] = moved.method, rep
-                    big.diagnostics.carried["upper"] = small.eps
-                    big.diagnostics.reported["upper"] = small.diagnostics.reported.get("upper")
-    for br in brs:
-        (verdict or _set_verdict)(br)
 
 
 def bracket(A, eps, *, interval: bool = True, validated: bool = False,
@@ -698,9 +467,9 @@ def bracket(A, eps, *, interval: bool = True, validated: bool = False,
     op = A if isinstance(A, Operator) else Operator(A=A)
     eps_list = validate_eps(eps)
     own_cons, own_tests = default_constructions(), default_lower_tests()
-    extra_cons, extra_tests = _as_methods(constructions, "upper"), _as_methods(lower_tests, "lower")
-    _unique_names(own_cons + extra_cons, "upper")
-    _unique_names(own_tests + extra_tests, "lower")
+    extra_cons, extra_tests = extra_methods(constructions, "upper"), extra_methods(lower_tests, "lower")
+    check_unique_names(own_cons + extra_cons, "upper")
+    check_unique_names(own_tests + extra_tests, "lower")
     if time_limit is not None:
         check_positive(time_limit, "time_limit (seconds)")
     if store is not None and not callable(getattr(store, "brackets", None)):

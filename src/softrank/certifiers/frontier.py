@@ -11,12 +11,13 @@ certificate that passed the checker in both arithmetics at exactly that value:
   refit of the singular basis at each rank, the alternating l1 at each rank
   (``effort="full"``), the witnesses of the brackets at ``eps`` and the constructions'
   (``witness_at_rank``). A witness's error is the least tolerance at which the checker
-  accepts it (:func:`least_error`);
+  accepts it (:func:`~softrank.certifiers.tolerances.least_error`);
 * the **lower end** at ``k`` is the largest tolerance at which the checker accepts a lower
   certificate of rank ``r >= k + 1``: a certificate of rank ``r`` valid at ``eps`` proves
   ``r_eps >= r``, that is ``e_{r-1} > eps``, hence ``e_k > eps`` for every ``k <= r - 1``.
   Each certificate's condition is monotone in ``eps``, so its largest accepted tolerance is
-  found by a search on the checker's own condition (:func:`largest_eps`), without new
+  found by a search on the checker's own condition
+  (:func:`~softrank.certifiers.tolerances.largest_eps`), without new
   searches. Certificates: the subspace certificate of the top ``r`` right singular vectors
   at every ``r``, the Frobenius tail at every ``r``, key groups over a grid of tolerances and
   the lower certificates of the brackets at ``eps``.
@@ -37,7 +38,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..checker import FrobeniusCertificate, UpperWitness, check, check_float64
+from ..checker import FrobeniusCertificate, UpperWitness
 from ..errors import InvalidArgumentError
 from ..operators import Operator
 from ..validation import check_int
@@ -47,12 +48,12 @@ from .lower.basic import key_groups, row_order, subset_sizes
 from .lower.climb import SubspaceClimb
 from .lower.subspace import SubspaceSearch
 from .registry import REFERENCE, builtin, load_certifier
+from .tolerances import confirm_largest, confirm_least, float64_error, float64_largest_eps
 from .upper.alternating import AlternatingL1
 from .upper.refit import l1_candidates
 
-__all__ = ["FrontierPoint", "Frontier", "Curve", "frontier", "largest_eps", "least_error",
-           "excess_error", "excess_rank", "BEST_BUILTIN", "DEFAULT_MAX_RANK", "KEY_GROUP_EPS",
-           "RTOL", "MAX_STEPS"]
+__all__ = ["FrontierPoint", "Frontier", "Curve", "frontier", "excess_error", "excess_rank",
+           "BEST_BUILTIN", "DEFAULT_MAX_RANK", "KEY_GROUP_EPS"]
 
 #: The curve of softrank's own witnesses: at each rank the least checked-in-float64 error
 #: of its searches' and brackets' witnesses (and the zero matrix) of that rank or below.
@@ -62,10 +63,6 @@ DEFAULT_MAX_RANK = 64
 #: The tolerances at which key-group certificates are sought (each is then pushed to its
 #: largest accepted tolerance).
 KEY_GROUP_EPS = tuple(float(e) for e in np.round(np.geomspace(0.01, 0.95, 16), 6))
-#: Relative width at which :func:`largest_eps` and :func:`least_error` stop refining.
-RTOL = 1e-12
-#: :func:`largest_eps`: steps of its search at most (a bisection needs ~45 for RTOL).
-MAX_STEPS = 100
 
 
 @dataclass(frozen=True)
@@ -222,136 +219,6 @@ def excess_rank(points, errors: dict, norm: float = 1.0) -> float | None:
     return float(np.median(r)) if r else None
 
 
-def _accepted(A: np.ndarray, cert, eps: float, interval: bool) -> bool:
-    return check(A, dataclasses.replace(cert, eps=float(eps)), interval=interval).ok
-
-
-def _float64_largest(A: np.ndarray, cert, norm: float | None = None) -> float | None:
-    """The largest tolerance the float64 checker accepts for ``cert`` (to :data:`RTOL`), or
-    None if it rejects ``cert`` at its own ``eps`` (see :func:`largest_eps`); ``norm`` is
-    ``||A||_inf`` when the caller has it."""
-    def margin(e):
-        return check_float64(A, dataclasses.replace(cert, eps=float(e))).margin
-
-    lo = float(cert.eps)
-    f_lo = margin(lo)
-    if not f_lo > 0:
-        return None
-    # no lower certificate holds at ||A||_inf (B = 0 is within it): a finite upper end
-    if norm is None:
-        norm = float(np.abs(A).sum(axis=1).max())
-    hi = norm * (1 + 1e-9) + 1e-300
-    f_hi = margin(hi)
-    if f_hi > 0:  # a certificate valid where B = 0 fits: never trusted
-        return None
-    side = 0
-    for _ in range(MAX_STEPS):
-        if hi - lo <= RTOL * hi:
-            break
-        x = 0.5 * (lo + hi)
-        if np.isfinite(f_hi) and f_lo > f_hi:  # regula falsi where the margins allow it
-            xf = lo + (hi - lo) * f_lo / (f_lo - f_hi)
-            if lo < xf < hi:
-                x = xf
-        fx = margin(x)
-        if fx > 0:
-            lo, f_lo = x, fx
-            if side == 1 and np.isfinite(f_hi):  # Illinois: the stale end's weight halved
-                f_hi *= 0.5
-            side = 1
-        else:
-            hi, f_hi = x, fx
-            if side == -1:
-                f_lo *= 0.5
-            side = -1
-    return lo
-
-
-def _confirm_down(A: np.ndarray, cert, e: float, floor: float, interval: bool):
-    """``cert`` at the largest of ``e``, then smaller tolerances down to ``floor``, that the
-    full checker accepts; None if none is."""
-    for i in range(60):
-        if _accepted(A, cert, e, interval):
-            return e, dataclasses.replace(cert, eps=e)
-        if e <= floor:
-            return None
-        e = max(floor, e - (e - floor) * 2.0 ** (i - 40) - e * 2.0 ** (i - 50))
-    return None
-
-
-def largest_eps(A: np.ndarray, cert, *, interval: bool = True):
-    """The largest tolerance at which the checker accepts the lower certificate ``cert``
-    (its arrays unchanged, ``eps`` moved), and the certificate stamped with it.
-
-    Every lower certificate's condition is monotone in ``eps`` (valid at ``eps``, valid at any
-    smaller one: docs/theory/frontier.md), so the accepted tolerances are an interval
-    ``(0, eps*)``. A regula falsi (Illinois) on the float64 checker's margin, kept inside a
-    bracket ``[lo, hi]`` whose ``lo`` the checker accepts, narrows it to a relative width of
-    :data:`RTOL`; the full check (both arithmetics with ``interval``) then confirms ``lo``,
-    and where it does not, ``lo`` is moved down until it does. The answer is a tolerance
-    the checker accepted, never an estimate.
-
-    Parameters
-    ----------
-    A : (m, N) float64 ndarray
-    cert : lower certificate
-        Accepted at its own ``cert.eps``.
-    interval : bool
-        Confirm with the interval cross-check too (default True).
-
-    Returns
-    -------
-    (float, certificate) or None
-        None if the checker rejects ``cert`` at its own ``eps``.
-    """
-    A = np.asarray(A, dtype=np.float64)
-    e = _float64_largest(A, cert)
-    if e is None:
-        return None
-    return _confirm_down(A, cert, e, float(cert.eps), interval)
-
-
-def _float64_error(A: np.ndarray, witness: UpperWitness) -> float | None:
-    """The float64 checker's bound of ``||A - U W||_inf`` (independent of ``eps``)."""
-    res = check_float64(A, witness)
-    if not np.isfinite(res.margin):
-        return None
-    b = float(witness.eps - res.margin)
-    return b if np.isfinite(b) and b >= 0 else None
-
-
-def _confirm_up(A: np.ndarray, witness: UpperWitness, b: float, interval: bool):
-    """``witness`` at the least of ``b`` and relative steps above it (to ``2 b``) that the
-    full checker accepts; None if none is."""
-    e = b
-    for i in range(60):
-        if _accepted(A, witness, e, interval):
-            return e, dataclasses.replace(witness, eps=e)
-        e = b * (1 + 2.0 ** (i - 45)) + 2.0 ** (i - 1074)
-        if e > 2 * b + 1e-300:
-            break
-    return None
-
-
-def least_error(A: np.ndarray, witness: UpperWitness, *, interval: bool = True):
-    """The least tolerance at which the checker accepts ``witness`` (its checked max-row-l1
-    error), and the witness stamped with it.
-
-    The float64 check bounds ``||A - U W||_inf`` by a value ``b`` independent of ``eps``
-    (``eps - margin``); ``b`` is accepted by that check and is confirmed by the full one,
-    moved up by relative steps where the interval cross-check's own bound is larger.
-
-    Returns
-    -------
-    (float, UpperWitness) or None
-        None if the checker cannot bound the error (non-finite products) or rejects every
-        tolerance up to twice the bound.
-    """
-    A = np.asarray(A, dtype=np.float64)
-    b = _float64_error(A, witness)
-    return None if b is None else _confirm_up(A, witness, b, interval)
-
-
 def _constructions(items) -> list:
     """``constructions`` as certifiers (objects, classes or ``MODULE:OBJECT`` strings), each
     with a ``witness`` method."""
@@ -471,7 +338,7 @@ def frontier(A, ranks=None, eps=(0.1, 0.25, 0.5), *, interval: bool = True,
     norm = float(np.abs(A).sum(axis=1).max())  # ||A||_inf = e_0
 
     def add(w: UpperWitness, name: str) -> float | None:
-        b = _float64_error(A, w) if w.rank <= k2 else None
+        b = float64_error(A, w) if w.rank <= k2 else None
         uppers.append((w, name, b))
         return b
 
@@ -588,19 +455,19 @@ def frontier(A, ranks=None, eps=(0.1, 0.25, 0.5), *, interval: bool = True,
                     own[w.rank] = min(own.get(w.rank, np.inf), b)
         for k, cands in by_rank.items():
             for b, w, name in sorted(cands, key=lambda t: t[0]):
-                got = _confirm_up(A, dataclasses.replace(w, method=name), b, interval)
+                got = confirm_least(A, dataclasses.replace(w, method=name), b, interval)
                 if got is not None:
                     wit[k] = got
                     break
         by_rank = {}
         for c in lowers:
             if c.rank >= k1 + 1:
-                e = _float64_largest(A, c, norm)
+                e = float64_largest_eps(A, c, norm)
                 if e is not None:
                     by_rank.setdefault(c.rank, []).append((e, c))
         for r, cands in by_rank.items():
             for e, c in sorted(cands, key=lambda t: -t[0]):
-                got = _confirm_down(A, c, e, float(c.eps), interval)
+                got = confirm_largest(A, c, e, float(c.eps), interval)
                 if got is not None:
                     cer[r] = got
                     break

@@ -65,7 +65,7 @@ __all__ = [
 #: (its message says which); ``failed`` -- it raised or
 #: broke the protocol (never a bound); ``rejected`` -- the checker refused what it returned.
 Status = Literal["ok", "declined", "skipped", "failed", "rejected"]
-#: A cell's verdict (see :class:`softrank.certifiers.bracket.Bracket`).
+#: A cell's verdict (see :class:`softrank.certifiers.result.Bracket`).
 Verdict = Literal["resolved", "open", "unsound", "error"]
 #: Where a method comes from: softrank's engine, the reference constructions users compare
 #: themselves with, or a user.

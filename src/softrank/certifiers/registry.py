@@ -25,7 +25,8 @@ from . import lower as lo_
 from . import upper as up_
 from .interface import Certifier, Context, Traits, as_certifier, load_object, parse_spec
 
-__all__ = ["CONSTRUCTIONS", "LOWER_TESTS", "REFERENCE", "TRAITS", "builtin", "builtin_certifiers",
+__all__ = ["CONSTRUCTIONS", "LOWER_TESTS", "REFERENCE", "TRAITS", "CERTIFICATE_METHODS",
+           "extra_methods", "check_unique_names", "builtin", "builtin_certifiers",
            "default_constructions", "default_lower_tests", "load_certifier",
            "load_certifiers"]
 
@@ -548,3 +549,48 @@ def load_certifiers(specs) -> tuple[list, list]:
         if c.is_lower_test:
             tests.append(c)
     return cons, tests
+
+
+def extra_methods(items, side: str) -> list[Certifier]:
+    """Extra constructions (``side="upper"``) or lower tests (``"lower"``) as certifiers:
+    objects, classes, :class:`~softrank.certifiers.interface.Certifier` values or
+    ``MODULE:OBJECT`` strings (:func:`softrank.bracket`'s ``constructions`` and
+    ``lower_tests``).
+
+    Raises
+    ------
+    InvalidArgumentError
+        Not a list, or a method without its side's protocol method.
+    """
+    arg = "constructions" if side == "upper" else "lower_tests"
+    if items is None:
+        return []
+    if isinstance(items, (str, bytes)) or not isinstance(items, (list, tuple)):
+        raise InvalidArgumentError(f"{arg}: expected a list of certifiers, got {items!r}")
+    out = []
+    for it in items:
+        c = load_certifier(it, arg) if isinstance(it, str) else as_certifier(it)
+        if side == "upper" and not c.is_construction:
+            raise InvalidArgumentError(f"{arg}: {c.name!r} has no witness(operator, eps) method")
+        if side == "lower" and not c.is_lower_test:
+            raise InvalidArgumentError(f"{arg}: {c.name!r} has no certify(operator, eps) method")
+        out.append(c)
+    return out
+
+
+def check_unique_names(methods: list[Certifier], side: str) -> None:
+    """Refuse two methods of one side with the same name (every method is credited by name).
+
+    Raises
+    ------
+    InvalidArgumentError
+        Naming the two and the argument of the side (``constructions`` or ``lower_tests``).
+    """
+    seen: dict = {}
+    for c in methods:
+        if c.name in seen:
+            raise InvalidArgumentError(
+                f"{'constructions' if side == 'upper' else 'lower_tests'}: two methods are named "
+                f"{c.name!r} ({seen[c.name] or 'built-in'} and {c.spec or c.obj!r}); every "
+                "method is credited by name, so names must differ (set a 'name' attribute)")
+        seen[c.name] = c.spec

@@ -4,7 +4,8 @@ Everything softrank reports is only as sound as this package. It imports nothing
 certifiers (only numpy, mpmath, python-flint and the error classes of
 :mod:`softrank.errors`), and it can be read in one sitting:
 
-* :mod:`.certificates` -- what a certificate is, and its file format;
+* :mod:`.certificates` -- what a certificate is;
+* :mod:`.files` -- the certificate file format;
 * :mod:`.arrays` -- reading ``.npy``/``.npz`` files that may be hostile, in bounded memory;
 * :mod:`.float64` -- each condition in float64 with an explicit rounding analysis;
 * :mod:`.interval` -- the same conditions in interval arithmetic (python-flint; mpmath on request).
@@ -31,10 +32,9 @@ from .certificates import (
     UpperWitness,
     CausalUpperWitness,
     CausalLowerCertificate,
-    load_certificate,
     matrix_hash,
-    save_certificate,
 )
+from .files import load_certificate, save_certificate
 from .float64 import Float64Result, check_float64, distance_bound
 from .interval import IntervalResult, check_interval
 

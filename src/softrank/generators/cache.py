@@ -4,7 +4,7 @@ Capturing MiniLM heads costs a model load (importing torch and transformers), on
 pass per source and width, the eager-attention check of every operator and ``A`` in float64
 from the float32 factors: the one serial step before an audit's cells start. An
 :class:`OperatorCache` keeps each captured operator as an operator file
-(:func:`softrank.operators.save_operator`, no pickle) named by the hash of everything the
+(:func:`softrank.operator_files.save_operator`, no pickle) named by the hash of everything the
 operator depends on:
 
 * the checkpoint's files (sha256 of every regular file at the top of its directory: config,
@@ -15,7 +15,7 @@ operator depends on:
   :data:`CAPTURE_VERSION`, softrank's own, raised whenever the capture's output for the same
   input changes.
 
-A cached operator is read back through :func:`softrank.operators.load_operator`, which
+A cached operator is read back through :func:`softrank.operator_files.load_operator`, which
 validates it like any operator file (``A`` row-stochastic, ``A`` equal to
 ``softmax_rows(beta Q K^T)``), and its provenance must match the request (family, layer,
 head, source, width); an entry that fails either is reported and captured again. The cache
@@ -37,7 +37,8 @@ import pathlib
 from typing import Any
 
 from ..errors import InvalidArgumentError, SoftrankError
-from ..operators import Operator, load_operator, save_operator
+from ..operators import Operator
+from ..operator_files import load_operator, save_operator
 
 __all__ = ["CAPTURE_VERSION", "OperatorCache", "default_cache_dir", "checkpoint_digest",
            "package_versions", "text_digest"]
@@ -154,7 +155,7 @@ class OperatorCache:
 
         ``expect`` maps provenance fields (``family``, ``layer``, ``head``, ``source``, and
         ``m``/``n``) to the values the request implies; an entry that differs, or that
-        :func:`~softrank.operators.load_operator` refuses, is noted and treated as missing.
+        :func:`~softrank.operator_files.load_operator` refuses, is noted and treated as missing.
         """
         p = self.path(key)
         if not p.is_file():

@@ -32,7 +32,7 @@ import numpy as np
 
 from ..audit.record import cell_key, group_key, read_cell
 from ..errors import InvalidArgumentError, MalformedRecord
-from .report import bundle_claim, frontier_summary, not_run
+from .summary import bundle_claim, frontier_summary, not_run
 from .store import normal_identity, read_csv, read_ledger, read_summary
 
 __all__ = ["Audit", "load_audit", "diff_audits", "render_markdown", "verdict"]

@@ -74,7 +74,8 @@ from pathlib import Path
 from ..certifiers.bracket import validate_eps
 from ..errors import PanelError, SoftrankError
 from ..ids import check_id_part
-from ..operators import Operator, load_operator, parse_rank
+from ..operators import Operator, parse_rank
+from ..operator_files import load_operator
 
 __all__ = ["Panel", "build_panel", "materialize", "minilm_specs", "wide_specs", "DEFAULT_EPS",
            "PANELS", "SHORT_SOURCES"]

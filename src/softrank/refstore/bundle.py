@@ -4,10 +4,10 @@ A team computes a panel's references once (on a big machine, on a Dask cluster) 
 member and CI job imports them. A bundle is a directory:
 
 * ``manifest.json``: ``format`` (``"softrank-reference-bundle"``), ``version`` (1), the
-  engine (:func:`~softrank.refstore.store.engine_key`) and its versions, the panel, and one
+  engine (:func:`~softrank.refstore.keys.engine_key`) and its versions, the panel, and one
   record per entry (operator hash, group, ``eps``, effort, ends, sha256 of each file) and
   per operator (file and sha256);
-* ``operators/HASH.npz``: each operator (:func:`softrank.operators.save_operator`), so that
+* ``operators/HASH.npz``: each operator (:func:`softrank.operator_files.save_operator`), so that
   the importing side checks every certificate against the matrix it is about;
 * ``entries/GROUP/epsEPS/``: the store's entries as they are (two certificate files and
   ``bracket.json``).
@@ -32,10 +32,11 @@ from pathlib import Path
 
 from ..certifiers.bracket import EFFORTS
 from ..errors import InvalidArgumentError, SoftrankError, printable
-from ..operators import MAX_FILE_BYTES, load_operator, save_operator
+from ..operator_files import MAX_FILE_BYTES, load_operator, save_operator
 from .layout import IMPORTED_NAME, MAX_RECORD_BYTES, SIDE_NAME, eps_name, mode_kind, within
 from .record import Refused, certificate_bytes_bound, side_record_ok
-from .store import ReferenceStore, engine_key, engine_versions, file_sha256, group_name
+from .keys import engine_key, engine_versions, file_sha256, group_name
+from .store import ReferenceStore
 
 __all__ = ["export_bundle", "import_bundle", "BundleReport", "BUNDLE_FORMAT", "BUNDLE_VERSION"]
 
@@ -223,7 +224,7 @@ def read_manifest(src) -> dict:
 
 
 #: Largest operator file a bundle may hold (bytes): the data bound of
-#: :func:`softrank.operators.load_operator` and room for the archive's headers. Measured
+#: :func:`softrank.operator_files.load_operator` and room for the archive's headers. Measured
 #: before the file is hashed or read.
 MAX_OPERATOR_FILE = MAX_FILE_BYTES + (4 << 20)
 

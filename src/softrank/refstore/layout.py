@@ -3,7 +3,7 @@ may delete*).
 
 :class:`~softrank.refstore.store.ReferenceStore` writes only these, under its root:
 
-* ``ENGINE/``: 16 hex digits (:func:`~softrank.refstore.store.engine_key`);
+* ``ENGINE/``: 16 hex digits (:func:`~softrank.refstore.keys.engine_key`);
 * ``ENGINE/GROUP.lock``: an empty regular file, the operator's lock, named after ``GROUP``;
 * ``ENGINE/GROUP/``: ``HASH-EFFORT`` or ``HASH-EFFORT-validated-HASH``
   (:func:`~softrank.refstore.store.group_name`);

@@ -15,7 +15,8 @@ def run(args) -> int:
     from ...certifiers.bracket import bracket, validate_eps
     from ... import __version__
     from ...checker import save_certificate
-    from ...operators import load_operator, mask_kind
+    from ...operators import mask_kind
+    from ...operator_files import load_operator
 
     validate_eps(args.eps, "--eps")
     limit, _ = memory_limit(args)

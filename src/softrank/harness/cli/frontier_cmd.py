@@ -17,7 +17,7 @@ __all__ = ["run"]
 def run(args) -> int:
     from ...certifiers.bracket import validate_eps
     from ...certifiers.frontier import frontier
-    from ...operators import load_operator
+    from ...operator_files import load_operator
 
     if args.eps:  # (--eps alone: none)
         validate_eps(args.eps, "--eps")

@@ -26,7 +26,8 @@ def _span_arg(s: str | None, arg: str):
 
 def run(args) -> int:
     from ...generators.capture import capture, read_sources, resolve_checkpoint
-    from ...operators import mask_kind, save_operator
+    from ...operators import mask_kind
+    from ...operator_files import save_operator
 
     keys, queries = _span_arg(args.keys, "--keys"), _span_arg(args.queries, "--queries")
     if (keys is None) != (queries is None):

@@ -25,7 +25,7 @@ def run(args) -> int:
     limit, _ = memory_limit(args)
     ext = None
     if args.matrix:  # validated as `bracket` would (docs/theory/operators.md), read within the limit
-        from ...operators import load_operator
+        from ...operator_files import load_operator
 
         ext = load_operator(args.matrix, "--matrix", max_bytes=limit,
                             renormalize=args.renormalize).A
