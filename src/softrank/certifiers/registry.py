@@ -416,7 +416,10 @@ TRAITS = {
 #: file's header), as a regular expression, by the method's name: what a stored bracket's
 #: certificate must carry for the method its diagnostics credit with that end
 #: (docs/store.md). An end carried from another tolerance adds `` (from eps X)`` once per
-#: carry (:func:`softrank.certifiers.bracket.monotone`).
+#: carry (:func:`softrank.certifiers.bracket.monotone`). The value is not rendered in the
+#: API pages (its backslashes would read as TeX there); the source has it.
+#:
+#: :meta hide-value:
 CERTIFICATE_METHODS = {
     "truncated-svd": r"truncated-svd",
     "key-support": r"key-support",
