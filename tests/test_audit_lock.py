@@ -104,7 +104,7 @@ def test_a_live_lock_refuses_run_audit_too(tmp_path):
     """The library entry (also used by `softrank study`) takes the same lock."""
     from softrank.generators.synthetic import planted_blocks
     from softrank.audit import AuditConfig
-    from softrank.harness.audit import run_audit
+    from softrank.harness.runner import run_audit
 
     out = tmp_path / "o"
     _write_lock(out, os.getpid())
@@ -530,7 +530,7 @@ def test_resume_refusal_names_the_operators_that_differ(tmp_path, capsys):
 
 
 def test_identity_diff_counts_and_first_of_each_kind():
-    from softrank.harness.store import identity_diff
+    from softrank.harness.ledger import identity_diff
 
     old = {"seed": 0, "operators": ["a:1", "b:2", "c:3", "d:4", "e:5"]}
     new = {"seed": 1, "operators": ["a:1", "c:9", "e:6", "f:7"]}

@@ -15,7 +15,7 @@ from softrank.audit.attack_stage import AttackStage
 from softrank.audit.bracket_stage import BracketStage
 from softrank.errors import InvalidArgumentError, SoftrankError
 from softrank.generators.synthetic import planted_blocks
-from softrank.harness.audit import CSV_COLUMNS, run_audit
+from softrank.harness.runner import CSV_COLUMNS, run_audit
 from softrank.harness.cli import main
 
 

@@ -262,7 +262,7 @@ def test_a_crash_is_an_error_bracket_never_a_bound():
 
 
 def test_rank_strings_are_canonical_and_bounded():
-    from softrank.operators import parse_rank
+    from softrank.validation import parse_rank
 
     assert parse_rank("window:8") == ("window", 8)
     for bad in ("window:08", "window:+3", "window:0", "window:99999999999999999999", "Causal",

@@ -254,7 +254,7 @@ def test_laws_and_studies_name_the_option(tiny, capsys, argv):
 
 
 def test_the_library_still_names_eps():
-    from softrank.certifiers.bracket import validate_eps
+    from softrank.validation import validate_eps
 
     with pytest.raises(InvalidArgumentError, match=r"^eps: tolerances repeat, 0\.1 is given"):
         validate_eps([0.1, 0.1])

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from softrank.harness.cli import main
-from softrank.harness.store import Ledger
+from softrank.harness.ledger import Ledger
 
 
 def _row(op, eps, lower, upper, verdict=None, seconds=1.0, methods=(), family="gaussian", n=16):

@@ -199,7 +199,7 @@ def test_climb_certifies_past_the_singular_subspaces(seed, n, scale, eps):
     the checker (float64 and interval) accepts it; it never exceeds the bracket's upper
     end."""
     from softrank import Operator, bracket
-    from softrank.certifiers.registry import LOWER_TESTS, TRAITS
+    from softrank.certifiers.registry import TRAITS
 
     rng = np.random.default_rng(seed)
     n = int(rng.integers(8, 14))

@@ -13,7 +13,7 @@ import pytest
 
 from softrank.audit import AuditConfig
 from softrank.generators.synthetic import planted_blocks
-from softrank.harness.audit import run_audit
+from softrank.harness.runner import run_audit
 from softrank.harness.cli import main
 from softrank.operators import Operator
 from softrank.operator_files import save_operator

@@ -353,7 +353,7 @@ def test_every_builtin_writes_the_method_its_pattern_names(head, op):
 def test_a_bundles_rejections_are_not_gated_on(tmp_path, capsys):
     """softrank diff neither fails nor passes on a bundle's claim: the same rejected record
     fails the gate as a measurement and is left out as a claim."""
-    from softrank.harness.store import Ledger
+    from softrank.harness.ledger import Ledger
 
     def row(rejected, bundle):
         methods = [{"name": "l1-refit", "side": "upper", "origin": "builtin",

@@ -1,8 +1,6 @@
 """python -m softrank.suites.replay: a saved failure is run again against its certifier."""
 
-import sys
 
-import numpy as np
 import pytest
 
 from softrank.errors import InvalidArgumentError

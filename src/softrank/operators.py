@@ -22,9 +22,15 @@ from typing import Any
 import numpy as np
 
 from .checker.certificates import ROW_SUM_TOL, attention_problem, matrix_hash
+from .deprecation import moved
 from .errors import InvalidOperatorError
+from .validation import parse_rank as _parse_rank
 
-__all__ = ["Operator", "softmax_rows", "causal_mask", "mask_kind", "rank_masks", "parse_rank",
+# parse_rank and MAX_WINDOW moved to softrank.validation (kept here for one release)
+__getattr__ = moved(__name__, {"parse_rank": "softrank.validation",
+                               "MAX_WINDOW": "softrank.validation"})
+
+__all__ = ["Operator", "softmax_rows", "causal_mask", "mask_kind", "rank_masks",
            "check_matrix", "RANK_KINDS", "ROW_SUM_TOL", "operator_hash", "FACTOR_TOL"]
 
 #: Largest accepted ``|A - softmax_rows(beta Q K^T)|`` of an operator with factors.
@@ -111,30 +117,9 @@ def causal_mask(m: int, N: int | None = None, offset: int | None = None,
     return M
 
 
-#: The largest band width ``W`` of a rank ``window:W`` (a band wider than the sequence copies
-#: every causal key, as one of its width does).
-MAX_WINDOW = 10**9
-
 #: The ranks softrank brackets: ``plain`` (``r_eps``), ``causal`` (``r^c_eps``) and
 #: ``window:W`` (``r^{c,W}_eps``, the band of width ``W`` kept exact); :func:`rank_masks`.
 RANK_KINDS = ("plain", "causal", "window:W")
-
-
-def parse_rank(rank: Any, arg: str = "rank") -> tuple[str, int | None]:
-    """``("plain", None)``, ``("causal", None)`` or ``("window", W)`` from ``plain``,
-    ``causal`` or ``window:W`` (``W >= 1``); else :class:`~softrank.errors.InvalidArgumentError` naming ``arg``."""
-    from .errors import InvalidArgumentError
-
-    if rank in ("plain", "causal"):
-        return rank, None
-    if isinstance(rank, str) and rank.startswith("window:"):
-        w = rank[len("window:"):]
-        # W as written by str(int): no sign, no leading zero, at most 10 digits
-        if w.isascii() and w.isdigit() and w == str(int(w)) and 1 <= int(w) <= MAX_WINDOW:
-            return "window", int(w)
-    raise InvalidArgumentError(f"{arg}: expected 'plain', 'causal' or 'window:W' with an "
-                               f"integer 1 <= W <= {MAX_WINDOW} written without leading zeros, "
-                               f"got {rank!r}")
 
 
 def rank_masks(shape: tuple[int, int], rank: str,
@@ -153,7 +138,7 @@ def rank_masks(shape: tuple[int, int], rank: str,
     shape : (m, N)
         ``m <= N`` queries for the causal kinds (the queries are the last ``m`` positions).
     rank : str
-        ``plain``, ``causal`` or ``window:W`` (:func:`parse_rank`).
+        ``plain``, ``causal`` or ``window:W`` (:func:`~softrank.validation.parse_rank`).
     arg : str
         The argument's name in the messages (default ``rank``; e.g. ``--rank``).
 
@@ -169,7 +154,7 @@ def rank_masks(shape: tuple[int, int], rank: str,
     """
     from .errors import InvalidArgumentError
 
-    kind, W = parse_rank(rank, arg)
+    kind, W = _parse_rank(rank, arg)
     m, N = int(shape[0]), int(shape[1])
     if kind == "plain":
         return np.ones((m, N), dtype=bool), np.zeros((m, N), dtype=bool)

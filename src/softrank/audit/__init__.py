@@ -17,7 +17,7 @@ What a cell goes through, module by module, in order:
   report and ``softrank diff`` (:func:`read_cell`).
 
 Scheduling the operators over workers, the ledger and the exports are the harness's
-(:mod:`softrank.harness.audit`).
+(:mod:`softrank.harness.runner`).
 """
 
 from .config import ATTACKS, AuditConfig

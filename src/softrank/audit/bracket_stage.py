@@ -12,7 +12,8 @@ import time
 
 import numpy as np
 
-from ..certifiers.bracket import Bracket, bracket, check_effort
+from ..certifiers.bracket import Bracket, bracket
+from ..validation import check_effort
 from ..certifiers.registry import load_certifiers
 from ..refstore import ReferenceStore
 from .record import encode_diagnostics

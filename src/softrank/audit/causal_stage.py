@@ -15,24 +15,12 @@ from __future__ import annotations
 
 import json
 
-from ..certifiers.bracket import check_effort
-from ..certifiers.causal import causal_bracket, check_causal_operator
+from ..validation import check_effort
+from ..certifiers.causal import UserCausalConstruction, causal_bracket, check_causal_operator
 from ..certifiers.registry import load_certifiers
 from ..errors import InvalidArgumentError
 
 __all__ = ["CausalStage"]
-
-
-class _UserCausal:
-    """A user's construction declared causal (``causal = True``, optional ``window``)."""
-
-    def __init__(self, c):
-        self.c, self.name, self.origin = c, c.name, "third-party"
-        self.window = getattr(c.obj, "window", None)
-
-    def witness(self, operator, eps):
-        w = self.c.witness(operator, eps)
-        return None if w is None else (w.U, w.W)
 
 
 class CausalStage:
@@ -64,7 +52,7 @@ class CausalStage:
 
     def __init__(self, rank: str, certifiers=(), effort: str = "full",
                  time_limit: float | None = None):
-        from ..operators import parse_rank
+        from ..validation import parse_rank
 
         kind, _ = parse_rank(rank, "rank")
         if kind == "plain":
@@ -83,7 +71,7 @@ class CausalStage:
             why = "plain only: not a causal head"
             return [{"rank": why} for _ in cells.eps]
         cons, _ = load_certifiers(self.certifiers)
-        user = [_UserCausal(c) for c in cons if getattr(c.obj, "causal", False) is True]
+        user = [UserCausalConstruction(c) for c in cons if getattr(c.obj, "causal", False) is True]
         plain = [b.upper_witness for b in cells.brackets if b.upper_witness is not None]
         brs = causal_bracket(op, list(cells.eps), rank=self.rank, effort=self.effort,
                              time_limit=self.time_limit, constructions=user, witnesses=plain)

@@ -1,6 +1,6 @@
 """The settings of an audit's cells: one frozen :class:`AuditConfig`, validated once.
 
-The CLI (``softrank audit``) builds it from its options, :func:`softrank.harness.audit.run_audit`
+The CLI (``softrank audit``) builds it from its options, :func:`softrank.harness.runner.run_audit`
 keys the run's ledger by :meth:`AuditConfig.identity`, and every worker receives the same
 object and runs one operator's cells with :func:`softrank.audit.worker.run_operator`. How
 the cells are scheduled (workers, executor, resume) is not part of it: results do not
@@ -13,12 +13,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..attacks import EFFORTS as ATTACK_EFFORTS
-from ..certifiers.bracket import check_effort, validate_eps
 from ..certifiers.registry import load_certifiers
 from ..errors import InvalidArgumentError
-from ..operators import parse_rank
 from ..refstore import ReferenceStore
-from ..validation import check_choice, check_positive
+from ..validation import check_choice, check_effort, check_positive, parse_rank, validate_eps
 from .pipeline import default_stages, stage_columns
 
 __all__ = ["AuditConfig", "ATTACKS"]

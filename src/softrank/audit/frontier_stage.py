@@ -16,7 +16,7 @@ import json
 import math
 
 from ..attacks import EFFORTS, attack
-from ..certifiers.bracket import check_effort
+from ..validation import check_effort
 from ..certifiers.frontier import frontier
 from ..certifiers.registry import load_certifiers
 from ..validation import check_choice

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from ..certifiers.bracket import validate_eps
+from ..validation import validate_eps
 from ..errors import InvalidArgumentError
 from ..stop import check as _check_stop
 from .record import (ID_COLUMNS, STAGES_COLUMN, Refutation, StageRecord, cell_identity,

@@ -28,7 +28,10 @@ from ..checker import check, check_float64
 from ..errors import InvalidArgumentError, SoftrankError
 from ..operators import Operator
 from ..stop import check as _check_stop
-from ..validation import check_positive
+from ..deprecation import moved
+from ..validation import EFFORTS, check_positive
+from ..validation import check_effort as _check_effort
+from ..validation import validate_eps as _validate_eps
 from .interface import Certifier, Context, Diagnostics, MethodRecord
 from .linalg import solve_device
 from .memory import BASE_MEMORY, memory_estimate
@@ -38,70 +41,12 @@ from .result import Bracket, monotone, set_verdict
 
 # Bracket, monotone (.result), memory_estimate and BASE_MEMORY (.memory) are re-exported:
 # what a caller of bracket() reads and sizes
-__all__ = ["Bracket", "bracket", "lower_certificate", "monotone", "validate_eps",
-           "memory_estimate", "check_effort", "own_schedule", "BASE_MEMORY", "EFFORTS"]
+__all__ = ["Bracket", "bracket", "lower_certificate", "monotone", "memory_estimate",
+           "own_schedule", "BASE_MEMORY", "EFFORTS"]
 
-#: The engine's efforts: ``full`` runs every built-in method; ``fast`` skips the late
-#: searches (subspace-rows, subspace-climb, trust-region, alternating-l1-smooth,
-#: alternating-l1-anneal), which take most of the bracket time and make the ends that the
-#: other methods do not reach (README, "Effort": the trade measured on the default panel).
-EFFORTS = ("full", "fast")
-
-def _is_scalar_eps(eps) -> bool:
-    return isinstance(eps, (int, float, np.integer, np.floating)) or (
-        isinstance(eps, np.ndarray) and eps.ndim == 0)
-
-
-#: Smallest tolerance accepted: the least normal float64. Below it the checker's rounding
-#: bounds (which add subnormal-scale terms) exceed eps even for the witness ``A`` itself.
-_EPS_MIN = float(np.finfo(np.float64).tiny)
-
-
-def validate_eps(eps, arg: str = "eps") -> list[float]:
-    """Tolerances as a list of floats in ``(0, 1)``.
-
-    ``eps = 0`` asks for the exact rank, which floating-point witnesses cannot certify (a
-    rank-k witness is checked with a strictly positive rounding bound), and ``eps >= 1``
-    gives ``r_eps = 0`` on a row-stochastic ``A``; both are rejected, and so are a subnormal
-    tolerance (below ``2.2e-308``, the checker's rounding floor) and a tolerance given twice.
-
-    Parameters
-    ----------
-    eps : float or sequence of float
-    arg : str, default "eps"
-        The argument named in the messages (the CLI passes ``"--eps"``).
-
-    Raises
-    ------
-    InvalidArgumentError
-        Naming ``arg`` and the offending value.
-    """
-    if _is_scalar_eps(eps):
-        vals = [eps]
-    elif isinstance(eps, (list, tuple)) or (isinstance(eps, np.ndarray) and eps.ndim == 1):
-        vals = list(eps)
-    else:
-        raise InvalidArgumentError(f"{arg}: expected a number or a sequence of numbers, got {eps!r}")
-    if not vals:
-        raise InvalidArgumentError(f"{arg}: expected at least one tolerance, got none")
-    out = []
-    for e in vals:
-        if isinstance(e, bool) or not _is_scalar_eps(e):
-            raise InvalidArgumentError(f"{arg}: expected a number, got {e!r}")
-        f = float(e)
-        if not np.isfinite(f) or f <= 0 or f >= 1:
-            raise InvalidArgumentError(
-                f"{arg}: expected a tolerance with 0 < eps < 1 (r_eps = 0 for eps >= 1 on a "
-                f"row-stochastic A; eps = 0 is the exact rank), got {f!r}"
-            )
-        if f < _EPS_MIN:
-            raise InvalidArgumentError(
-                f"{arg}: expected a normal float64 >= {_EPS_MIN!r} (a subnormal tolerance is "
-                f"below the checker's rounding floor, even for A itself), got {f!r}")
-        if f in out:
-            raise InvalidArgumentError(f"{arg}: tolerances repeat, {f!r} is given twice")
-        out.append(f)
-    return out
+# validate_eps and check_effort moved to softrank.validation (kept here for one release)
+__getattr__ = moved(__name__, {"validate_eps": "softrank.validation",
+                               "check_effort": "softrank.validation"})
 
 
 def _short(exc: Exception) -> str:
@@ -462,10 +407,10 @@ def bracket(A, eps, *, interval: bool = True, validated: bool = False,
         Called with one line of text after every method of every tolerance (its side,
         name, outcome, rank and seconds): ``softrank bracket --progress`` prints them.
     """
-    check_effort(effort)
+    _check_effort(effort)
     solve_device()  # a bad $SOFTRANK_DEVICE is refused here, not by every search that solves
     op = A if isinstance(A, Operator) else Operator(A=A)
-    eps_list = validate_eps(eps)
+    eps_list = _validate_eps(eps)
     own_cons, own_tests = default_constructions(), default_lower_tests()
     extra_cons, extra_tests = extra_methods(constructions, "upper"), extra_methods(lower_tests, "lower")
     check_unique_names(own_cons + extra_cons, "upper")
@@ -567,11 +512,3 @@ def _own_brackets(op: Operator, A_used: np.ndarray, rho: float, eps_list: list[f
         monotone(sorted(out, key=lambda b: b.eps), ctx.A, interval)
     by_eps = {b.eps: b for b in out}
     return [by_eps[e] for e in eps_list]
-
-
-def check_effort(effort) -> str:
-    """``effort`` if it is one of :data:`EFFORTS`; else :class:`InvalidArgumentError`."""
-    if not (isinstance(effort, str) and effort in EFFORTS):
-        raise InvalidArgumentError(f"effort must be one of {', '.join(map(repr, EFFORTS))}, "
-                                   f"got {effort!r}")
-    return effort

@@ -33,15 +33,17 @@ import numpy as np
 
 from ..checker import CausalLowerCertificate, CausalUpperWitness, check, check_float64
 from ..errors import InvalidArgumentError
-from ..operators import Operator, parse_rank, rank_masks
+from ..operators import Operator, rank_masks
 from ..validation import check_positive
-from .bracket import Bracket, check_effort, lower_certificate, monotone, validate_eps
+from ..validation import check_effort, parse_rank, validate_eps
+from .bracket import Bracket, lower_certificate, monotone
 from .interface import Context, Diagnostics, MethodRecord
 from .linalg import weighted_solves
 from .lp import L1Regression
 from .upper.basic import least_feasible, safe_target
 
-__all__ = ["causal_bracket", "CausalSearch", "causal_blocks", "check_causal_operator"]
+__all__ = ["causal_bracket", "CausalSearch", "causal_blocks", "check_causal_operator",
+           "UserCausalConstruction"]
 
 #: Splits tried for the lower end with the fast tests (fractions of the block's largest
 #: possible rank); the late searches run on the best.
@@ -227,6 +229,32 @@ def _tag(diag: Diagnostics, start: int, rows, cols) -> None:
 
 def _witness(eps, f, keep, exact, method) -> CausalUpperWitness:
     return CausalUpperWitness(eps, f[0], f[1], keep, exact, method=method)
+
+
+class UserCausalConstruction:
+    """A user's construction (a :class:`~softrank.certifiers.interface.Certifier` of the
+    upper side, e.g. from :func:`~softrank.certifiers.registry.load_certifiers`) as a causal
+    one for :func:`causal_bracket`: its witness's ``(U, W)`` is checked as ``keep * (U W)``;
+    the ``window`` it copies exactly is its object's ``window`` attribute, if any
+    (docs/theory/causal.md). ``softrank bracket --rank`` wraps every ``--certifier``; the
+    audit's causal stage those that declare ``causal = True``.
+
+    Parameters
+    ----------
+    certifier : Certifier
+        The wrapped construction (its ``name``, ``obj`` and ``witness``).
+    """
+
+    origin = "third-party"
+
+    def __init__(self, certifier):
+        self.certifier, self.name = certifier, certifier.name
+        self.window = getattr(certifier.obj, "window", None)
+
+    def witness(self, operator, eps):
+        """``(U, W)`` of the wrapped construction's witness at ``eps``, or None."""
+        w = self.certifier.witness(operator, eps)
+        return None if w is None else (w.U, w.W)
 
 
 def causal_bracket(A, eps, *, rank: str = "causal", interval: bool = True,

@@ -42,7 +42,8 @@ from ..checker import FrobeniusCertificate, UpperWitness
 from ..errors import InvalidArgumentError
 from ..operators import Operator
 from ..validation import check_int
-from .bracket import Bracket, bracket, check_effort, validate_eps
+from ..validation import check_effort, validate_eps
+from .bracket import Bracket, bracket
 from .interface import Context, as_certifier
 from .lower.basic import key_groups, row_order, subset_sizes
 from .lower.climb import SubspaceClimb

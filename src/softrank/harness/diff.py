@@ -33,7 +33,7 @@ import numpy as np
 from ..audit.record import cell_key, group_key, read_cell
 from ..errors import InvalidArgumentError, MalformedRecord
 from .summary import bundle_claim, frontier_summary, not_run
-from .store import normal_identity, read_csv, read_ledger, read_summary
+from .ledger import normal_identity, read_csv, read_ledger, read_summary
 
 __all__ = ["Audit", "load_audit", "diff_audits", "render_markdown", "verdict"]
 

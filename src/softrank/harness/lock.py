@@ -5,8 +5,9 @@ atomically (``O_CREAT | O_EXCL``) and holds JSON: the holder's ``pid``, ``host``
 (UTC) and command line. A second run on the same directory is refused while the holder
 lives. A lock whose process is gone (same host, no such pid) is stale: it is named on
 stderr and taken over. A lock from another host cannot be checked and is refused; so is a
-lock file that cannot be read. The lock is re-entrant within one process (``softrank
-audit`` holds it around :func:`~softrank.harness.audit.run_audit`, which takes it too).
+lock file that cannot be read. ``softrank audit`` takes it once, before any user code is
+loaded, and hands it to :func:`~softrank.harness.runner.run_audit` (``lock=``); the lock is
+re-entrant within one process, so a caller of the API may also nest runs under one.
 """
 
 from __future__ import annotations
@@ -149,6 +150,11 @@ class AuditLock:
         self.stream = stream
         self._key = None
         self._pid = None
+
+    @property
+    def held(self) -> bool:
+        """Whether this object holds the lock (in this process)."""
+        return self._key is not None and self._pid == os.getpid()
 
     def __enter__(self) -> "AuditLock":
         return self.acquire()  # a no-op if taken already (``with lock.acquire():``)

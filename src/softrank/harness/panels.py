@@ -71,11 +71,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
-from ..certifiers.bracket import validate_eps
 from ..errors import PanelError, SoftrankError
 from ..ids import check_id_part
-from ..operators import Operator, parse_rank
+from ..operators import Operator
 from ..operator_files import load_operator
+from ..validation import parse_rank, validate_eps
 
 __all__ = ["Panel", "build_panel", "materialize", "minilm_specs", "wide_specs", "DEFAULT_EPS",
            "PANELS", "SHORT_SOURCES"]

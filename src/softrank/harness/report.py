@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..audit.record import group_key, refutations
 from .plots import plot_causal, plot_families, plot_frontier_families, plot_minilm
-from .store import SUMMARY_NAME, read_summary
+from .ledger import SUMMARY_NAME, read_summary
 from .summary import PAPER, PAPER_COMPARE, by_method, cell_diagnostics, method_stats, summarize
 
 __all__ = ["write_report", "summarize"]

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import CheckpointError, InvalidArgumentError, ModelsUnavailable
+from ..errors import InvalidArgumentError, ModelsUnavailable
 
 __all__ = ["SizedCase", "parse_sizes", "sized_cases", "sized_operator", "DEFAULT_SIZES",
            "SYNTHETIC_RANGE", "MINILM_RANGE", "ModelsUnavailable"]

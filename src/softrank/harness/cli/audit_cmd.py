@@ -14,7 +14,7 @@ __all__ = ['run']
 
 
 def run(args) -> int:
-    from ...certifiers.bracket import validate_eps
+    from ...validation import validate_eps
     from ..lock import AuditLock
     from ..panels import build_panel
 
@@ -24,15 +24,15 @@ def run(args) -> int:
     panel = build_panel(args.panel, seed=args.seed)
     if args.scheduler and args.executor != "dask":
         raise SoftrankError("--scheduler: needs --executor dask")
-    from ..audit import check_out_dir
+    from ...validation import check_out_dir
 
     check_out_dir(args.out, "--out")
     existed = Path(args.out).exists()
     out = out_dir(args.out, "--out")  # refuses a path that is not a writable directory
     fresh = not existed or not any(out.iterdir())
     try:
-        with AuditLock(out, "--out"):  # one audit per --out, held until its report is written
-            return _audit_locked(args, panel, out, t0)
+        with AuditLock(out, "--out") as lock:  # one audit per --out, until its report is written
+            return _audit_locked(args, panel, out, t0, lock)
     except Exception:  # (an interrupt keeps its ledger: the run was cut, not refused)
         if fresh and not args.resume:
             _drop_empty_run(out, remove_dir=not existed)
@@ -66,7 +66,7 @@ def _drop_empty_run(out: Path, remove_dir: bool) -> None:
     cell reached it (e.g. an unreachable --scheduler), then, if this run created the
     directory and nothing else is in it, the directory: the failure leaves nothing that a
     next run would stumble on. A ledger with cells is kept, for --resume."""
-    from ..store import LEDGER_NAME, ledger_cells
+    from ..ledger import LEDGER_NAME, ledger_cells
 
     ledger = out / LEDGER_NAME
     if ledger.exists():
@@ -81,12 +81,12 @@ def _drop_empty_run(out: Path, remove_dir: bool) -> None:
             pass
 
 
-def _audit_locked(args, panel, out: Path, t0: float) -> int:
-    from ..audit import run_audit
+def _audit_locked(args, panel, out: Path, t0: float, lock) -> int:
+    from ..runner import run_audit
     from ..panels import materialize
     from ..report import summarize, write_report
 
-    from ..store import Ledger
+    from ..ledger import Ledger
 
     store = reference_store(args)
     config = _config(args, panel, store)
@@ -115,7 +115,7 @@ def _audit_locked(args, panel, out: Path, t0: float) -> int:
         check_memory(big.shape, f"--panel: operator {big.operator_id!r}", args, workers=n)
     rows = run_audit(ops, config, out, workers=args.workers, progress=not args.quiet,
                      executor=args.executor, scheduler=args.scheduler, resume=args.resume,
-                     identity={"panel": args.panel, "seed": args.seed})
+                     identity={"panel": args.panel, "seed": args.seed}, lock=lock)
     summary = summarize(rows, panel.name, config.eps, time.perf_counter() - t0, args.seed,
                         effort=config.effort)
     summary["operator_build"] = {"seconds": round(t_ops, 1),

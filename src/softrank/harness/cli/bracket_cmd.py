@@ -12,7 +12,8 @@ __all__ = ['run']
 
 
 def run(args) -> int:
-    from ...certifiers.bracket import bracket, validate_eps
+    from ...certifiers.bracket import bracket
+    from ...validation import validate_eps
     from ... import __version__
     from ...checker import save_certificate
     from ...operators import mask_kind
@@ -45,12 +46,12 @@ def run(args) -> int:
     else:
         store = reference_store(args)
     if args.rank != "plain":
-        from ...certifiers.causal import causal_bracket
+        from ...certifiers.causal import UserCausalConstruction, causal_bracket
 
         brs = causal_bracket(op, list(args.eps), rank=args.rank,
                              interval=not args.no_interval, effort=args.effort,
                              time_limit=args.time_limit, progress=say,
-                             constructions=[_CausalUser(c) for c in cons])
+                             constructions=[UserCausalConstruction(c) for c in cons])
     else:
         brs = bracket(op, list(args.eps), interval=not args.no_interval, constructions=cons,
                       lower_tests=tests, time_limit=args.time_limit, progress=say,
@@ -150,21 +151,6 @@ def run(args) -> int:
                           + (f", rank {r.rank}" if r.rank is not None else "")
                           + (f" ({r.message})" if r.message else ""))
     return 1 if any(br.verdict in ("unsound", "error") for br in brs) else 0
-
-
-class _CausalUser:
-    """A user's construction (:class:`~softrank.certifiers.interface.Certifier`) as a
-    causal one: its ``(U, W)`` is checked as ``keep * (U W)``; its ``window`` attribute (the
-    band it copies exactly), if any, is read from the object."""
-
-    def __init__(self, c):
-        self.c, self.name = c, c.name
-        self.window = getattr(c.obj, "window", None)
-        self.origin = "third-party"
-
-    def witness(self, operator, eps):
-        w = self.c.witness(operator, eps)
-        return None if w is None else (w.U, w.W)
 
 
 def _geometry(op) -> dict:

@@ -15,7 +15,7 @@ __all__ = ["run"]
 
 
 def run(args) -> int:
-    from ...certifiers.bracket import validate_eps
+    from ...validation import validate_eps
     from ...certifiers.frontier import frontier
     from ...operator_files import load_operator
 

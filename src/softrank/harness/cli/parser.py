@@ -9,7 +9,7 @@ __all__ = ["build_parser"]
 
 
 def _rank_arg(v: str) -> str:
-    from ...operators import parse_rank
+    from ...validation import parse_rank
 
     try:
         parse_rank(v, "--rank")

@@ -129,7 +129,7 @@ def run_reference(args) -> int:
 
     if args.reference_command == "export":
         if args.eps:
-            from ...certifiers.bracket import validate_eps
+            from ...validation import validate_eps
 
             validate_eps(args.eps, "--eps")
         dest = Path(args.directory)

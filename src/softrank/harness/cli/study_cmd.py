@@ -13,7 +13,7 @@ __all__ = ['run', 'run_laws']
 
 
 def run_laws(args) -> int:
-    from ...certifiers.bracket import validate_eps
+    from ...validation import validate_eps
     from ...studies.laws import QUICK_SWEEPS, run_laws, write_laws
 
     validate_eps(args.eps, "--eps")
@@ -99,7 +99,7 @@ def _study_rows(args, out: Path | None):
             raise SoftrankError(f"--from: {str(f)!r} is not an audit's brackets.csv (" +
                                 (f"missing columns {missing})" if rows else "no cells)"))
         return rows
-    from ..audit import run_audit
+    from ..runner import run_audit
     from ..panels import materialize
 
     ops = materialize(_study_specs(args), operator_cache(args))
@@ -162,7 +162,7 @@ def _run_causal(args) -> int:
 
 
 def run(args) -> int:
-    from ...certifiers.bracket import validate_eps
+    from ...validation import validate_eps
 
     validate_eps(args.eps, "--eps")
     if args.study == "causal":
