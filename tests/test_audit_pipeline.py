@@ -86,14 +86,14 @@ def test_a_stage_cannot_write_columns_it_does_not_declare():
 
 
 def test_the_attack_stage_needs_the_bracket_first():
-    (r,) = run_stages(_op(), [0.1], [AttackStage("quick")])
+    (r,) = run_stages(_op(), [0.1], [AttackStage(attacks="quick")])
     assert "bracket stage must run first" in read_stages(r)["attack"].error
 
 
 def test_the_attack_stage_rewrites_nothing():
     assert not hasattr(AttackStage, "rewrites")
     cells = OperatorCells(_op(), (0.1,))
-    assert AttackStage("none").run(cells) == [{}]
+    assert AttackStage(attacks="none").run(cells) == [{}]
 
 
 class Refuter:

@@ -64,7 +64,7 @@ def _offbyone_cell(tmp_path):
                  upper_witness=br.upper_witness, verdict="open")
     cells = OperatorCells(op, (0.1,), out=tmp_path)
     cells.publish("bracket", [br])
-    (row,) = AttackStage("quick").run(cells)
+    (row,) = AttackStage(attacks="quick").run(cells)
     return op, br, row, cells
 
 

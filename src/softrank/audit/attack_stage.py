@@ -12,11 +12,9 @@ from __future__ import annotations
 import hashlib
 import re
 
-from ..attacks import EFFORTS, attack
+from ..attacks import attack
 from ..checker import save_certificate
 from ..errors import InvalidArgumentError
-from ..refstore import ReferenceStore
-from ..validation import check_choice
 from .record import Refutation
 
 __all__ = ["AttackStage"]
@@ -59,10 +57,11 @@ class AttackStage:
 
     Parameters
     ----------
-    effort : {"quick", "standard", "hard", "none"}
-        See :data:`softrank.attacks.EFFORTS`; ``"none"`` attacks nothing (the columns stay empty).
-    store : str or ReferenceStore, optional
-        The reference store: an attack that held on a cell whose ends are a stored
+    attacks : {"quick", "standard", "hard", "none"}
+        The attack's effort (:data:`softrank.attacks.EFFORTS`); ``"none"`` attacks nothing
+        (the columns stay empty).
+    reference_store : ReferenceStore, optional
+        The reference store, opened: an attack that held on a cell whose ends are a stored
         reference's is kept beside that entry (keyed by the effort and the bytes of
         :mod:`softrank.attacks`) and read back instead of run again. A success is never
         kept: it is found again, and saved, in every run.
@@ -77,11 +76,12 @@ class AttackStage:
     """
 
     name = "attack"
+    parameters = ("attacks", "reference_store")
     columns = ("attack", "attack_closest", "attack_seconds")
 
-    def __init__(self, effort: str = "quick", store=None):
-        self.effort = check_choice(effort, "effort", [*sorted(EFFORTS), "none"])
-        self.store = store
+    def __init__(self, *, attacks: str = "quick", reference_store=None):
+        self.effort = attacks
+        self._store = reference_store
 
     def run(self, cells) -> list[dict]:
         if self.effort == "none":
@@ -90,8 +90,6 @@ class AttackStage:
             raise InvalidArgumentError("attack: no brackets to attack (the bracket stage "
                                        "must run first)")
         A = cells.certified_matrix()
-        self._store = (ReferenceStore(self.store, "reference_store")
-                       if isinstance(self.store, str) else self.store)
         rows = []
         for i, br in enumerate(cells.brackets):
             try:

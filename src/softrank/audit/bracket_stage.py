@@ -13,9 +13,6 @@ import time
 import numpy as np
 
 from ..certifiers.bracket import Bracket, bracket
-from ..validation import check_effort
-from ..certifiers.registry import load_certifiers
-from ..refstore import ReferenceStore
 from .record import encode_diagnostics
 
 __all__ = ["BracketStage", "svd_seconds"]
@@ -49,16 +46,18 @@ class BracketStage:
 
     Parameters
     ----------
-    certifiers : sequence of str
-        ``MODULE:OBJECT`` specs of third-party constructions and lower tests
-        (:func:`~softrank.certifiers.registry.load_certifiers`; loaded by name in each
-        worker process).
-    time_limit : float, optional
+    certifiers : (constructions, lower_tests), optional
+        The audit's third-party methods, loaded
+        (:meth:`~softrank.audit.config.AuditConfig.setting`); default none.
+    cell_timeout : float, optional
         Seconds per cell (:func:`bracket`'s ``time_limit``).
     effort : {"full", "fast"}
         :func:`bracket`'s ``effort``.
-    store : str or ReferenceStore, optional
-        The reference store (:func:`bracket`'s ``store``; a path is opened in the worker).
+    reference_store : ReferenceStore, optional
+        The reference store, opened (:func:`bracket`'s ``store``).
+
+    The audit builds the stage once per worker process with its :attr:`parameters` from
+    the :class:`~softrank.audit.config.AuditConfig`, validated there.
 
     Notes
     -----
@@ -75,27 +74,25 @@ class BracketStage:
     """
 
     name = "bracket"
+    parameters = ("certifiers", "cell_timeout", "effort", "reference_store")
     columns = ("lower", "upper", "ratio", "lower_method", "upper_method", "verdict", "seconds",
                "svd_seconds", "lower_check", "upper_check", "validated_rho", "reference",
                "diagnostics")
 
-    def __init__(self, certifiers=(), time_limit: float | None = None, effort: str = "full",
-                 store=None):
-        self.certifiers = tuple(certifiers)
-        self.time_limit = time_limit
-        self.effort = check_effort(effort)
-        self.store = store
+    def __init__(self, *, certifiers=((), ()), cell_timeout: float | None = None,
+                 effort: str = "full", reference_store=None):
+        self.constructions, self.lower_tests = (list(x) for x in certifiers)
+        self.cell_timeout = cell_timeout
+        self.effort = effort
+        self.store = reference_store
 
     def run(self, cells) -> list[dict]:
         op = cells.operator
         validated = cells.validated and op.Q is not None
-        cons, tests = load_certifiers(self.certifiers)
-        store = (ReferenceStore(self.store, "reference_store") if isinstance(self.store, str)
-                 else self.store)
         try:
-            brs = bracket(op, list(cells.eps), validated=validated, time_limit=self.time_limit,
-                          constructions=cons, lower_tests=tests, effort=self.effort,
-                          store=store)
+            brs = bracket(op, list(cells.eps), validated=validated, time_limit=self.cell_timeout,
+                          constructions=self.constructions, lower_tests=self.lower_tests,
+                          effort=self.effort, store=self.store)
         except Exception as exc:  # an operator that crashes is recorded, never a bound
             brs = [Bracket.failed(e, f"{type(exc).__name__}: {exc}") for e in cells.eps]
         cells.publish(self.name, brs)

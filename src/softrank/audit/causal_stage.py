@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import json
 
-from ..validation import check_effort
 from ..certifiers.causal import UserCausalConstruction, causal_bracket, check_causal_operator
-from ..certifiers.registry import load_certifiers
 from ..errors import InvalidArgumentError
 
 __all__ = ["CausalStage"]
@@ -29,13 +27,17 @@ class CausalStage:
     Parameters
     ----------
     rank : str
-        ``causal`` or ``window:W`` (:func:`softrank.operators.parse_rank`).
-    certifiers : sequence of str
-        The audit's third-party specs; the constructions among them with ``causal = True``
-        run as causal constructions.
+        ``causal`` or ``window:W`` (:func:`softrank.validation.parse_rank`).
+    certifiers : (constructions, lower_tests), optional
+        The audit's third-party methods, loaded; the constructions among them with
+        ``causal = True`` run as causal constructions.
     effort : {"full", "fast"}
-    time_limit : float, optional
+    cell_timeout : float, optional
         Seconds for the operator's causal brackets.
+
+    The audit builds the stage once per worker process with its :attr:`parameters` from
+    the :class:`~softrank.audit.config.AuditConfig`, validated there, and only when its
+    ``rank`` is not ``plain``.
 
     Notes
     -----
@@ -47,21 +49,17 @@ class CausalStage:
     """
 
     name = "causal"
+    parameters = ("rank", "certifiers", "effort", "cell_timeout")
     columns = ("rank", "rank_lower", "rank_upper", "rank_verdict", "rank_lower_method",
                "rank_upper_method", "rank_seconds", "rank_check", "rank_constructions")
 
-    def __init__(self, rank: str, certifiers=(), effort: str = "full",
-                 time_limit: float | None = None):
-        from ..validation import parse_rank
-
-        kind, _ = parse_rank(rank, "rank")
-        if kind == "plain":
-            raise InvalidArgumentError("rank: the causal stage brackets 'causal' or "
-                                       "'window:W', got 'plain'")
+    def __init__(self, *, rank: str = "causal", certifiers=((), ()), effort: str = "full",
+                 cell_timeout: float | None = None):
         self.rank = rank
-        self.certifiers = tuple(certifiers)
-        self.effort = check_effort(effort)
-        self.time_limit = time_limit
+        self.user = [UserCausalConstruction(c) for c in certifiers[0]
+                     if getattr(c.obj, "causal", False) is True]
+        self.effort = effort
+        self.cell_timeout = cell_timeout
 
     def run(self, cells) -> list[dict]:
         op = cells.operator
@@ -70,11 +68,10 @@ class CausalStage:
         except InvalidArgumentError:
             why = "plain only: not a causal head"
             return [{"rank": why} for _ in cells.eps]
-        cons, _ = load_certifiers(self.certifiers)
-        user = [UserCausalConstruction(c) for c in cons if getattr(c.obj, "causal", False) is True]
         plain = [b.upper_witness for b in cells.brackets if b.upper_witness is not None]
         brs = causal_bracket(op, list(cells.eps), rank=self.rank, effort=self.effort,
-                             time_limit=self.time_limit, constructions=user, witnesses=plain)
+                             time_limit=self.cell_timeout, constructions=self.user,
+                             witnesses=plain)
         rows = []
         for br in brs:
             names = [r.name for r in br.diagnostics.methods

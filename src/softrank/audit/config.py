@@ -9,6 +9,9 @@ depend on it.
 
 from __future__ import annotations
 
+import dataclasses
+import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -111,14 +114,53 @@ class AuditConfig:
             if not isinstance(self.reference_store, str):
                 raise InvalidArgumentError("reference_store: expected a directory path, got "
                                            f"{self.reference_store!r:.80}")
-            ReferenceStore(self.reference_store, "reference_store")  # creatable, writable
+            self.setting("reference_store")  # creatable, writable (opened once per process)
         pipeline = self.pipeline()
         put("_stage_names", tuple(st.name for st in pipeline))
         put("_columns", tuple(stage_columns(pipeline)))
 
     def pipeline(self) -> list:
-        """The stages of every cell, in order (:func:`softrank.audit.pipeline.default_stages`)."""
-        return default_stages(self)
+        """The stages of every cell, in order (:func:`softrank.audit.pipeline.default_stages`),
+        built once per process for equal settings: a worker builds them for its first
+        operator and reuses them for the rest."""
+        try:
+            key = (os.getpid(), type(self),
+                   tuple(getattr(self, f.name) for f in dataclasses.fields(self)))
+            hash(key)
+        except TypeError:  # an extra stage given as an unhashable object
+            return default_stages(self)
+        stages = _PIPELINES.get(key)
+        if stages is None:
+            stages = default_stages(self)
+            while len(_PIPELINES) >= 4:
+                _PIPELINES.pop(next(iter(_PIPELINES)))
+            _PIPELINES[key] = stages
+        return list(stages)
+
+    def setting(self, name: str, who: str = "stages"):
+        """The value of the setting ``name`` as a stage that declares it among its
+        ``parameters`` receives it (:func:`softrank.audit.pipeline.build_stage`): the field,
+        validated when the config was made; ``certifiers`` arrives loaded, as
+        ``(constructions, lower_tests)`` (:func:`~softrank.certifiers.registry.load_certifiers`),
+        and ``reference_store`` opened, as a :class:`~softrank.refstore.ReferenceStore` or
+        None, each once per process.
+
+        Raises
+        ------
+        InvalidArgumentError
+            Naming ``who``, when ``name`` is not one of the settings.
+        """
+        names = [f.name for f in dataclasses.fields(self) if not f.name.startswith("_")]
+        if name not in names:
+            raise InvalidArgumentError(f"{who}: declares the parameter {name!r}, which is not a "
+                                       f"setting of the audit (one of {', '.join(names)})")
+        value = getattr(self, name)
+        if name == "certifiers":
+            return _opened(("certifiers", value), lambda: load_certifiers(value))
+        if name == "reference_store" and value is not None:
+            return _opened(("reference_store", value),
+                           lambda: ReferenceStore(value, "reference_store"))
+        return value
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -133,3 +175,14 @@ class AuditConfig:
                 "certifiers": list(self.certifiers), "stages": list(self._stage_names),
                 **({"rank": self.rank} if self.rank != "plain" else {})}
 
+
+# built and opened once per process (workers run many operators with one config)
+_PIPELINES: dict = {}
+_OPENED: dict = {}
+
+
+def _opened(key, make: Callable[[], Any]):
+    key = (os.getpid(), key)
+    if key not in _OPENED:
+        _OPENED[key] = make()
+    return _OPENED[key]

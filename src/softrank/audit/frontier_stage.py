@@ -15,11 +15,8 @@ from __future__ import annotations
 import json
 import math
 
-from ..attacks import EFFORTS, attack
-from ..validation import check_effort
+from ..attacks import attack
 from ..certifiers.frontier import frontier
-from ..certifiers.registry import load_certifiers
-from ..validation import check_choice
 
 __all__ = ["FrontierStage", "AUDIT_RANKS", "encode_frontier", "decode_frontier"]
 
@@ -79,8 +76,8 @@ class FrontierStage:
 
     Parameters
     ----------
-    certifiers : sequence of str
-        The audit's third-party specs; the constructions among them with
+    certifiers : (constructions, lower_tests), optional
+        The audit's third-party methods, loaded; the constructions among them with
         ``witness_at_rank`` are drawn.
     effort : {"full", "fast"}
         :func:`softrank.certifiers.frontier.frontier`'s effort (``full``: the alternating
@@ -99,20 +96,20 @@ class FrontierStage:
     """
 
     name = "frontier"
+    parameters = ("certifiers", "effort", "attacks")
     columns = ("frontier",)
 
-    def __init__(self, certifiers=(), effort: str = "full", attacks: str = "none"):
-        self.certifiers = tuple(certifiers)
-        self.effort = check_effort(effort)
-        self.attacks = check_choice(attacks, "attacks", ("none", *sorted(EFFORTS)))
+    def __init__(self, *, certifiers=((), ()), effort: str = "full", attacks: str = "none"):
+        self.constructions = [c for c in certifiers[0] if c.offers_rank]
+        self.effort = effort
+        self.attacks = attacks
 
     def run(self, cells) -> list[dict]:
         op = cells.operator
-        cons, _ = load_certifiers(self.certifiers)
         ks = [k for k in AUDIT_RANKS if k <= min(op.shape)]
         brs = [b for b in cells.brackets if b.bounded]
         fr = frontier(op, ranks=ks, brackets=brs, effort=self.effort,
-                      constructions=[c for c in cons if c.offers_rank])
+                      constructions=self.constructions)
         return [{"frontier": encode_frontier(fr, self._attack(op, fr))} for _ in cells.eps]
 
     def _attack(self, op, fr) -> dict:

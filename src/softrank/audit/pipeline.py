@@ -44,7 +44,7 @@ from .record import (ID_COLUMNS, STAGES_COLUMN, Refutation, StageRecord, cell_id
                      encode_stages)
 
 __all__ = ["OperatorCells", "Stage", "check_stages", "stage_columns",
-           "run_stages", "default_stages", "load_stages"]
+           "run_stages", "default_stages", "load_stages", "build_stage"]
 
 
 @dataclass
@@ -320,60 +320,96 @@ def run_stages(operator, eps: Sequence[float], stages: Sequence[Any], *,
     return rows
 
 
+def build_stage(cls, config, label: str | None = None):
+    """An instance of the stage class ``cls`` for ``config``: each name in ``cls.parameters``
+    (a tuple of :class:`~softrank.audit.config.AuditConfig` settings; none when absent) is
+    passed by keyword, with its value from :meth:`AuditConfig.setting
+    <softrank.audit.config.AuditConfig.setting>` (validated there; the third-party methods
+    loaded and the reference store opened once per process).
+
+    Raises
+    ------
+    InvalidArgumentError
+        Naming ``label`` (default: ``stages:`` and the class's name): ``parameters`` is not
+        a tuple of the audit's settings, or the class cannot be instantiated with them.
+    """
+    params = getattr(cls, "parameters", ())
+    label = label or f"stages: {getattr(cls, '__name__', cls)!r:.80}"
+    if isinstance(params, str) or not isinstance(params, (tuple, list)):
+        raise InvalidArgumentError(f"{label}: parameters: expected a tuple of the audit's "
+                                   f"settings, got {params!r:.80}")
+    kwargs = {p: config.setting(p, label) for p in params}
+    try:
+        return cls(**kwargs)
+    except Exception as exc:
+        given = f"with the parameters {', '.join(kwargs)}" if kwargs else "without arguments"
+        raise InvalidArgumentError(f"{label}: the class could not be instantiated {given} "
+                                   f"({exc})") from exc
+
+
 def default_stages(config) -> list:
     """The stages of an audit cell under ``config`` (an
     :class:`~softrank.audit.config.AuditConfig`), in the order they run (see the module
-    docstring), then the config's extra stages."""
+    docstring), then the config's extra stages; each built with its declared
+    ``parameters`` (:func:`build_stage`)."""
     from .attack_stage import AttackStage
     from .bracket_stage import BracketStage
     from .feature_stages import BaselineFeaturesStage, GaugeFeaturesStage
     from .geometry_stages import IntrinsicDescriptorStage, NativeGeometryStage
 
-    stages = [BracketStage(config.certifiers, config.cell_timeout, config.effort,
-                           config.reference_store),
-              AttackStage(config.attacks, config.reference_store), NativeGeometryStage(), BaselineFeaturesStage(),
-              IntrinsicDescriptorStage(), GaugeFeaturesStage()]
-    if getattr(config, "rank", "plain") != "plain":
+    classes = [BracketStage, AttackStage, NativeGeometryStage, BaselineFeaturesStage,
+               IntrinsicDescriptorStage, GaugeFeaturesStage]
+    if config.rank != "plain":
         from .causal_stage import CausalStage
 
-        stages.insert(2, CausalStage(config.rank, config.certifiers, config.effort,
-                                     config.cell_timeout))
-    if getattr(config, "frontier", False):
+        classes.insert(2, CausalStage)
+    if config.frontier:
         from .frontier_stage import FrontierStage
 
-        stages.insert(stages.index(next(s for s in stages if s.name == "attack")) + 1,
-                      FrontierStage(config.certifiers, config.effort, config.attacks))
-    return check_stages(stages + load_stages(config.stages))
+        classes.insert(classes.index(AttackStage) + 1, FrontierStage)
+    stages = [build_stage(cls, config) for cls in classes]
+    return check_stages(stages + load_stages(config.stages, config))
 
 
-_LOADED_STAGES: dict = {}
+_LOADED_OBJECTS: dict = {}
 
 
-def load_stages(specs) -> list:
-    """Stages from ``MODULE:OBJECT`` specs (a class is instantiated without arguments;
-    loaded once per process, so workers load them by name), classes (instantiated without
-    arguments) and objects (returned as given).
+def load_stages(specs, config=None) -> list:
+    """Stages from ``MODULE:OBJECT`` specs (imported once per process, so workers load them
+    by name), classes and objects (returned as given). A class, given or named, is built
+    with :func:`build_stage`: with the ``parameters`` it declares, from ``config``, or
+    without arguments when it declares none.
+
+    Parameters
+    ----------
+    specs : sequence of str, type or Stage
+    config : AuditConfig, optional
+        Where declared parameters come from (needed only by a class that declares some).
 
     Raises
     ------
     InvalidArgumentError
-        A malformed spec, one that cannot be imported, or an object that is not a stage
-        (:class:`Stage`).
+        A malformed spec, one that cannot be imported, a class that declares parameters
+        without a ``config``, or an object that is not a stage (:class:`Stage`).
     """
-    from ..certifiers.interface import instantiate, load_object
+    from ..certifiers.interface import load_object
 
     out = []
     for spec in specs:
-        spec = instantiate(spec, f"stages: {spec!r:.80}")
-        if not isinstance(spec, str):
-            out.append(spec)
-            continue
-        st = _LOADED_STAGES.get(spec)
-        if st is None:
-            obj = instantiate(load_object(spec, "--stage"), f"--stage {spec!r}")
-            if not isinstance(obj, Stage):
-                raise InvalidArgumentError(f"--stage {spec!r}: expected an object with name, "
-                                           "columns and run(cells)")
-            st = _LOADED_STAGES[spec] = obj
-        out.append(st)
+        what = f"--stage {spec!r}" if isinstance(spec, str) else f"stages: {spec!r:.80}"
+        obj = spec
+        if isinstance(spec, str):
+            obj = _LOADED_OBJECTS.get(spec)
+            if obj is None:
+                obj = _LOADED_OBJECTS[spec] = load_object(spec, "--stage")
+        if isinstance(obj, type):
+            if getattr(obj, "parameters", ()) and config is None:
+                raise InvalidArgumentError(f"{what}: declares parameters "
+                                           f"{tuple(obj.parameters)!r}; build it from an "
+                                           "AuditConfig (load_stages(specs, config))")
+            obj = build_stage(obj, config, what)
+        if not isinstance(obj, Stage):
+            raise InvalidArgumentError(f"{what}: expected an object with name, columns and "
+                                       "run(cells)")
+        out.append(obj)
     return check_stages(out)

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -54,15 +56,31 @@ def _short(exc: Exception) -> str:
     return f"{type(exc).__name__}: {msg[0] if msg else ''}"[:300]
 
 
+@dataclasses.dataclass(frozen=True)
+class _Options:
+    """What every tolerance of one :func:`bracket` call is computed with, validated there.
+
+    ``op`` is the operator the methods receive; ``rho`` the enclosure radius of validated
+    mode (the lower side is certified at ``eps + rho``, the upper at ``eps - rho``);
+    ``time_limit`` seconds per tolerance; ``progress`` called with a line per method."""
+
+    op: Any
+    rho: float = 0.0
+    interval: bool = True
+    time_limit: float | None = None
+    effort: str = "full"
+    progress: Callable[[str], Any] | None = None
+
+
 class _Engine:
     """One tolerance of one operator: runs every method, checks every answer in float64,
     reports the strongest end that also passes the interval check."""
 
-    def __init__(self, op: Operator, ctx: Context, eps: float, interval: bool,
-                 deadline: float | None, progress=None, diag: Diagnostics | None = None):
-        self.op, self.ctx, self.eps, self.interval = op, ctx, eps, interval
+    def __init__(self, ctx: Context, eps: float, *, opts: _Options, deadline: float | None,
+                 diag: Diagnostics | None = None):
+        self.op, self.ctx, self.eps, self.interval = opts.op, ctx, eps, opts.interval
         self.deadline = deadline
-        self.progress = progress
+        self.progress = opts.progress
         self.diag = Diagnostics() if diag is None else diag
 
     def _say(self, rec: MethodRecord) -> None:
@@ -155,16 +173,16 @@ def own_schedule() -> tuple[tuple[str, str, str], ...]:
                  + [(c.name, "upper", c.origin) for c in cons if late(c)])
 
 
-def _bracket_one(op: Operator, ctx: Context, eps_req: float, interval: bool,
-                 lower_tests: list[Certifier], constructions: list[Certifier], rho: float = 0.0,
-                 deadline: float | None = None, progress=None, effort: str = "full") -> Bracket:
-    """One tolerance; ``rho > 0`` (validated mode) certifies the lower side at ``eps + rho``
+def _bracket_one(ctx: Context, eps_req: float, *, opts: _Options, lower_tests: list[Certifier],
+                 constructions: list[Certifier], deadline: float | None = None) -> Bracket:
+    """One tolerance; ``opts.rho > 0`` (validated mode) certifies the lower side at ``eps + rho``
     and the upper side at ``eps - rho`` (:mod:`softrank.checker.validated`). ``deadline``
     (``time.perf_counter()`` value) is checked before every method: past it only the
     ``always`` methods run and the bracket is cut short (a method already running is not
     interrupted). At ``effort="fast"`` the late built-in searches are not run: each is
     recorded as skipped, message ``"effort fast"``."""
-    eng = _Engine(op, ctx, eps_req, interval, deadline, progress)
+    eng = _Engine(ctx, eps_req, opts=opts, deadline=deadline)
+    rho, effort = opts.rho, opts.effort
     owner: dict = {}
     # the built-in searches marked ``late`` (subspace-rows, subspace-climb, trust-region,
     # alternating-l1-smooth, alternating-l1-anneal) run after every other method of both
@@ -266,7 +284,8 @@ def lower_certificate(B: np.ndarray, eps: float, *, interval: bool = True,
     ctx = Context(np.asarray(B, dtype=np.float64)) if context is None else context
     ctx.lower, ctx.upper = 0, ctx.p + 1
     holder = SimpleNamespace(A=ctx.A)  # the built-in tests read the context only
-    eng = _Engine(holder, ctx, eps, interval, deadline, progress, diagnostics)
+    opts = _Options(holder, interval=interval, effort=effort, progress=progress)
+    eng = _Engine(ctx, eps, opts=opts, deadline=deadline, diag=diagnostics)
     owner: dict = {}
     tests = default_lower_tests()
     is_late = lambda c: c.traits.late  # noqa: E731
@@ -285,14 +304,14 @@ def lower_certificate(B: np.ndarray, eps: float, *, interval: bool = True,
     return cert, rep, eng.diag
 
 
-def _extend_one(br: Bracket, op: Operator, ctx: Context, interval: bool,
-                lower_tests: list[Certifier], constructions: list[Certifier], rho: float,
-                deadline: float | None, progress=None) -> bool:
+def _extend_one(br: Bracket, ctx: Context, *, opts: _Options, lower_tests: list[Certifier],
+                constructions: list[Certifier], deadline: float | None) -> bool:
     """Run the extra methods (a user's lower tests and constructions) at ``br.eps`` after
     softrank's own bracket ``br`` is made: each answer is checked in float64 and recorded in
     ``br.diagnostics``; the strongest one beyond the bracket's end that also passes the full
     check becomes the end, credited to its method. Returns whether an end moved."""
-    eng = _Engine(op, ctx, br.eps, interval, deadline, progress, br.diagnostics)
+    eng = _Engine(ctx, br.eps, opts=opts, deadline=deadline, diag=br.diagnostics)
+    rho = opts.rho
     owner: dict = {}
     moved = False
     ctx.lower = br.lower or 0
@@ -438,11 +457,13 @@ def bracket(A, eps, *, interval: bool = True, validated: bool = False,
                 f"radius rho = {rho!r} of the exact softmax")
     contexts: list = []  # the shared Context, once made
     setup = [time.perf_counter() - t0]  # the enclosure's time: charged to the first bracket
+    opts = _Options(op, rho=rho, interval=interval, time_limit=time_limit, effort=effort,
+                    progress=progress)
 
     def own(eps_wanted: list[float]) -> list[Bracket]:
         """softrank's own brackets at ``eps_wanted`` (monotone among themselves)."""
-        brs = _own_brackets(op, A_used, rho, eps_wanted, interval, time_limit, own_tests,
-                            own_cons, progress, effort, contexts)
+        brs = _own_brackets(A_used, eps_wanted, opts=opts, lower_tests=own_tests,
+                            constructions=own_cons, contexts=contexts)
         brs[eps_wanted.index(max(eps_wanted))].seconds += setup.pop() if setup else 0.0
         return brs
 
@@ -466,8 +487,8 @@ def bracket(A, eps, *, interval: bool = True, validated: bool = False,
                 continue  # no bracket to extend: its error says why
             t = time.perf_counter()
             deadline = None if time_limit is None else t + float(time_limit)
-            moved |= _extend_one(br, op, ctx, interval, extra_tests, extra_cons, rho,
-                                 deadline, progress)
+            moved |= _extend_one(br, ctx, opts=opts, lower_tests=extra_tests,
+                                 constructions=extra_cons, deadline=deadline)
             br.seconds += time.perf_counter() - t
         if moved:
             monotone(sorted(out, key=lambda b: b.eps), A_used, interval)
@@ -475,14 +496,14 @@ def bracket(A, eps, *, interval: bool = True, validated: bool = False,
     return [by_eps[e] for e in eps_list]
 
 
-def _own_brackets(op: Operator, A_used: np.ndarray, rho: float, eps_list: list[float],
-                  interval: bool, time_limit: float | None, tests: list[Certifier],
-                  cons: list[Certifier], progress, effort: str, contexts: list
-                  ) -> list[Bracket]:
+def _own_brackets(A_used: np.ndarray, eps_list: list[float], *, opts: _Options,
+                  lower_tests: list[Certifier], constructions: list[Certifier],
+                  contexts: list) -> list[Bracket]:
     """softrank's own brackets of ``A_used`` at every tolerance of ``eps_list`` (in that
     order), made monotone in ``eps``; the shared :class:`Context` is appended to
     ``contexts`` (None when its set-up failed)."""
     t0 = time.perf_counter()
+    time_limit, rho = opts.time_limit, opts.rho
     try:
         ctx = contexts[0] if contexts else Context(A_used)
         ctx.svd  # noqa: B018 - computed up front: an SVD that does not converge is no bracket
@@ -499,8 +520,8 @@ def _own_brackets(op: Operator, A_used: np.ndarray, rho: float, eps_list: list[f
             if ctx is None:
                 raise SoftrankError(f"set-up failed: {setup_error}")
             deadline = None if time_limit is None else t0 + float(time_limit)
-            br = _bracket_one(op, ctx, e, interval, tests, cons, rho, deadline, progress,
-                              effort)
+            br = _bracket_one(ctx, e, opts=opts, lower_tests=lower_tests,
+                              constructions=constructions, deadline=deadline)
         except Exception as exc:  # a crash is an error verdict, never a bound
             br = Bracket.failed(e, f"{type(exc).__name__}: {exc}")
         t1 = time.perf_counter()
@@ -509,6 +530,6 @@ def _own_brackets(op: Operator, A_used: np.ndarray, rho: float, eps_list: list[f
         t0 = t1
         out.append(br)
     if ctx is not None:
-        monotone(sorted(out, key=lambda b: b.eps), ctx.A, interval)
+        monotone(sorted(out, key=lambda b: b.eps), ctx.A, opts.interval)
     by_eps = {b.eps: b for b in out}
     return [by_eps[e] for e in eps_list]
