@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
 
-from softrank.errors import InvalidArgumentError
+from softrank.audit.record import read_cells
+from softrank.errors import InvalidArgumentError, MalformedRecord
 from softrank.studies import addon
 from softrank.studies.addon import addon_test, aggregate
 from softrank.studies.addon_audit import addon_from_rows, write_addon
@@ -207,7 +209,7 @@ def _rows(n_src=8, heads=2):
                          "b1_stable": rng.uniform(), "b1_erank": rng.uniform(),
                          "b1_entropy": rng.uniform(), "b1_peak": rng.uniform(),
                          "gauge_native": json.dumps({"4": g, "16": g})})
-    return rows
+    return read_cells(rows)
 
 
 @RIDGE
@@ -283,9 +285,16 @@ def test_study_cli_checks_arguments_before_running(tmp_path, capsys):
 
 def test_malformed_cells_are_named(tmp_path):
     rows = _rows()
-    for k, v in (("sv_Q", "1.0 abc"), ("upper", "2.5"), ("b1_stable", ""),
+    for k, v in (("sv_Q", "1.0 abc"), ("b1_stable", ""),
                  ("gauge_native", json.dumps({"4": {}}))):
         bad = [dict(r) for r in rows]
         bad[3][k] = v
         with pytest.raises(InvalidArgumentError, match="x-1-1"):
-            addon_from_rows(bad, n_boot=20)
+            addon_from_rows(read_cells(bad), n_boot=20)
+    # a value that is not softrank's record is refused when the cell is read
+    for k, v, msg in (("upper", "2.5", "upper '2.5' is not an integer"),
+                      ("gauge_native", "{not json", "gauge_native: not softrank's record")):
+        bad = [dict(r) for r in rows]
+        bad[3][k] = v
+        with pytest.raises(MalformedRecord, match=re.escape(msg)):
+            read_cells(bad)

@@ -352,7 +352,7 @@ def test_audit_with_frontier_report_summary_and_diff(tmp_path, capsys):
     each), the summary scores the constructions with 0 contradictions, the report has the
     section and its plot; an audit with itself diffs with the frontier scores unchanged,
     and one without the stage cannot be resumed as one with it."""
-    from softrank.audit.frontier_stage import AUDIT_RANKS, decode_frontier
+    from softrank.audit.frontier_stage import AUDIT_RANKS, FrontierBand
 
     p = tmp_path / "panel.toml"
     p.write_text("eps = [0.2, 0.5]\n" + "".join(
@@ -371,14 +371,14 @@ def test_audit_with_frontier_report_summary_and_diff(tmp_path, capsys):
     for r in rows:
         by_op.setdefault(r["operator_id"], set()).add(r["frontier"])
     assert all(len(v) == 1 for v in by_op.values())  # one band per operator
-    d = decode_frontier(rows[0]["frontier"])
-    assert d["ranks"] == [k for k in AUDIT_RANKS if k <= 12]
-    assert all(lo < up for lo, up in zip(d["lower"], d["upper"]))
-    assert d["unsound"] == [] and d["below_band"] == []
+    d = FrontierBand.decode(rows[0]["frontier"])
+    assert d.ranks == tuple(k for k in AUDIT_RANKS if k <= 12)
+    assert all(lo < up for lo, up in zip(d.lower, d.upper))
+    assert d.unsound == () and d.below_band == ()
     # the band at the cell's own tolerance holds the cell's bracket
     for r in rows:
         eps, L, U = float(r["eps"]), int(r["lower"]), int(r["upper"])
-        at = dict(zip(d["ranks"], zip(d["lower"], d["upper"])))
+        at = dict(zip(d.ranks, zip(d.lower, d.upper)))
         if r["frontier"] == rows[0]["frontier"]:
             if L - 1 in at:
                 assert at[L - 1][0] >= eps
@@ -387,7 +387,7 @@ def test_audit_with_frontier_report_summary_and_diff(tmp_path, capsys):
     s = json.loads((out / "summary.json").read_text())["frontier"]
     assert s["operators"] == 2 and s["contradictions"] == 0
     assert s["attacks"]["tried"] > 0 and s["attacks"]["closest"] > 1  # none came within eps
-    assert d["attacks"]["succeeded"] == []
+    assert d.attacks_succeeded == ()
     assert {"truncated-svd", "nystrom", "random-features"} <= set(s["constructions"])
     report = (out / "report.md").read_text()
     assert "## The rank-error frontier" in report and "frontier excess error" in report
@@ -412,15 +412,17 @@ def test_diff_fails_on_new_frontier_contradictions():
 
 
 def test_encode_decode_frontier_round_trip():
-    from softrank.audit.frontier_stage import decode_frontier, encode_frontier
+    from softrank.audit.frontier_stage import FrontierBand
 
     fr = frontier(_mixed_blocks(0.3), ranks=(1, 3), eps=(), reference=False)
     fr.curves[0].excess_rank = float("inf")
-    d = decode_frontier(encode_frontier(fr))
-    assert d["ranks"] == [1, 2, 3] and d["lower"] == [p.lower for p in fr.points]
-    assert d["curves"]["truncated-svd"]["excess_rank"] == float("inf")
-    assert d["curves"]["truncated-svd"]["errors"] == fr.curves[0].errors
-    assert decode_frontier("") is None
+    band = FrontierBand.of(fr, 2, 1.5, [(3, 0.25)])
+    d = FrontierBand.decode(band.encode())
+    assert d == band  # the column read back is the band written
+    assert d.ranks == (1, 2, 3) and d.lower == tuple(p.lower for p in fr.points)
+    assert d.curves["truncated-svd"].excess_rank == float("inf")
+    assert d.attacks_succeeded == ((3, 0.25),) and d.attacks_tried == 2
+    assert d.curves["truncated-svd"].errors == fr.curves[0].errors
 
 
 def test_cli_plot_paths_refused_before_any_work(tmp_path, capsys, monkeypatch):

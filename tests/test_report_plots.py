@@ -8,15 +8,16 @@ matplotlib.use("Agg")
 
 from matplotlib.figure import Figure  # noqa: E402
 
+from softrank.audit.record import read_diagnostics  # noqa: E402
 from softrank.harness import report  # noqa: E402
 
 
 def _row(lower: int, methods: list[tuple[str, str, str, int | None]]) -> dict:
-    """A cell row as the report reads it: its certified lower end and its upper methods'
-    records ``(name, origin, status, rank)``."""
-    return {"verdict": "open", "lower": str(lower), "diagnostics": {"methods": [
-        {"name": n, "side": "upper", "origin": o, "status": st, "rank": k}
-        for n, o, st, k in methods]}}
+    """A cell as the report reads it (typed, :func:`softrank.audit.record.read_cell`): its
+    certified lower end and its upper methods' records ``(name, origin, status, rank)``."""
+    return {"verdict": "open", "lower": lower, "diagnostics": read_diagnostics(
+        {"diagnostics": {"methods": [{"name": n, "side": "upper", "origin": o, "status": st,
+                                      "rank": k} for n, o, st, k in methods]}})}
 
 
 def _saved_figure(monkeypatch, rows, tmp_path):

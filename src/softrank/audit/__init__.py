@@ -20,14 +20,19 @@ Scheduling the operators over workers, the ledger and the exports are the harnes
 (:mod:`softrank.harness.runner`).
 """
 
+# the stages' modules register their typed columns with .record (read_cell reads them)
+from . import (attack_stage, bracket_stage, causal_stage, feature_stages,  # noqa: F401
+               frontier_stage, geometry_stages)
 from .config import ATTACKS, AuditConfig
 from .pipeline import (OperatorCells, Stage, check_stages, default_stages,
                        load_stages, run_stages, stage_columns)
-from .record import (ID_COLUMNS, STAGES_COLUMN, Refutation, StageRecord, group_key, read_cell,
-                     read_diagnostics, read_stages, refutations)
+from .record import (ID_COLUMNS, STAGES_COLUMN, Cell, Refutation, StageRecord, group_key,
+                     read_cell, read_cells, read_diagnostics, read_stages, refutations,
+                     register_column)
 from .worker import run_operator
 
 __all__ = ["ATTACKS", "AuditConfig", "OperatorCells", "Refutation", "Stage", "check_stages",
            "default_stages", "load_stages", "run_stages", "stage_columns", "ID_COLUMNS",
            "STAGES_COLUMN", "StageRecord", "group_key", "read_cell", "read_diagnostics",
-           "read_stages", "refutations", "run_operator"]
+           "read_stages", "refutations", "run_operator", "Cell", "read_cells",
+           "register_column"]

@@ -10,12 +10,10 @@ refutation: it is saved with the certificate it refutes and recorded with
 from __future__ import annotations
 
 import hashlib
-import re
 
 from ..attacks import attack
-from ..checker import save_certificate
 from ..errors import InvalidArgumentError
-from .record import Refutation
+from .record import Refutation, number, register_column, save_counterexample
 
 __all__ = ["AttackStage"]
 
@@ -119,14 +117,11 @@ class AttackStage:
                 self._store.discard(br, "its lower certificate was refuted by the "
                                         f"{self.effort} attack")
             row["attack"] = "SUCCEEDED"
-            saved = None
-            if cells.out is not None:
-                op = cells.operator
-                name = re.sub(r"[^\w.-]+", "_", f"{op.operator_id}-eps{br.eps:g}").lstrip(".")
-                saved = cells.out / "counterexamples" / name
-                save_certificate(saved / "lower.npz", c, A, producer=f"softrank {c.method}")
-                save_certificate(saved / "witness.npz", res.witness, A,
-                                 producer="softrank attack",
-                                 refutes={"claimed": c.rank, "eps": c.eps, "by": c.method})
+            saved = save_counterexample(cells.out, f"{cells.operator.operator_id}-eps{br.eps:g}",
+                                        c, res.witness, A)
             cells.refute(i, Refutation(self.name, c.rank, res.witness.rank, saved))
         return row
+
+
+register_column("attack_closest", number)
+register_column("attack_seconds", number)

@@ -13,7 +13,7 @@ import time
 import numpy as np
 
 from ..certifiers.bracket import Bracket, bracket
-from .record import encode_diagnostics
+from .record import encode_diagnostics, number, register_column
 
 __all__ = ["BracketStage", "svd_seconds"]
 
@@ -114,3 +114,7 @@ class BracketStage:
                 "diagnostics": encode_diagnostics(br.diagnostics),
             })
         return rows
+
+
+for _col in ("ratio", "svd_seconds", "validated_rho"):
+    register_column(_col, number)

@@ -14,11 +14,60 @@ columns empty, with ``rank`` saying why.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 from ..certifiers.causal import UserCausalConstruction, causal_bracket, check_causal_operator
 from ..errors import InvalidArgumentError
+from .record import integer, number, register_column
 
-__all__ = ["CausalStage"]
+__all__ = ["CausalStage", "RankConstructions"]
+
+
+@dataclass(frozen=True)
+class RankConstructions:
+    """The causal constructions' checked ranks on one cell (the causal stage's
+    ``rank_constructions`` column).
+
+    Attributes
+    ----------
+    ranks : tuple of (str, int or None)
+        ``(name, rank)`` in name order: the rank of its witness that the checker accepted
+        at the cell's ``eps``, None where it declined or failed.
+    """
+
+    ranks: tuple = ()
+
+    def as_dict(self) -> dict:
+        """``{name: rank or None}``."""
+        return dict(self.ranks)
+
+    def encode(self) -> str:
+        """The column: JSON ``{name: rank}`` (``null`` for None), keys sorted."""
+        return json.dumps(self.as_dict(), sort_keys=True)
+
+    @classmethod
+    def decode(cls, text) -> "RankConstructions":
+        """The column read back (:func:`softrank.audit.record.read_cell` calls it).
+
+        Raises
+        ------
+        ValueError, TypeError
+            A value that is not this stage's record."""
+        if isinstance(text, cls):
+            return text
+        if not isinstance(text, str):
+            raise TypeError(f"expected JSON text, got {type(text).__name__}")
+        d = json.loads(text)
+        if not isinstance(d, dict) or not all(
+                v is None or (isinstance(v, int) and not isinstance(v, bool)) for v in d.values()):
+            raise ValueError(f"expected {{name: rank or null}}, got {text!r:.80}")
+        return cls(tuple(sorted(d.items())))
+
+
+register_column("rank_constructions", RankConstructions.decode)
+register_column("rank_lower", integer)
+register_column("rank_upper", integer)
+register_column("rank_seconds", number)
 
 
 class CausalStage:
@@ -88,6 +137,6 @@ class CausalStage:
                 "rank_upper": "" if br.upper is None else br.upper,
                 "rank_verdict": br.verdict, "rank_lower_method": br.lower_method,
                 "rank_upper_method": br.upper_method, "rank_seconds": round(br.seconds, 4),
-                "rank_check": chk, "rank_constructions": json.dumps(ranks, sort_keys=True),
+                "rank_check": chk, "rank_constructions": RankConstructions(tuple(sorted(ranks.items()))).encode(),
             })
         return rows

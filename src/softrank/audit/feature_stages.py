@@ -5,10 +5,65 @@ features (G) beside every cell (docs/theory/studies.md). Descriptors, never boun
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 from ..studies.features import B1, baseline_features, gauged_native
+from .record import number, register_column
 
-__all__ = ["BaselineFeaturesStage", "GaugeFeaturesStage"]
+__all__ = ["BaselineFeaturesStage", "GaugeFeaturesStage", "GaugedNative"]
+
+
+@dataclass(frozen=True)
+class GaugedNative:
+    """The gauge stage's result on one operator (the ``gauge_native`` column): the native
+    features G under each fixed diagonal gauge.
+
+    Attributes
+    ----------
+    by_ratio : tuple of (float, dict)
+        ``(gauge ratio, {feature: value})`` in the order of
+        :data:`~softrank.studies.features.GAUGE_RATIOS`.
+    """
+
+    by_ratio: tuple = ()
+
+    def at(self, ratio: float) -> dict:
+        """``{feature: value}`` under the gauge of ``ratio``.
+
+        Raises
+        ------
+        KeyError
+            For a ratio that was not measured."""
+        for c, g in self.by_ratio:
+            if c == float(ratio):
+                return g
+        raise KeyError(f"no gauge ratio {ratio!r}")
+
+    def encode(self) -> str:
+        """The column: JSON ``{ratio as %g: {feature: value}}``."""
+        return json.dumps({f"{c:g}": v for c, v in self.by_ratio})
+
+    @classmethod
+    def decode(cls, text) -> "GaugedNative":
+        """The column read back (:func:`softrank.audit.record.read_cell` calls it).
+
+        Raises
+        ------
+        ValueError, TypeError
+            A value that is not this stage's record."""
+        if isinstance(text, cls):
+            return text
+        if not isinstance(text, str):
+            raise TypeError(f"expected JSON text, got {type(text).__name__}")
+        d = json.loads(text)
+        if not isinstance(d, dict) or not all(isinstance(v, dict) for v in d.values()):
+            raise ValueError(f"expected {{ratio: {{feature: value}}}}, got {text!r:.80}")
+        return cls(tuple((float(c), {k: float(x) for k, x in v.items()}) for c, v in d.items()))
+
+
+register_column("gauge_native", GaugedNative.decode)
+for _col in B1:
+    register_column(_col, number)
 
 
 class BaselineFeaturesStage:
@@ -38,5 +93,5 @@ class GaugeFeaturesStage:
         op = cells.operator
         if op.Q is None:
             return [{} for _ in cells.eps]
-        value = json.dumps({f"{c:g}": v for c, v in gauged_native(op.Q, op.K, op.beta).items()})
+        value = GaugedNative(tuple(gauged_native(op.Q, op.K, op.beta).items())).encode()
         return [{"gauge_native": value} for _ in cells.eps]

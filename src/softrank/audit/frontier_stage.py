@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 
 from ..attacks import attack
 from ..certifiers.frontier import frontier
+from .record import Refutation, register_column, save_counterexample
 
-__all__ = ["FrontierStage", "AUDIT_RANKS", "encode_frontier", "decode_frontier"]
+__all__ = ["FrontierStage", "FrontierBand", "FrontierCurve", "AUDIT_RANKS"]
 
 #: The ranks of an audit's bands (those up to ``min(m, N)``): a grid even on a log scale,
 #: so that a band costs a fraction of every rank's (the command ``softrank frontier`` does
@@ -33,42 +35,127 @@ def _num(v):
     return "inf" if math.isinf(v) else v
 
 
-def encode_frontier(fr, attacks: dict | None = None) -> str:
-    """The ``frontier`` column: JSON of the band (``ranks``, ``lower``, ``upper``), the
-    curves (``{name: {"errors": {rank: error}, "excess_error", "excess_rank"}}``), the
-    seconds, any contradiction (``unsound`` ranks, ``below_band`` points) and the attacks
-    on the band's certificates (``{"tried", "succeeded", "closest"}``: ``closest`` the
-    least ``best_error / eps`` over them)."""
-    return json.dumps({
-        "attacks": attacks or {"tried": 0, "succeeded": [], "closest": None},
-        "ranks": [p.rank for p in fr.points],
-        "lower": [p.lower for p in fr.points],
-        "upper": [_num(p.upper) for p in fr.points],
-        "curves": {c.name: {"errors": {str(k): _num(e) for k, e in sorted(c.errors.items())},
-                            "excess_error": _num(c.excess_error),
-                            "excess_rank": _num(c.excess_rank)} for c in fr.curves},
-        "seconds": round(fr.seconds, 3),
-        "unsound": fr.unsound,
-        "below_band": [list(b) for b in fr.below_band],
-    }, sort_keys=True)
-
-
-def decode_frontier(text: str) -> dict | None:
-    """The column read back (``"inf"`` as ``float("inf")``, curve ranks as ints), or None
-    for an empty cell."""
-    if not text:
+def _float(v):
+    """:func:`_num` read back."""
+    if v is None:
         return None
-    d = json.loads(text)
+    return float("inf") if v == "inf" else float(v)
 
-    def num(v):
-        return float("inf") if v == "inf" else v
 
-    d["upper"] = [num(v) for v in d["upper"]]
-    for c in d["curves"].values():
-        c["errors"] = {int(k): num(v) for k, v in c["errors"].items()}
-        c["excess_error"] = num(c["excess_error"])
-        c["excess_rank"] = num(c["excess_rank"])
-    return d
+@dataclass(frozen=True)
+class FrontierCurve:
+    """One construction's checked errors on an operator's band (docs/theory/frontier.md).
+
+    Attributes
+    ----------
+    errors : dict
+        ``{rank: error}`` (``inf`` where it gave nothing within its rank).
+    excess_error, excess_rank : float or None
+        Its two scores on this operator (upper bounds of the true figures; ``inf`` allowed).
+    """
+
+    errors: dict
+    excess_error: float | None
+    excess_rank: float | None
+
+
+@dataclass(frozen=True)
+class FrontierBand:
+    """The frontier stage's result on one operator, the ``frontier`` column of its cells.
+
+    Attributes
+    ----------
+    ranks, lower, upper : tuple
+        The band ``lower < e_k <= upper`` at each rank (``upper`` may be ``inf``).
+    curves : dict
+        ``{construction: FrontierCurve}``.
+    seconds : float
+        The band's time.
+    unsound : tuple of int
+        Ranks where the band crosses itself (``lower >= upper``).
+    below_band : tuple of (str, int)
+        ``(construction, rank)`` where a checked curve is at or below the lower end.
+    attacks_tried : int
+        Attacks on the certificates behind the lower ends.
+    attacks_closest : float or None
+        The least ``best_error / eps`` over them.
+    attacks_succeeded : tuple of (int, float)
+        ``(rank, eps)`` of the certificates an attack refuted.
+
+    The last three facts and the first two are contradictions: the stage also refutes each
+    through the pipeline (the operator's cells become ``unsound``); the band keeps them all,
+    so that the report can name every one.
+    """
+
+    ranks: tuple
+    lower: tuple
+    upper: tuple
+    curves: dict
+    seconds: float
+    unsound: tuple = ()
+    below_band: tuple = ()
+    attacks_tried: int = 0
+    attacks_closest: float | None = None
+    attacks_succeeded: tuple = ()
+
+    @classmethod
+    def of(cls, fr, tried: int = 0, closest: float | None = None,
+           succeeded=()) -> "FrontierBand":
+        """The band of a :class:`softrank.certifiers.frontier.Frontier` and its attacks."""
+        return cls(ranks=tuple(p.rank for p in fr.points), lower=tuple(p.lower for p in fr.points),
+                   upper=tuple(p.upper for p in fr.points),
+                   curves={c.name: FrontierCurve(dict(sorted(c.errors.items())), c.excess_error,
+                                                 c.excess_rank) for c in fr.curves},
+                   seconds=round(fr.seconds, 3), unsound=tuple(fr.unsound),
+                   below_band=tuple(tuple(b) for b in fr.below_band), attacks_tried=tried,
+                   attacks_closest=closest, attacks_succeeded=tuple(succeeded))
+
+    def encode(self) -> str:
+        """The ``frontier`` column: JSON of the band (``ranks``, ``lower``, ``upper``), the
+        curves (``{name: {"errors": {rank: error}, "excess_error", "excess_rank"}}``), the
+        seconds, the contradictions (``unsound`` ranks, ``below_band`` points) and the
+        attacks (``{"tried", "closest"}``); ``inf`` as ``"inf"``."""
+        return json.dumps({
+            "attacks": {"tried": self.attacks_tried, "closest": self.attacks_closest,
+                        "succeeded": [list(x) for x in self.attacks_succeeded]},
+            "ranks": list(self.ranks), "lower": list(self.lower),
+            "upper": [_num(v) for v in self.upper],
+            "curves": {n: {"errors": {str(k): _num(e) for k, e in sorted(c.errors.items())},
+                           "excess_error": _num(c.excess_error),
+                           "excess_rank": _num(c.excess_rank)} for n, c in self.curves.items()},
+            "seconds": self.seconds, "unsound": list(self.unsound),
+            "below_band": [list(b) for b in self.below_band],
+        }, sort_keys=True)
+
+    @classmethod
+    def decode(cls, text) -> "FrontierBand":
+        """The column read back (:func:`softrank.audit.record.read_cell` calls it).
+
+        Raises
+        ------
+        ValueError, KeyError, TypeError
+            A value that is not this stage's record."""
+        if isinstance(text, cls):
+            return text
+        if not isinstance(text, str):
+            raise TypeError(f"expected JSON text, got {type(text).__name__}")
+        d = json.loads(text)
+        att = d.get("attacks") or {}
+        return cls(ranks=tuple(int(k) for k in d["ranks"]),
+                   lower=tuple(float(v) for v in d["lower"]),
+                   upper=tuple(_float(v) for v in d["upper"]),
+                   curves={n: FrontierCurve({int(k): _float(e) for k, e in c["errors"].items()},
+                                            _float(c["excess_error"]), _float(c["excess_rank"]))
+                           for n, c in d["curves"].items()},
+                   seconds=float(d["seconds"]), unsound=tuple(int(k) for k in d["unsound"]),
+                   below_band=tuple((str(n), int(k)) for n, k in d["below_band"]),
+                   attacks_tried=int(att.get("tried", 0)),
+                   attacks_closest=_float(att.get("closest")),
+                   attacks_succeeded=tuple((int(r), float(e))
+                                           for r, e in att.get("succeeded", ())))
+
+
+register_column("frontier", FrontierBand.decode)
 
 
 class FrontierStage:
@@ -89,10 +176,11 @@ class FrontierStage:
 
     Notes
     -----
-    Column ``frontier``: :func:`encode_frontier`'s JSON, the same on every cell of the
-    operator. A band that crosses itself, a curve at or below its lower edge or a
-    successful attack (each a wrong certificate) is kept in it, and the report and the
-    command's exit status count it.
+    Column ``frontier``: the operator's :class:`FrontierBand` (:meth:`FrontierBand.encode`),
+    the same on every cell. A band that crosses itself, a curve at or below its lower edge
+    or a successful attack is a wrong certificate: the stage refutes it through the
+    pipeline (:meth:`~softrank.audit.pipeline.OperatorCells.refute`, on every cell of the
+    operator, which become ``unsound``), and the band keeps the first two as facts of it.
     """
 
     name = "frontier"
@@ -110,23 +198,44 @@ class FrontierStage:
         brs = [b for b in cells.brackets if b.bounded]
         fr = frontier(op, ranks=ks, brackets=brs, effort=self.effort,
                       constructions=self.constructions)
-        return [{"frontier": encode_frontier(fr, self._attack(op, fr))} for _ in cells.eps]
+        tried, closest, refuted, won = self._attack(cells, fr)
+        # a band that crosses itself or a checked curve at or below the lower end: a witness
+        # of rank k within the error that the certificate at rank k says no rank-k matrix has
+        lower = {p.rank: p.lower for p in fr.points}
+        refuted += [Refutation(self.name, k + 1, k, None,
+                               f"frontier: e_{k} > {lower[k]:.6g} (the band crosses itself)")
+                    for k in fr.unsound]
+        refuted += [Refutation(self.name, k + 1, k, None,
+                               f"frontier: e_{k} > {lower[k]:.6g} ({name} is within it)")
+                    for name, k in fr.below_band]
+        for ref in refuted:  # the band is every cell's: each is refuted
+            for i in range(len(cells.eps)):
+                cells.refute(i, ref)
+        band = FrontierBand.of(fr, tried, closest, won).encode()
+        return [{"frontier": band} for _ in cells.eps]
 
-    def _attack(self, op, fr) -> dict:
+    def _attack(self, cells, fr) -> tuple[int, float | None, list, list]:
         """Attack every certificate behind a lower end (rank ``>= 2``, tolerance in
-        ``(0, 1)``) at its tolerance; ``succeeded`` lists ``[rank, eps]`` of the refuted."""
-        tried, won, closest = 0, [], None
+        ``(0, 1)``) at its tolerance: ``(tried, least best_error / eps, refutations,
+        [(rank, eps)] of the refuted)``; a
+        success is saved under ``OUT/counterexamples/OPERATOR-frontier-rRANK/`` when the
+        audit has an output directory."""
+        tried, closest, refuted, won = 0, None, [], []
         if self.attacks == "none":
-            return {"tried": 0, "succeeded": [], "closest": None}
+            return 0, None, [], []
+        op = cells.operator
         for r, cert in sorted(fr.certificates.items()):
             if r < 2 or not 0 < cert.eps < 1:
                 continue
             res = attack(op.A, cert.eps, cert, effort=self.attacks, operator=op)
             tried += 1
             if res.succeeded:
-                won.append([r, cert.eps])
+                saved = save_counterexample(cells.out, f"{op.operator_id}-frontier-r{r}",
+                                            cert, res.witness, op.A)
+                refuted.append(Refutation(self.name, cert.rank, res.witness.rank, saved,
+                                          f"frontier: e_{r - 1} > {cert.eps:.6g}"))
+                won.append((r, cert.eps))
             if math.isfinite(res.best_error):
                 q = res.best_error / cert.eps
                 closest = q if closest is None else min(closest, q)
-        return {"tried": tried, "succeeded": won,
-                "closest": None if closest is None else round(closest, 6)}
+        return tried, None if closest is None else round(closest, 6), refuted, won

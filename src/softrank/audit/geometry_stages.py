@@ -5,6 +5,7 @@ cell (docs/theory/studies.md). Descriptors, never bounds.
 from __future__ import annotations
 
 from ..geometry import intrinsic_descriptors
+from .record import integer, number, register_column
 
 __all__ = ["NativeGeometryStage", "IntrinsicDescriptorStage"]
 
@@ -52,3 +53,8 @@ class IntrinsicDescriptorStage:
         ds = intrinsic_descriptors(cells.operator, list(cells.eps))
         return [{"int_r": d.r, "int_tau": round(d.tau, 6), "int_kappa": round(d.kappa, 6),
                  "int_logq": round(d.log_q, 6)} for d in ds]
+
+
+for _col in ("rho_Q", "rho_K", "Gamma", "int_tau", "int_kappa", "int_logq"):
+    register_column(_col, number)
+register_column("int_r", integer)

@@ -12,6 +12,14 @@ the README lists them) and two structured columns, serialised here and nowhere e
   took on the operator and its error, written by :func:`encode_stages` and read by
   :func:`read_stages`.
 
+Every other column that is not a plain string is declared by the stage that writes it, with
+its decoder, beside the stage (:func:`register_column`): numbers (``svd_seconds``,
+``attack_closest``, ...) and the stages' own result types (the frontier stage's
+:class:`~softrank.audit.frontier_stage.FrontierBand`, the causal stage's
+:class:`~softrank.audit.causal_stage.RankConstructions`, the gauge stage's
+:class:`~softrank.audit.feature_stages.GaugedNative`), each with its ``encode`` beside its
+type. :func:`read_cell` returns them all typed (an empty value as None), as a :class:`Cell`.
+
 The pipeline (:mod:`softrank.audit.pipeline`) writes rows; the ledger stores them as they are
 and exports them to ``brackets.csv`` and ``brackets.parquet``; the report and ``softrank
 diff`` read them back with :func:`read_cell` (a validated, typed copy of a row), so the
@@ -23,7 +31,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_args
@@ -34,7 +42,9 @@ from ..ids import group_key
 
 __all__ = ["ID_COLUMNS", "STAGES_COLUMN", "VERDICTS", "STATUSES", "StageRecord", "group_key",
            "Refutation", "cell_identity", "encode_diagnostics", "read_diagnostics",
-           "encode_stages", "read_stages", "read_cell", "cell_key", "refutations"]
+           "encode_stages", "read_stages", "read_cell", "read_cells", "cell_key",
+           "refutations", "Cell", "register_column", "column_types", "number", "integer",
+           "compact_json", "save_counterexample"]
 
 #: Columns every row carries before any stage runs: the operator's identity and the cell's
 #: tolerance.
@@ -61,7 +71,7 @@ class StageRecord:
         ``"Type: message"`` when it raised or broke its protocol (its columns are then
         empty, and its refutations dropped); empty otherwise.
     refuted : dict
-        ``{eps: Refutation}``: the cells whose lower certificate the stage refuted with a
+        ``{eps: Refutation}``: the cells a certificate of which the stage refuted with a
         checked counterexample (the pipeline made them ``unsound``).
     """
 
@@ -75,7 +85,9 @@ class StageRecord:
             d["error"] = self.error
         if self.refuted:
             d["refuted"] = [{"eps": e, "claimed": r.claimed, "found": r.found,
-                             **({"saved": str(r.saved)} if r.saved is not None else {})}
+                             **({"saved": str(r.saved)} if r.saved is not None else {}),
+                             **({"certificate": r.certificate}
+                                if r.certificate != "lower" else {})}
                             for e, r in self.refuted.items()]
         return d
 
@@ -94,12 +106,35 @@ class Refutation:
         The rank of the witness within ``eps`` that the checker accepted.
     saved : pathlib.Path or None
         Where the certificate and its counterexample were saved, if anywhere.
+    certificate : str
+        Which certificate: ``"lower"``, the cell's lower end (default), or a description of
+        another one the stage reported beside the cell (e.g. ``"frontier: e_4 > 0.31"``, a
+        lower end of the operator's frontier band).
     """
 
     by: str
     claimed: int
     found: int
     saved: Path | None = None
+    certificate: str = "lower"
+
+
+def save_counterexample(out: Path | None, name: str, certificate, witness, A) -> Path | None:
+    """Save a refuted ``certificate`` and the ``witness`` that refutes it under
+    ``out/counterexamples/NAME/`` (``lower.npz``, ``witness.npz``; re-check with ``softrank
+    verify``) and return that directory; None (nothing saved) without an output directory."""
+    import re
+
+    from ..checker import save_certificate
+
+    if out is None:
+        return None
+    saved = out / "counterexamples" / re.sub(r"[^\w.-]+", "_", name).lstrip(".")
+    save_certificate(saved / "lower.npz", certificate, A, producer=f"softrank {certificate.method}")
+    save_certificate(saved / "witness.npz", witness, A, producer="softrank attack",
+                     refutes={"claimed": certificate.rank, "eps": certificate.eps,
+                              "by": certificate.method})
+    return saved
 
 
 def cell_identity(op, eps: float) -> dict:
@@ -112,8 +147,66 @@ def cell_identity(op, eps: float) -> dict:
             "planted_rank": prov.get("planted_rank", ""), "eps": float(eps)}
 
 
-def _compact(obj) -> str:
-    return json.dumps(obj, separators=(",", ":"))
+def compact_json(obj, **kwargs) -> str:
+    """``obj`` as compact JSON: how the cell's structured columns are written (here and by
+    the stages' result types registered with :func:`register_column`)."""
+    return json.dumps(obj, separators=(",", ":"), **kwargs)
+
+
+_compact = compact_json
+
+
+class Cell(dict):
+    """A cell row as :func:`read_cell` returns it: validated and typed (a ``dict`` of its
+    columns). Reading a :class:`Cell` again returns it as it is."""
+
+
+#: ``{column: decoder}``: how each stage's typed columns are read back (:func:`register_column`).
+_COLUMN_TYPES: dict = {}
+
+
+def register_column(column: str, decode: Callable[[Any], Any]) -> None:
+    """Declare how :func:`read_cell` reads the column ``column`` back: ``decode(value)`` gets
+    the value as stored (a string from ``brackets.csv``, a string or a number from the
+    ledger; never empty: an empty value reads as None) and returns the typed value, or raises
+    ``ValueError``/``TypeError``/``KeyError`` for a value that is not the stage's record.
+    The stage that writes the column registers it, beside its result type.
+
+    Raises
+    ------
+    InvalidArgumentError
+        ``column`` is registered already with another decoder, or is one of the columns
+        this module reads itself.
+    """
+    from ..errors import InvalidArgumentError
+
+    if column in ID_COLUMNS or column in ("lower", "upper", "verdict", "seconds",
+                                          "diagnostics", STAGES_COLUMN):
+        raise InvalidArgumentError(f"column: {column!r} is read by softrank.audit.record itself")
+    if _COLUMN_TYPES.get(column, decode) is not decode:
+        raise InvalidArgumentError(f"column: {column!r} is registered already")
+    _COLUMN_TYPES[column] = decode
+
+
+def column_types() -> dict:
+    """``{column: decoder}`` of every registered column."""
+    return dict(_COLUMN_TYPES)
+
+
+def number(v) -> float:
+    """A number column's value as a float (``"0.25"``, ``0.25``; not a bool)."""
+    if isinstance(v, bool) or not isinstance(v, (str, int, float)):
+        raise TypeError(f"expected a number, got {v!r:.40}")
+    return float(v)
+
+
+def integer(v) -> int:
+    """An integer column's value as an int (``"4"``, ``4``, ``4.0``: a CSV rewritten by a
+    tool that reads the column as floats)."""
+    f = number(v)
+    if not f.is_integer():
+        raise ValueError(f"expected an integer, got {v!r:.40}")
+    return int(f)
 
 
 def encode_diagnostics(diag: Diagnostics) -> str:
@@ -212,7 +305,8 @@ def read_stages(row: Mapping[str, Any]) -> dict[str, StageRecord]:
             raise MalformedRecord(f"stages: the record of {name!r} is not softrank's, got "
                                   f"{rec!r:.120}")
         refuted = {float(x["eps"]): Refutation(name, x["claimed"], x["found"],
-                                               Path(x["saved"]) if x.get("saved") else None)
+                                               Path(x["saved"]) if x.get("saved") else None,
+                                               str(x.get("certificate", "lower")))
                    for x in refs}
         out[name] = StageRecord(float(rec["seconds"]), rec.get("error", ""), refuted)
     return out
@@ -223,13 +317,20 @@ def cell_key(row: Mapping[str, Any]) -> tuple[str, float]:
     return str(row["operator_id"]), float(row["eps"])
 
 
-def read_cell(row: Mapping[str, Any]) -> dict:
-    """A validated, typed copy of a cell row, as the report and ``softrank diff`` read it.
+def read_cells(rows) -> list[Cell]:
+    """:func:`read_cell` of every row, in order."""
+    return [read_cell(r) for r in rows]
+
+
+def read_cell(row: Mapping[str, Any]) -> Cell:
+    """A validated, typed copy of a cell row, as the report, the plots, the studies and
+    ``softrank diff`` read it (and nothing else reads a row).
 
     ``lower`` and ``upper`` become ints (None for an end without a certificate, in an
     ``error`` cell), ``eps`` and ``seconds`` floats (``seconds`` stays ``""`` when empty),
-    ``diagnostics`` a :class:`Diagnostics` and ``stages`` a dict of :class:`StageRecord`;
-    every other column is kept as it is.
+    ``diagnostics`` a :class:`Diagnostics`, ``stages`` a dict of :class:`StageRecord`, and
+    every column a stage registered (:func:`register_column`) its typed value, None where
+    empty; every other column is kept as it is. A :class:`Cell` is returned as it is.
 
     Raises
     ------
@@ -239,7 +340,9 @@ def read_cell(row: Mapping[str, Any]) -> dict:
         :data:`VERDICTS`, seconds that are not a finite number ``>= 0``, or a structured
         column that is not softrank's record.
     """
-    r = dict(row)
+    if isinstance(row, Cell):
+        return row
+    r = Cell(row)
     r[STAGES_COLUMN] = read_stages(r)
     for col in ("operator_id", "eps", "lower", "upper"):
         if col not in r:
@@ -281,6 +384,16 @@ def read_cell(row: Mapping[str, Any]) -> dict:
         if not (r["seconds"] >= 0 and math.isfinite(r["seconds"])):
             raise MalformedRecord(f"seconds {sec!r} is not a finite number >= 0")
     r["diagnostics"] = read_diagnostics(r)
+    for col, decode in _COLUMN_TYPES.items():
+        v = r.get(col)
+        if v is None or (isinstance(v, str) and v == ""):
+            if col in r:
+                r[col] = None
+            continue
+        try:
+            r[col] = decode(v)
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:
+            raise MalformedRecord(f"{col}: not softrank's record ({exc})"[:300]) from None
     return r
 
 

@@ -11,31 +11,35 @@ from pathlib import Path
 
 import numpy as np
 
+from ..audit.record import read_cells
+
 __all__ = ["plot_minilm", "plot_families", "plot_constructions", "plot_causal", "plot_frontier",
            "plot_frontier_families"]
 
 
 def plot_minilm(rows, eps, out: Path) -> list[str]:
     """Lower end, upper end and their ratio by layer and head, one PNG per MiniLM width at
-    ``eps``; returns the files' names."""
+    ``eps`` (``rows`` read with :func:`softrank.audit.record.read_cell`); returns the files'
+    names."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    rows = read_cells(rows)
     files = []
     widths = sorted({int(r["n"]) for r in rows if r["family"] == "minilm"})
     for w in widths:
         sel = [r for r in rows if r["family"] == "minilm" and int(r["n"]) == w
-               and abs(float(r["eps"]) - eps) < 1e-12 and r["layer"] != ""
+               and abs(r["eps"] - eps) < 1e-12 and r["layer"] != ""
                and r["verdict"] != "error"]  # (an error cell has no ends: left blank)
         if not sel:
             continue
         L = np.full((6, 12), np.nan)
         U = np.full((6, 12), np.nan)
         for r in sel:
-            L[int(r["layer"]), int(r["head"])] = int(r["lower"])
-            U[int(r["layer"]), int(r["head"])] = int(r["upper"])
+            L[int(r["layer"]), int(r["head"])] = r["lower"]
+            U[int(r["layer"]), int(r["head"])] = r["upper"]
         fig, axes = plt.subplots(1, 3, figsize=(15, 3.6), constrained_layout=True)
         vmax = np.nanmax(U) if np.isfinite(U).any() else 1
         R = U / L
@@ -187,8 +191,8 @@ def plot_causal(rows, out: Path) -> str | None:
     Parameters
     ----------
     rows : list of dict
-        The audit's rows; those with a ``rank`` of ``causal`` or ``window:W`` and both ends
-        of both brackets are plotted.
+        The audit's cells (read with :func:`softrank.audit.record.read_cell`); those with a
+        ``rank`` of ``causal`` or ``window:W`` and both ends of both brackets are plotted.
     out : pathlib.Path
 
     Returns
@@ -196,35 +200,34 @@ def plot_causal(rows, out: Path) -> str | None:
     str or None
         The file's name (``causal_rank.png``), or None when no cell has both brackets.
     """
-    import json
-
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    rows = read_cells(rows)
     sel = [r for r in rows if r.get("rank", "") not in ("", "plain")
-           and not r["rank"].startswith("plain") and r.get("rank_upper", "") != ""
-           and r.get("lower", "") != "" and r.get("upper", "") != ""]
+           and not r["rank"].startswith("plain") and r.get("rank_upper") is not None
+           and r["lower"] is not None and r["upper"] is not None]
     if not sel:
         return None
-    eps_list = sorted({float(r["eps"]) for r in sel})
+    eps_list = sorted({r["eps"] for r in sel})
     ops = sorted({(r["family"], r["operator_id"]) for r in sel})
     x_of = {op: i for i, (_, op) in enumerate(ops)}
     fig, axes = plt.subplots(len(eps_list), 1, figsize=(max(6.0, 0.32 * len(ops) + 2), 2.8 * len(eps_list)),
                              squeeze=False, constrained_layout=True, sharex=True)
     marks = {}
     for ax, e in zip(axes[:, 0], eps_list):
-        for r in (r for r in sel if abs(float(r["eps"]) - e) < 1e-12):
+        for r in (r for r in sel if abs(r["eps"] - e) < 1e-12):
             x = x_of[r["operator_id"]]
-            for dx, lo, up, col in ((-0.12, int(r["lower"]), int(r["upper"]), "0.55"),
-                                    (0.12, int(r["rank_lower"] or 0), int(r["rank_upper"]),
-                                     "C0")):
+            for dx, lo, up, col in ((-0.12, r["lower"], r["upper"], "0.55"),
+                                    (0.12, r["rank_lower"] or 0, r["rank_upper"], "C0")):
                 # a rank of 0 is drawn at 1 (log scale); a resolved bracket as one tick
                 lo, up = max(lo, 1), max(up, 1)
                 ax.plot([x + dx, x + dx], [lo, up], color=col, lw=3, solid_capstyle="butt")
                 ax.scatter([x + dx, x + dx], [lo, up], marker="_", s=60, color=col, zorder=2)
-            for name, k in json.loads(r.get("rank_constructions") or "{}").items():
+            ranks = r.get("rank_constructions")
+            for name, k in (ranks.as_dict() if ranks is not None else {}).items():
                 if k is not None:
                     m = marks.setdefault(name, "o^sDv<>"[len(marks) % 7])
                     ax.scatter([x + 0.3], [max(k, 1)], marker=m, s=14, color="C3", zorder=3,

@@ -8,7 +8,7 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
-from ..audit.record import group_key, refutations
+from ..audit.record import group_key, read_cells, refutations
 from .plots import plot_causal, plot_families, plot_frontier_families, plot_minilm
 from .ledger import SUMMARY_NAME, read_summary
 from .summary import PAPER, PAPER_COMPARE, by_method, cell_diagnostics, method_stats, summarize
@@ -156,7 +156,7 @@ def _plot_constructions(rows, out: Path) -> str | None:
 
     points = {}
     for n, ps in by_method(rows, "upper").items():
-        v = [(int(r["lower"]), m.rank) for r, m in ps if m.status == "ok" and int(r["lower"]) > 0]
+        v = [(r["lower"], m.rank) for r, m in ps if m.status == "ok" and r["lower"] > 0]
         if v:
             origin = ps[0][1].origin
             points[n] = (origin, _ORIGIN.get(origin, origin), v)
@@ -231,7 +231,7 @@ def _constructions_section(rows, summary, plot: str | None) -> list[str]:
                            lt[n]["median_seconds"]] for n in third]), ""]
     by = defaultdict(list)
     for r in rows:
-        by[(float(r["eps"]), group_key(r))].append(r)
+        by[(r["eps"], group_key(r))].append(r)
     for e in summary["eps"]:
         trows = []
         for g in sorted({k[1] for k in by if k[0] == e}):
@@ -252,10 +252,12 @@ def _why(r) -> str:
         refs = refutations(r)
         if refs:
             return "; ".join(f"refuted by stage {x.by!r}: a checked witness of rank {x.found} "
-                             f"within eps, below the certified {x.claimed}"
+                             + (f"within eps, below the certified {x.claimed}"
+                                if x.certificate == "lower" else
+                                f"against {x.certificate} (certified {x.claimed})")
                              + (f" (saved in {x.saved})" if x.saved else "") for x in refs)
         return (f"lower {r['lower']} ({r['lower_method']}) above upper {r['upper']} "
-                f"({r['upper_method']})" if int(r["lower"]) > int(r["upper"])
+                f"({r['upper_method']})" if r["lower"] > r["upper"]
                 else f"attack: {r.get('attack', '')}")
     fails = [f"{m.name}: {m.message}" for m in d.methods if m.status == "failed"]
     text = "; ".join(([d.error] if d.error else []) + fails)
@@ -301,9 +303,11 @@ def _previous_outputs(out: Path) -> list[Path]:
 def write_report(rows: list[dict], summary: dict, out: Path, study_boot: int = 1000) -> None:
     """Write ``summary.json``, ``report.md`` and the PNG plots into ``out``, with the studies
     the cells support (:func:`softrank.studies.report.report_studies`, ``study_boot``
-    bootstrap resamples; 0 leaves the studies out) in ``out/studies``."""
+    bootstrap resamples; 0 leaves the studies out) in ``out/studies``. ``rows`` are read
+    with :func:`softrank.audit.record.read_cell`."""
     import time as _time
 
+    rows = read_cells(rows)
     out = Path(out)
     started = _time.time()
     previous = _previous_outputs(out)

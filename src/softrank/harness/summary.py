@@ -7,18 +7,20 @@ at ``eps = 0.25`` BERT native operators resolved 42.8 % (219 of 512), GPT-2 99.7
 is a BERT-architecture encoder on native operators, so its row is compared with BERT native.
 Cells whose own bracket came from a reference bundle keep their ends in every figure and
 their seconds and method records (the bundle's claims) out of every time and method figure.
+
+Every function reads cells typed (:func:`softrank.audit.record.read_cell`: ends as ints,
+``diagnostics``, ``stages`` and the stages' columns as their types, empty values as None);
+:func:`summarize` reads the rows it is given so.
 """
 
 from __future__ import annotations
 
-import json
 import platform
 from collections import Counter, defaultdict
 
 import numpy as np
 
-from ..audit.frontier_stage import decode_frontier
-from ..audit.record import group_key, read_diagnostics, read_stages
+from ..audit.record import group_key, read_cells
 from ..certifiers.interface import Diagnostics, MethodRecord
 
 __all__ = ["summarize", "PAPER", "PAPER_COMPARE", "cell_diagnostics", "bundle_claim",
@@ -43,7 +45,7 @@ def family_stats(rows):
     n = len(rows)
     timed = measured(rows)  # a bundle's seconds are its claim
     ok = [r for r in rows if r["verdict"] in ("resolved", "open")]
-    ratios = [float(r["upper"]) / float(r["lower"]) for r in ok if int(r["lower"]) > 0]
+    ratios = [r["upper"] / r["lower"] for r in ok if r["lower"] > 0]
     return {
         "cells": n,
         "resolved": sum(r["verdict"] == "resolved" for r in rows),
@@ -53,26 +55,26 @@ def family_stats(rows):
         "error": sum(r["verdict"] == "error" for r in rows),
         "median_ratio": round(float(np.median(ratios)), 3) if ratios else None,
         "p90_ratio": round(float(np.percentile(ratios, 90)), 3) if ratios else None,
-        "median_lower": float(np.median([int(r["lower"]) for r in ok])) if ok else None,
-        "median_upper": float(np.median([int(r["upper"]) for r in ok])) if ok else None,
-        "median_seconds": round(float(np.median([float(r["seconds"]) for r in timed])), 3)
+        "median_lower": float(np.median([r["lower"] for r in ok])) if ok else None,
+        "median_upper": float(np.median([r["upper"] for r in ok])) if ok else None,
+        "median_seconds": round(float(np.median([r["seconds"] for r in timed])), 3)
         if timed else None,
-        "total_seconds": round(float(sum(float(r["seconds"]) for r in timed)), 1),
+        "total_seconds": round(float(sum(r["seconds"] for r in timed)), 1),
         "median_seconds_over_svd": _svd_ratio(timed),
         "median_Gamma": _median_field(rows, "Gamma"),
     }
 
 
 def _median_field(rows, key):
-    v = [float(r[key]) for r in rows if r.get(key, "") not in ("", None)]
+    v = [r[key] for r in rows if r.get(key) is not None]
     return round(float(np.median(v)), 4) if v else None
 
 
 def _svd_ratio(rows):
     """Median of a cell's time over one float64 SVD of its matrix (the cell of the largest
     eps also carries the operator's shared set-up)."""
-    r = [float(x["seconds"]) / float(x["svd_seconds"]) for x in rows
-         if x.get("svd_seconds", "") not in ("", None) and float(x["svd_seconds"]) > 0]
+    r = [x["seconds"] / x["svd_seconds"] for x in rows
+         if x.get("svd_seconds") is not None and x["svd_seconds"] > 0]
     return round(float(np.median(r)), 1) if r else None
 
 
@@ -81,11 +83,10 @@ def method_family(m: str) -> str:
 
 
 def cell_diagnostics(r) -> Diagnostics:
-    """The cell's :class:`~softrank.certifiers.interface.Diagnostics`: every method's record,
-    checker disagreements, the error of an ``error`` cell; empty for a row without them
-    (:func:`softrank.audit.record.read_diagnostics`, which raises
-    :class:`~softrank.errors.MalformedRecord` on a record that is not softrank's)."""
-    return read_diagnostics(r)
+    """The cell's :class:`~softrank.certifiers.interface.Diagnostics` (a typed cell's): every
+    method's record, checker disagreements, the error of an ``error`` cell; empty for a row
+    without them."""
+    return r["diagnostics"]
 
 
 def bundle_claim(r) -> str | None:
@@ -120,18 +121,18 @@ def _tsvd_ratio(rows) -> dict:
     by = defaultdict(list)
     for r in measured(rows):  # a bundle's method records are its claims
         k = ok_rank(r, "truncated-svd")
-        if k and r["verdict"] != "error" and int(r["upper"]) > 0:
-            by[group_key(r)].append(k / int(r["upper"]))
+        if k and r["verdict"] != "error" and r["upper"] > 0:
+            by[group_key(r)].append(k / r["upper"])
     return {g: round(float(np.median(v)), 3) for g, v in sorted(by.items())}
 
 
 def _attacks(rows) -> dict:
     """Targeted attacks on the lower certificates (docs/theory/attacks.md): tried, succeeded, how close."""
     att = [r for r in rows if r.get("attack", "") not in ("", None)]
-    scored = [r for r in att if r.get("attack_closest", "") != ""]
-    closest = [float(r["attack_closest"]) for r in scored]
-    near = min(scored, key=lambda r: float(r["attack_closest"])) if scored else None
-    secs = [float(r["attack_seconds"]) for r in att if r.get("attack_seconds", "") != ""]
+    scored = [r for r in att if r.get("attack_closest") is not None]
+    closest = [r["attack_closest"] for r in scored]
+    near = min(scored, key=lambda r: r["attack_closest"]) if scored else None
+    secs = [r["attack_seconds"] for r in att if r.get("attack_seconds") is not None]
     return {
         "tried": len(att),
         "succeeded": sum(r["attack"] == "SUCCEEDED" for r in att),
@@ -156,7 +157,7 @@ def stage_errors(rows: list[dict]) -> dict:
         if r["operator_id"] in seen:
             continue
         seen.add(r["operator_id"])
-        for name, rec in read_stages(r).items():
+        for name, rec in r["stages"].items():
             if rec.error:
                 e = out.setdefault(name, {"operators": 0, "first": rec.error[:300]})
                 e["operators"] += 1
@@ -178,10 +179,13 @@ def _solve_device_name() -> str:
 
 def summarize(rows: list[dict], panel: str, eps_list, wall_seconds: float, seed: int,
               effort: str = "full") -> dict:
-    """The audit summary (JSON-ready); ``effort`` is the run's (:func:`softrank.bracket`)."""
+    """The audit summary (JSON-ready) of its cells (rows, read with
+    :func:`softrank.audit.record.read_cell`); ``effort`` is the run's
+    (:func:`softrank.bracket`)."""
+    rows = read_cells(rows)
     by = defaultdict(list)
     for r in rows:
-        by[(group_key(r), float(r["eps"]))].append(r)
+        by[(group_key(r), r["eps"])].append(r)
     families = defaultdict(dict)
     for (g, e), rs in sorted(by.items()):
         families[g][f"{e:g}"] = family_stats(rs)
@@ -203,7 +207,7 @@ def summarize(rows: list[dict], panel: str, eps_list, wall_seconds: float, seed:
         "machine": {"python": platform.python_version(), "platform": platform.platform(),
                     "solve_device": _solve_device_name()},
         "overall": family_stats(rows),
-        "by_eps": {f"{e:g}": family_stats([r for r in rows if float(r["eps"]) == e]) for e in eps_list},
+        "by_eps": {f"{e:g}": family_stats([r for r in rows if r["eps"] == e]) for e in eps_list},
         "families": families,
         "winners": {
             "lower": dict(Counter(method_family(r["lower_method"]) for r in rows).most_common()),
@@ -219,9 +223,9 @@ def summarize(rows: list[dict], panel: str, eps_list, wall_seconds: float, seed:
                 for c in (r["lower_check"], r["upper_check"]) if "+" in c)),
         },
         "validated": {
-            "cells": sum(r.get("validated_rho", "") != "" for r in rows),
-            "max_rho": max((float(r["validated_rho"]) for r in rows
-                            if r.get("validated_rho", "") != ""), default=None),
+            "cells": sum(r.get("validated_rho") is not None for r in rows),
+            "max_rho": max((r["validated_rho"] for r in rows
+                            if r.get("validated_rho") is not None), default=None),
         },
         "attacks": _attacks(rows),
         "reference_store": _reference_counts(rows),
@@ -231,7 +235,8 @@ def summarize(rows: list[dict], panel: str, eps_list, wall_seconds: float, seed:
         "lower_tests": {name: method_stats(rs) for name, rs in by_method(rows, "lower").items()},
         "paper": PAPER,
         **({"causal": _causal_summary(rows)} if causal_rows(rows) else {}),
-        **({"frontier": frontier_summary(rows)} if any(r.get("frontier") for r in rows)
+        **({"frontier": frontier_summary(rows)} if any(r.get("frontier") is not None
+                                                         for r in rows)
            else {}),
     }
 
@@ -253,53 +258,54 @@ def frontier_summary(rows) -> dict:
     per family the median lower and upper ends at each rank and each construction's median
     error there; per construction the medians, over operators, of its two scores (excess
     error and excess rank, each an upper bound of the true figure); and the contradictions
-    (a band crossing itself, a curve at or below its lower edge), which must be 0."""
+    (a band crossing itself, a curve at or below its lower edge, a successful attack on a
+    certificate behind a lower end; each also refuted through the pipeline), which must be
+    0."""
+    rows = read_cells(rows)
     per_op = {}
     for r in rows:
-        if r.get("frontier"):
+        if r.get("frontier") is not None:
             per_op.setdefault(r["operator_id"], (group_key(r), r["frontier"]))
     fams, cons = defaultdict(list), defaultdict(list)
     contradictions, seconds = [], 0.0
-    attacks, closest = {"tried": 0}, []
-    for op_id, (g, text) in sorted(per_op.items()):
-        d = decode_frontier(text)
-        fams[g].append(d)
-        seconds += d["seconds"]
-        contradictions += [f"{op_id}: lower >= upper at rank {k}" for k in d["unsound"]]
+    tried, closest = 0, []
+    for op_id, (g, band) in sorted(per_op.items()):
+        fams[g].append(band)
+        seconds += band.seconds
+        contradictions += [f"{op_id}: lower >= upper at rank {k}" for k in band.unsound]
         contradictions += [f"{op_id}: {n} at rank {k} at or below the lower end"
-                           for n, k in d["below_band"]]
-        att = d.get("attacks", {"tried": 0, "succeeded": [], "closest": None})
-        attacks["tried"] += att["tried"]
-        if att["closest"] is not None:
-            closest.append(att["closest"])
-        contradictions += [f"{op_id}: attack found a witness of rank {r - 1} within {e:.6g}"
-                           for r, e in att["succeeded"]]
-        for name, c in d["curves"].items():
+                           for n, k in band.below_band]
+        contradictions += [f"{op_id}: attack found a witness of rank {k - 1} within {e:.6g}"
+                           for k, e in band.attacks_succeeded]
+        tried += band.attacks_tried
+        if band.attacks_closest is not None:
+            closest.append(band.attacks_closest)
+        for name, c in band.curves.items():
             cons[name].append(c)
     families = {}
-    for g, ds in sorted(fams.items()):
-        ranks = sorted({k for d in ds for k in d["ranks"]})
-        at = [{k: (lo, up) for k, lo, up in zip(d["ranks"], d["lower"], d["upper"])} for d in ds]
-        names = sorted({n for d in ds for n in d["curves"]})
+    for g, bands in sorted(fams.items()):
+        ranks = sorted({k for b in bands for k in b.ranks})
+        at = [{k: (lo, up) for k, lo, up in zip(b.ranks, b.lower, b.upper)} for b in bands]
+        names = sorted({n for b in bands for n in b.curves})
         families[g] = {
-            "operators": len(ds), "ranks": ranks,
+            "operators": len(bands), "ranks": ranks,
             "median_lower": [median_or_none([a[k][0] for a in at if k in a]) for k in ranks],
             "median_upper": [median_or_none([a[k][1] for a in at if k in a]) for k in ranks],
-            "curves": {n: [median_or_none([d["curves"][n]["errors"].get(k) for d in ds
-                                 if n in d["curves"]]) for k in ranks] for n in names},
+            "curves": {n: [median_or_none([b.curves[n].errors.get(k) for b in bands
+                                           if n in b.curves]) for k in ranks] for n in names},
         }
     return {
         "operators": len(per_op),
         "seconds": round(seconds, 1),
         "contradictions": len(contradictions),
         "first_contradictions": contradictions[:5],
-        "attacks": {"tried": attacks["tried"],
+        "attacks": {"tried": tried,
                     "closest": None if not closest else round(min(closest), 6)},
         "families": families,
         "constructions": {n: {
-            "operators": sum(bool(c["errors"]) for c in cs),
-            "median_excess_error": median_or_none([c["excess_error"] for c in cs]),
-            "median_excess_rank": median_or_none([c["excess_rank"] for c in cs]),
+            "operators": sum(bool(c.errors) for c in cs),
+            "median_excess_error": median_or_none([c.excess_error for c in cs]),
+            "median_excess_rank": median_or_none([c.excess_rank for c in cs]),
         } for n, cs in sorted(cons.items())},
     }
 
@@ -315,7 +321,7 @@ def _causal_summary(rows) -> dict:
     sel = causal_rows(rows)
     by = defaultdict(list)
     for r in sel:
-        by[(group_key(r), float(r["eps"]))].append(r)
+        by[(group_key(r), r["eps"])].append(r)
     fams = defaultdict(dict)
     for (g, e), rs in sorted(by.items()):
         ok = [r for r in rs if r["rank_verdict"] in ("resolved", "open")]
@@ -323,17 +329,18 @@ def _causal_summary(rows) -> dict:
             "cells": len(rs), "bounded": len(ok),
             "resolved": sum(r["rank_verdict"] == "resolved" for r in rs),
             "unsound": sum(r["rank_verdict"] == "unsound" for r in rs),
-            "median_lower": median_rounded([int(r["lower"]) for r in ok if r["lower"] != ""], 1),
-            "median_upper": median_rounded([int(r["upper"]) for r in ok if r["upper"] != ""], 1),
-            "median_rank_lower": median_rounded([int(r["rank_lower"]) for r in ok], 1),
-            "median_rank_upper": median_rounded([int(r["rank_upper"]) for r in ok], 1),
+            "median_lower": median_rounded([r["lower"] for r in ok if r["lower"] is not None], 1),
+            "median_upper": median_rounded([r["upper"] for r in ok if r["upper"] is not None], 1),
+            "median_rank_lower": median_rounded([r["rank_lower"] for r in ok], 1),
+            "median_rank_upper": median_rounded([r["rank_upper"] for r in ok], 1),
         }
     cons = defaultdict(list)
     for r in sel:
         if r["rank_verdict"] not in ("resolved", "open"):
             continue
-        for name, k in json.loads(r.get("rank_constructions") or "{}").items():
-            cons[name].append((k, int(r["rank_lower"]), int(r["rank_upper"])))
+        ranks = r.get("rank_constructions")
+        for name, k in (ranks.as_dict() if ranks is not None else {}).items():
+            cons[name].append((k, r["rank_lower"], r["rank_upper"]))
     return {
         "rank": sorted({r["rank"] for r in sel}),
         "cells": len(sel),
@@ -361,9 +368,9 @@ def _reference_counts(rows) -> dict:
         "computed": sum(r.get("reference") == "computed" for r in rows),
         "without_store": sum(r.get("reference", "") in ("", None) for r in rows),
         "check_seconds": round(sum(float(d.get("check_seconds", 0.0)) for _, d in diags), 2),
-        "refused": [f"{r['operator_id']} eps {float(r['eps']):g}: {d['refused']}"
+        "refused": [f"{r['operator_id']} eps {r['eps']:g}: {d['refused']}"
                     for r, d in diags if d.get("refused")],
-        "not_kept": [f"{r['operator_id']} eps {float(r['eps']):g}: {d['not_kept']}"
+        "not_kept": [f"{r['operator_id']} eps {r['eps']:g}: {d['not_kept']}"
                      for r, d in diags if d.get("not_kept")],
         "from_bundles": dict(Counter(str(d["bundle"]) for _, d in diags if d.get("bundle"))),
     }
@@ -409,10 +416,10 @@ def method_stats(pairs) -> dict:
         "failed": st["failed"],
         ("within_eps" if side == "upper" else "certified"): st["ok"],
         "rejected": st["rejected"],
-        "median_rank_over_lower": median_rounded([m.rank / int(r["lower"]) for r, m in ok
-                                           if int(r["lower"]) > 0]),
-        "median_rank_over_best_upper": median_rounded([m.rank / int(r["upper"]) for r, m in ok
-                                                if int(r["upper"]) > 0]),
+        "median_rank_over_lower": median_rounded([m.rank / r["lower"] for r, m in ok
+                                                  if r["lower"] > 0]),
+        "median_rank_over_best_upper": median_rounded([m.rank / r["upper"] for r, m in ok
+                                                       if r["upper"] > 0]),
         "median_seconds": median_rounded([float(m.seconds) for _, m in pairs
                                    if m.status != "skipped"], 4),
     }

@@ -26,7 +26,9 @@ def _family_seed(seed: int, family: str) -> int:
 
 def addon_from_rows(rows: list[dict], eps: float = RESPONSE_EPS, n_boot: int = 1000,
                     n_perm: int = 20, seed: int = 0) -> tuple[list[Comparison], list[str]]:
-    """Run the test per family on an audit's cells (``brackets.csv`` rows).
+    """Run the test per family on an audit's cells (``brackets.csv`` rows read with
+    :func:`softrank.audit.record.read_cell`: ``gauge_native`` a
+    :class:`~softrank.audit.feature_stages.GaugedNative`, empty values None).
 
     Uses learned heads (rows with a ``checkpoint``) at ``eps`` whose verdict is ``open`` or
     ``resolved``, with native geometry, B1 features and the gauge features. Families with
@@ -40,8 +42,6 @@ def addon_from_rows(rows: list[dict], eps: float = RESPONSE_EPS, n_boot: int = 1
     gauge-invariant); when there are several families, their equal-weight aggregates; and
     the skip reasons.
     """
-    import json
-
     from .features import B1, G, native_features, size_features
 
     need = ("operator_id", "family", "source", "checkpoint", "layer", "head", "m", "n", "eps",
@@ -54,8 +54,7 @@ def addon_from_rows(rows: list[dict], eps: float = RESPONSE_EPS, n_boot: int = 1
         """One usable cell's numbers, or a one-line error naming the operator."""
         try:
             m, N = int(r["m"]), int(r["n"])
-            gauge = json.loads(r["gauge_native"])
-            gauge = {float(c): [float(gauge[c][k]) for k in G] for c in ("4", "16")}
+            gauge = {c: [float(r["gauge_native"].at(c)[k]) for k in G] for c in (4.0, 16.0)}
             d = ([float(r[k]) for k in ("int_logq", "int_kappa", "int_r", "int_tau")]
                  if all(r.get(k, "") not in ("", None) for k in ("int_logq", "int_kappa",
                                                                   "int_r", "int_tau"))
@@ -87,7 +86,8 @@ def addon_from_rows(rows: list[dict], eps: float = RESPONSE_EPS, n_boot: int = 1
             learned.append(r)
             if (r["verdict"] in ("open", "resolved") and int(r["upper"]) >= 1
                     and r.get("rho_Q", "") not in ("", None)
-                    and r.get("b1_tsvd", "") not in ("", None) and r.get("gauge_native")):
+                    and r.get("b1_tsvd", "") not in ("", None)
+                    and r.get("gauge_native") is not None):
                 usable.append(r)
         except (ValueError, TypeError) as exc:
             raise InvalidArgumentError(f"rows: operator {r.get('operator_id')!r} has a malformed "

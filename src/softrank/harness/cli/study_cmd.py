@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from ...errors import SoftrankError
+from ...errors import MalformedRecord, SoftrankError
 from .common import operator_cache, out_dir, refuse_existing
 
 __all__ = ['run', 'run_laws']
@@ -98,15 +98,23 @@ def _study_rows(args, out: Path | None):
         if not rows or missing:
             raise SoftrankError(f"--from: {str(f)!r} is not an audit's brackets.csv (" +
                                 (f"missing columns {missing})" if rows else "no cells)"))
-        return rows
+        from ...audit.record import read_cells
+
+        try:
+            return read_cells(rows)
+        except MalformedRecord as exc:
+            raise SoftrankError(f"--from: {str(f)!r}: a cell is not softrank's ({exc})") from None
     from ..runner import run_audit
     from ..panels import materialize
 
     ops = materialize(_study_specs(args), operator_cache(args))
     from ...audit import AuditConfig
 
-    return run_audit(ops, AuditConfig(eps=(args.eps,), attacks="none"), out / "audit",
-                     workers=args.workers, progress=True, identity={"study": args.study})
+    from ...audit.record import read_cells
+
+    return read_cells(run_audit(ops, AuditConfig(eps=(args.eps,), attacks="none"),
+                                out / "audit", workers=args.workers, progress=True,
+                                identity={"study": args.study}))
 
 
 _STUDY_STEMS = {"block-width": "blockwidth", "addon": "addon", "descriptor": "descriptor",
