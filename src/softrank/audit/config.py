@@ -124,8 +124,9 @@ class AuditConfig:
         built once per process for equal settings: a worker builds them for its first
         operator and reuses them for the rest."""
         try:
-            key = (os.getpid(), type(self),
-                   tuple(getattr(self, f.name) for f in dataclasses.fields(self)))
+            key = (os.getpid(), type(self), tuple(getattr(self, f.name)
+                                                  for f in dataclasses.fields(self)
+                                                  if not f.name.startswith("_")))
             hash(key)
         except TypeError:  # an extra stage given as an unhashable object
             return default_stages(self)
