@@ -21,7 +21,13 @@ record, :class:`OperatorCells`: the bracket stage publishes its
 :class:`~softrank.certifiers.result.Bracket` objects, which the attack reads; the attack
 records a checked counterexample with :meth:`OperatorCells.refute`. No stage rewrites
 another's result: the pipeline alone writes the cell's final ``verdict`` (the bracket's, or
-``unsound`` when a stage refuted the lower certificate).
+``unsound`` when a stage refuted a certificate of the cell: its lower end's, or one the
+frontier stage reports beside it). That is the only refutation channel; ``softrank audit``'s
+exit status follows the verdicts.
+
+A stage takes the audit's settings it needs by naming them in ``parameters``
+(:func:`build_stage`): each is passed by keyword, validated once by the
+:class:`~softrank.audit.config.AuditConfig`, and the stages are built once per process.
 
 A stage that raises leaves its columns empty and its error is recorded, never a value; each
 row's ``stages`` column records, by stage name, the seconds each stage took on the operator
@@ -165,6 +171,12 @@ class Stage(Protocol):
     columns : tuple of str
         The columns it adds to each row (distinct from every other stage's and from
         :data:`~softrank.audit.record.ID_COLUMNS`).
+    parameters : tuple of str, optional
+        On the class: the :class:`~softrank.audit.config.AuditConfig` settings its
+        constructor takes by keyword (:func:`build_stage`; README, *Adding a stage with a
+        parameter*). A column that is not a plain string is declared with its decoder
+        (:func:`softrank.audit.record.register_column`), so that
+        :func:`~softrank.audit.record.read_cell` returns it typed.
 
     Methods
     -------
