@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ...errors import SoftrankError
 from .common import (cache_line, check_memory, operator_cache, out_dir, quiet_transformers,
-                     reference_store, store_line)
+                     reference_store, say_refused, store_line)
 
 __all__ = ['run']
 
@@ -123,6 +123,7 @@ def _audit_locked(args, panel, out: Path, t0: float) -> int:
     summary["reference_store"]["directory"] = None if store is None else str(store.root)
     if not args.quiet:
         print(store_line(store, summary["reference_store"]), file=sys.stderr, flush=True)
+    say_refused("audit", summary["reference_store"]["refused"])  # --quiet or not
     if args.study_boot and not args.quiet:
         print(f"brackets done in {summary['wall_seconds']:.0f} s; running the report's studies "
               f"({args.study_boot} bootstrap resamples; --study-boot 0 skips them)",

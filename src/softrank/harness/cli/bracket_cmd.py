@@ -6,7 +6,8 @@ import json
 import sys
 
 from ...errors import SoftrankError, printable
-from .common import check_memory, memory_limit, out_dir, reference_store, refuse_non_files
+from .common import (check_memory, memory_limit, out_dir, reference_store, refuse_non_files,
+                     say_refused)
 
 __all__ = ['run']
 
@@ -55,6 +56,8 @@ def run(args) -> int:
         brs = bracket(op, list(args.eps), interval=not args.no_interval, constructions=cons,
                       lower_tests=tests, time_limit=args.time_limit, progress=say,
                       effort=args.effort, store=store)
+    if store is not None:  # with --json too: news, not output
+        say_refused("bracket", store.refused)
     if d is not None:
         # the matrix's hash, the tolerance (repr: distinct tolerances never share a name),
         # the side and the kind: bracketing another matrix into DIR never reuses a name
@@ -118,9 +121,6 @@ def run(args) -> int:
                   + (f" (eps {', '.join(repr(br.eps) for br in got)})" if got else ""))
             for br in brs:
                 ref = br.diagnostics.reference
-                if ref.get("refused"):
-                    print(f"  stored entry at eps {br.eps!r} refused and recomputed: "
-                          f"{printable(ref['refused'])}")
                 if ref.get("not_kept"):
                     print(f"  bracket at eps {br.eps!r} computed, not kept: "
                           f"{printable(ref['not_kept'])}")

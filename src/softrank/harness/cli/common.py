@@ -5,13 +5,14 @@ loading."""
 from __future__ import annotations
 
 import os
+import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-from ...errors import SoftrankError
+from ...errors import SoftrankError, printable
 
 __all__ = ["available_memory", "gib", "memory_limit", "check_memory", "operator_cache",
-           "reference_store", "store_line", "cache_line", "out_dir", "made_dir", "probe_dir",
+           "reference_store", "store_line", "say_refused", "cache_line", "out_dir", "made_dir", "probe_dir",
            "refuse_non_files", "quiet_transformers", "refuse_existing"]
 
 
@@ -104,10 +105,21 @@ def store_line(store, ref: dict) -> str:
     refused, lost = len(ref["refused"]), len(ref["not_kept"])
     return (f"reference store {str(store.root)!r}: {ref['from_store']} cells read back and "
             f"checked in {ref['check_seconds']:.1f} s, {ref['computed']} computed"
-            + (f" ({refused} stored entries refused and recomputed; first: "
-               f"{ref['refused'][0]})" if refused else "")
+            + (f" ({refused} stored entries refused and recomputed, each named on its own "
+               "line)" if refused else "")
             + (f"; {lost} computed brackets not kept (first: {ref['not_kept'][0]})"
                if lost else ""))
+
+
+def say_refused(command: str, lines) -> None:
+    """One line on stderr per stored entry the reference store refused (damaged, tampered
+    or not the store's own; the bracket was computed again), under ``--quiet`` too: news the
+    user must act on, not progress. ``lines``: ``"OPERATOR eps EPS: REASON"``, as
+    :attr:`~softrank.refstore.ReferenceStore.refused` and the summary's
+    ``reference_store.refused`` hold them."""
+    for line in lines:
+        print(printable(f"softrank {command}: stored entry refused and recomputed: {line}"),
+              file=sys.stderr, flush=True)
 
 
 def cache_line(cache, seconds: float) -> str:
