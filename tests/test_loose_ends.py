@@ -89,3 +89,117 @@ def test_a_tampered_entry_is_said_on_stderr_by_frontier(tmp_path, one_operator, 
     assert _refusals(err, "frontier") == [
         f"softrank frontier: {REFUSED}{one_operator.operator_id} eps 0.25: {EDITED}"]
     json.loads(out)  # stdout stays the JSON alone
+
+
+# ------------------------------------------------------------------ attack()'s arguments
+
+
+def _attack_case():
+    """A 6 x 6 planted instance and a key-group certificate of rank 2 at eps 0.15 (queries 0
+    and 3 put >= 1 - delta = 0.95 on their own block of 3 keys: margin 0.9 > eps)."""
+    import numpy as np
+
+    from softrank.checker import KeyGroupCertificate, check
+
+    op = planted_blocks(6, 6, 2, 0.05, seed=2)
+    cert = KeyGroupCertificate(0.15, np.array([0, 3]), (np.arange(3), np.arange(3, 6)), "hand")
+    assert check(op.A, cert).ok
+    return op, cert
+
+
+def _refused(call, arg):
+    from softrank.errors import InvalidArgumentError
+
+    with pytest.raises(InvalidArgumentError) as ei:
+        call()
+    msg = str(ei.value)
+    assert msg.startswith(f"{arg}: ") and "\n" not in msg, msg
+    return msg
+
+
+def test_attack_refuses_a_certificate_of_another_tolerance():
+    from softrank.attacks import attack
+
+    op, cert = _attack_case()
+    msg = _refused(lambda: attack(op.A, 0.2, cert), "claimed")
+    assert "eps=0.15" in msg and "eps=0.2" in msg
+    res = attack(op.A, 0.15, cert, effort="quick")  # at its own tolerance: attacked
+    assert res.claimed == 2 and not res.succeeded
+
+
+def test_attack_refuses_what_is_not_a_lower_certificate_of_r_eps():
+    import numpy as np
+
+    from softrank.attacks import attack
+    from softrank.checker import CausalLowerCertificate, UpperWitness
+
+    op, cert = _attack_case()
+    wit = UpperWitness(0.15, op.A.copy(), np.eye(6), "identity")  # has a rank and an eps
+    assert "UpperWitness" in _refused(lambda: attack(op.A, 0.15, wit), "claimed")
+    # bounds r^c_eps, not r_eps: the whole matrix as its block, every entry kept
+    causal = CausalLowerCertificate(0.15, np.arange(6), np.arange(6), np.ones((6, 6), bool),
+                                    cert, "causal")
+    _refused(lambda: attack(op.A, 0.15, causal), "claimed")
+
+
+def test_attack_refuses_an_upper_witness_that_is_not_a_witness_of_A():
+    import numpy as np
+
+    from softrank.attacks import attack
+    from softrank.checker import UpperWitness
+
+    op, cert = _attack_case()
+    U, W = op.A.copy(), np.eye(6)
+    for bad in [(U, W), {"U": U, "W": W}, "identity"]:
+        msg = _refused(lambda bad=bad: attack(op.A, 0.15, cert, upper_witness=bad),
+                       "upper_witness")
+        assert "UpperWitness" in msg
+    small = UpperWitness(0.15, U[:4], W, "rows 0-3")  # a witness of a 4 x 6 matrix
+    assert "4 x 6" in _refused(lambda: attack(op.A, 0.15, cert, upper_witness=small),
+                               "upper_witness")
+    res = attack(op.A, 0.15, cert, upper_witness=UpperWitness(0.15, U, W, "identity"),
+                 effort="quick")
+    assert "witness-perturbation" in res.methods and not res.succeeded
+
+
+@pytest.mark.parametrize("A, words", [
+    ("not a matrix", "got str 'not a matrix'"),
+    (None, "got NoneType"),
+    ({"A": 1}, "got dict"),
+    ([[0.5, "x"], [0.5, 0.5]], "got list"),
+    ([[0.5, float("nan")], [0.5, 0.5]], "A[0, 1] = nan"),
+])
+def test_attack_refuses_an_A_that_is_not_a_matrix_or_an_operator(A, words):
+    from softrank.attacks import attack
+
+    assert words in _refused(lambda: attack(A, 0.25, 1), "A")
+
+
+def test_attack_takes_an_operator_as_A():
+    from softrank.attacks import attack
+
+    op, cert = _attack_case()
+    res = attack(op, 0.15, cert, effort="quick")
+    # the same attack as on its matrix (the seed fixes the restarts)
+    same = attack(op.A, 0.15, cert, effort="quick")
+    assert (res.methods, res.best_error) == (same.methods, same.best_error)
+    assert not res.succeeded and res.best_error >= 0.9 * (1 - 1e-9)  # the block margin
+
+
+@pytest.mark.parametrize("constructions", ["truncated-svd", b"x", "mod:Obj"])
+def test_attack_refuses_a_string_as_constructions(constructions):
+    from softrank.attacks import attack
+
+    op, cert = _attack_case()
+    msg = _refused(lambda: attack(op.A, 0.15, cert, constructions=constructions),
+                   "constructions")
+    assert "expected a list" in msg
+
+
+def test_attack_refuses_an_operator_argument_that_is_not_one_of_A():
+    from softrank.attacks import attack
+
+    op, cert = _attack_case()
+    _refused(lambda: attack(op.A, 0.15, cert, operator=op.A), "operator")
+    other = planted_blocks(4, 6, 2, 0.05, seed=2)
+    assert "4 x 6" in _refused(lambda: attack(op.A, 0.15, cert, operator=other), "operator")
