@@ -203,3 +203,25 @@ def test_attack_refuses_an_operator_argument_that_is_not_one_of_A():
     _refused(lambda: attack(op.A, 0.15, cert, operator=op.A), "operator")
     other = planted_blocks(4, 6, 2, 0.05, seed=2)
     assert "4 x 6" in _refused(lambda: attack(op.A, 0.15, cert, operator=other), "operator")
+
+
+# ------------------------------------------------------------------ unknown options
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["audit", "--bogus"],
+     "softrank audit: error: unrecognized argument --bogus (see softrank audit --help)"),
+    (["bracket", "op.npy", "--eps", "0.25", "--bogus", "7"],
+     "softrank bracket: error: unrecognized arguments --bogus 7 (see softrank bracket --help)"),
+    (["cache", "info", "--bogus"],
+     ("softrank cache info: error: unrecognized argument --bogus (see softrank cache info "
+      "--help)")),
+    # given before any subcommand: softrank's own
+    (["--bogus", "audit"],
+     "softrank: error: unrecognized argument --bogus (see softrank --help)"),
+])
+def test_an_unknown_option_is_named_with_its_subcommand(argv, line, capsys):
+    with pytest.raises(SystemExit) as ei:
+        main(argv)
+    assert ei.value.code == 2
+    assert capsys.readouterr().err == line + "\n"
