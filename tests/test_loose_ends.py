@@ -225,3 +225,61 @@ def test_an_unknown_option_is_named_with_its_subcommand(argv, line, capsys):
         main(argv)
     assert ei.value.code == 2
     assert capsys.readouterr().err == line + "\n"
+
+
+# ------------------------------------------------------------------ heads --layers
+
+
+class _Loaded(Exception):
+    """Raised in place of loading a checkpoint's weights."""
+
+
+@pytest.fixture
+def no_weights(monkeypatch):
+    """Every way to the weights raises :class:`_Loaded` and is counted."""
+    import transformers
+
+    from softrank.generators.capture import checkpoints
+
+    calls = []
+
+    def refuse(*a, **k):
+        calls.append(a)
+        raise _Loaded
+
+    monkeypatch.setattr(checkpoints, "load_checkpoint", refuse)
+    monkeypatch.setattr(transformers.AutoModel, "from_pretrained", refuse)
+    return calls
+
+
+@pytest.mark.models("torch", "transformers")
+@pytest.mark.parametrize("family", ["bert", "gpt2"])
+def test_heads_layers_out_of_range_is_refused_before_the_weights_load(tmp_path, capsys, family,
+                                                                      no_weights):
+    from softrank.generators.tiny import save_tiny_checkpoint
+
+    ck = tmp_path / "ck"
+    save_tiny_checkpoint(family, ck)  # 2 layers x 4 heads (softrank tiny-checkpoint)
+    out = tmp_path / "out"
+    base = ["heads", str(ck), "--source", "stdlib:json", "--out", str(out), "--quiet"]
+    for layers, got in ((["0", "2"], "got 2"), (["1", "1"], "1 is given twice")):
+        assert main(base + ["--layers", *layers]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("softrank heads: error: --layers: "), err
+        assert got in err and f"{str(ck)!r} has 2 layers" in err
+        if got == "got 2":
+            assert "in [0, 2)" in err
+        assert no_weights == [] and not out.exists()
+    # in range: the weights are what comes next
+    with pytest.raises(_Loaded):
+        main(base + ["--layers", "0", "1"])
+    assert len(no_weights) == 1
+
+
+@pytest.mark.models
+def test_heads_layers_of_minilm_come_from_its_config(tmp_path, capsys, no_weights):
+    # all-MiniLM-L6-v2: 6 layers (its model card; docs/theory/heads.md)
+    assert main(["heads", "minilm", "--source", "stdlib:json", "--layers", "6", "--out",
+                 str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "--layers: expected integers in [0, 6), got 6" in err and no_weights == []
