@@ -6,6 +6,7 @@ weights load; a refused run leaves no empty ``--out`` directory behind."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -283,3 +284,110 @@ def test_heads_layers_of_minilm_come_from_its_config(tmp_path, capsys, no_weight
                  str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert "--layers: expected integers in [0, 6), got 6" in err and no_weights == []
+
+
+# ------------------------------------------------------------------ no empty --out left behind
+
+
+def _exit_code(argv) -> int:
+    try:
+        return main(argv)
+    except SystemExit as exc:  # the parser's refusal
+        return exc.code
+
+
+@pytest.fixture
+def spaces(tmp_path, one_operator):
+    """A directory the user had (empty), one with the user's file, and a tiny audit's
+    brackets.csv with too little for any study."""
+    (tmp_path / "had").mkdir()
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("mine")
+    (tmp_path / "aud").mkdir()
+    (tmp_path / "aud" / "brackets.csv").write_text(
+        "operator_id,family,source,checkpoint,m,n,eps,lower,upper,verdict\n"
+        "u,mine,,,4,4,0.25,1,1,resolved\n")
+    return tmp_path
+
+
+def _refusals_after_the_directory(t, out):
+    """Each command that writes into a directory it makes, with ``out`` as that directory
+    and a refusal that comes only after the directory is made."""
+    panel = str(t / "panel.toml")
+    return {
+        "audit --certifier": ["audit", "--panel", panel, "--out", str(out), "--certifier",
+                              "no_such_module_xyz:X", "--no-reference-store", "--quiet"],
+        "audit --max-memory": ["audit", "--panel", panel, "--out", str(out), "--max-memory",
+                               "1MiB", "--no-reference-store", "--no-operator-cache",
+                               "--quiet"],
+        "bracket --save-certificates": ["bracket", str(t / "op.npz"), "--eps", "0.25",
+                                        "--save-certificates", str(out), "--certifier",
+                                        "no_such_module_xyz:X", "--no-reference-store"],
+        "study addon": ["study", "addon", "--from", str(t / "aud"), "--out", str(out)],
+        "study block-width": ["study", "block-width", "--from", str(t / "aud"), "--out",
+                              str(out)],
+        "reference export": ["reference", "export", "--panel", "no-such-panel",
+                             "--reference-store", str(t / "had"), str(out)],
+    }
+
+
+@pytest.mark.parametrize("command", list(_refusals_after_the_directory(Path("."), Path("."))))
+@pytest.mark.parametrize("where", ["new", "new/a/b", "had/a/b", "had"])
+def test_a_refused_run_leaves_no_directory_it_made(spaces, capsys, command, where):
+    t = spaces
+    out = t / where
+    argv = _refusals_after_the_directory(t, out)[command]
+    if command == "reference export" and where == "had":
+        argv[argv.index("--reference-store") + 1] = str(t / "mine")  # DIR must not be the store
+    assert _exit_code(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("softrank ") and " error: " in err, err
+    assert not (t / "new").exists()  # nothing this run made is left
+    assert (t / "had").is_dir() and list((t / "had").iterdir()) == []  # the user's stays
+    assert (t / "mine" / "notes.txt").read_text() == "mine"
+
+
+def test_a_refused_laws_run_leaves_no_directory_it_made(tmp_path, capsys, monkeypatch):
+    from softrank.errors import SoftrankError
+    from softrank.studies import laws
+
+    def refuse(*a, **k):
+        raise SoftrankError("--eps: refused here (a stand-in for a refusal mid-run)")
+
+    monkeypatch.setattr(laws, "run_laws", refuse)
+    assert main(["laws", "--quick", "--out", str(tmp_path / "new" / "a")]) == 2
+    assert "stand-in" in capsys.readouterr().err and not (tmp_path / "new").exists()
+
+
+@pytest.mark.parametrize("argv", [
+    ["heads", "{t}/no-checkpoint", "--source", "stdlib:json", "--out", "{t}/new/a/b"],
+    ["tiny-checkpoint", "llama", "{t}/new/a/b", "--sliding-window", "8"],
+])
+def test_heads_and_tiny_checkpoint_leave_no_parent_they_made(tmp_path, capsys, argv):
+    assert main([a.format(t=tmp_path) for a in argv]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+    assert not (tmp_path / "new").exists()
+
+
+def test_only_empty_directories_this_run_made_are_removed(tmp_path):
+    import os
+
+    from softrank.harness.cli.common import missing_dirs, remove_made
+
+    (tmp_path / "had").mkdir()
+    made = missing_dirs(tmp_path / "had" / "a" / "b" / "c")
+    assert made == [tmp_path / "had" / "a" / "b" / "c", tmp_path / "had" / "a" / "b",
+                    tmp_path / "had" / "a"]  # deepest first, not the one that was there
+    (tmp_path / "had" / "a" / "b" / "c").mkdir(parents=True)
+    (tmp_path / "had" / "a" / "kept.txt").write_text("x")  # written by the run: not empty
+    remove_made(made)
+    assert not (tmp_path / "had" / "a" / "b").exists()
+    assert (tmp_path / "had" / "a" / "kept.txt").read_text() == "x"
+    # a name made a link to someone's directory in the meantime: never followed or removed
+    (tmp_path / "theirs").mkdir()
+    made = missing_dirs(tmp_path / "link")
+    os.symlink(tmp_path / "theirs", tmp_path / "link")
+    remove_made(made)
+    assert (tmp_path / "link").is_symlink() and (tmp_path / "theirs").is_dir()
+    # "." and ".." are never among them
+    assert all(p.name not in (".", "..") for p in missing_dirs(tmp_path / "x" / ".." / "y"))

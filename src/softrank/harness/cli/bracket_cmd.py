@@ -6,25 +6,33 @@ import json
 import sys
 
 from ...errors import SoftrankError, printable
-from .common import (check_memory, memory_limit, out_dir, reference_store, refuse_non_files,
+from .common import (check_memory, made_dir, memory_limit, reference_store, refuse_non_files,
                      say_refused)
 
 __all__ = ['run']
 
 
 def run(args) -> int:
-    from ...certifiers.bracket import bracket, validate_eps
-    from ... import __version__
-    from ...checker import save_certificate
-    from ...operators import mask_kind
+    from ...certifiers.bracket import validate_eps
     from ...operator_files import load_operator
 
     validate_eps(args.eps, "--eps")
     limit, _ = memory_limit(args)
     op = load_operator(args.file, "file", max_bytes=limit, renormalize=args.renormalize)
     check_memory(op.shape, f"file: {args.file!r}", args)
-    d = out_dir(args.save_certificates, "--save-certificates") if args.save_certificates else None
+    if not args.save_certificates:
+        return _bracket(args, op, None)
+    # a directory made here is removed again if the run is refused while it is empty
+    with made_dir(args.save_certificates, "--save-certificates") as d:
+        return _bracket(args, op, d)
+
+
+def _bracket(args, op, d) -> int:
+    from ... import __version__
+    from ...certifiers.bracket import bracket
     from ...certifiers.registry import load_certifiers
+    from ...checker import save_certificate
+    from ...operators import mask_kind
 
     cons, tests = load_certifiers(args.certifier)
     say = (lambda line: print(line, file=sys.stderr, flush=True)) if args.progress else None
