@@ -12,7 +12,6 @@ import warnings
 from pathlib import Path
 from types import SimpleNamespace
 
-import numpy as np
 import pytest
 
 from softrank.audit import AuditConfig, read_cell, read_cells, run_stages
@@ -66,7 +65,7 @@ def test_cells_are_read_only_through_read_cell():
     for stage, cls in (("frontier_stage", "FrontierBand"), ("causal_stage", "RankConstructions"),
                        ("feature_stages", "GaugedNative")):
         text = (SRC / "audit" / f"{stage}.py").read_text()
-        assert f"register_column(" in text and f"class {cls}" in text
+        assert "register_column(" in text and f"class {cls}" in text
 
 
 def test_read_cell_returns_every_registered_column_typed(tmp_path):

@@ -1,6 +1,6 @@
-"""The causal witness (SPEC section 14): ``||A - tril_M(U W)||_inf <= eps`` checked in float64
-with rounding bounds and in interval arithmetic, on hand-worked matrices and planted causal
-instances; its file format."""
+"""The causal witness (docs/theory/causal.md#upper-witnesses): ``||A - tril_M(U W)||_inf <=
+eps`` checked in float64 with rounding bounds and in interval arithmetic, on hand-worked
+matrices and planted causal instances; its file format."""
 
 import numpy as np
 import pytest

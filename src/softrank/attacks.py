@@ -26,11 +26,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import get_args
 
 import numpy as np
 
-from .checker import UpperWitness, check
-from .errors import InvalidArgumentError
+from .checker import LowerCertificate, UpperWitness, check
+from .errors import InvalidArgumentError, printable
 from .validation import check_choice, check_fraction, check_int
 
 __all__ = ["AttackResult", "attack", "RankReductionAttack", "EFFORTS"]
@@ -138,14 +139,18 @@ def attack(A, eps: float, claimed, *, upper_witness: UpperWitness | None = None,
 
     Parameters
     ----------
-    A : (m, N) float64 array_like
-        The operator (row-stochastic).
+    A : (m, N) float64 array_like or Operator
+        The matrix (row-stochastic for an attention operator); of an
+        :class:`~softrank.Operator`, its ``A`` (and the operator is then the default
+        ``operator``).
     eps : float
         Tolerance in ``(0, 1)`` (max-row l1).
     claimed : int or lower certificate
-        The lower bound under attack; a certificate's ``rank`` is used.
+        The lower bound under attack; a certificate's ``rank`` is used, and it must have been
+        issued at ``eps`` (one of :data:`softrank.checker.LowerCertificate`).
     upper_witness : UpperWitness, optional
-        A known witness of rank ``>= claimed`` to start a perturbation from.
+        A known witness of ``A`` (``U`` with ``m`` rows, ``W`` with ``N`` columns) of rank
+        ``>= claimed`` to start a perturbation from.
     effort : {"quick", "standard", "hard"}
         Restarts and iterations (:data:`EFFORTS`).
     seed : int
@@ -159,7 +164,8 @@ def attack(A, eps: float, claimed, *, upper_witness: UpperWitness | None = None,
         a witness of rank ``<= claimed - 1`` that the checker accepts refutes the claim.
     operator : Operator, optional
         The operator handed to ``constructions`` (one with ``Q``, ``K``, ``beta`` lets the
-        reference constructions run); default ``Operator(A=A)``.
+        reference constructions run), of ``A``'s shape; default ``A`` when it is an
+        Operator, else ``Operator(A=A)``.
 
     Returns
     -------
@@ -169,20 +175,90 @@ def attack(A, eps: float, claimed, *, upper_witness: UpperWitness | None = None,
     Raises
     ------
     InvalidArgumentError
-        If ``eps``, ``claimed``, ``effort`` or ``seed`` is out of range.
+        If ``A`` is neither an Operator nor a non-empty 2-D array of finite real numbers;
+        ``eps``, ``claimed``, ``effort`` or ``seed`` is out of range; ``claimed`` is neither
+        an integer nor a lower certificate, or a certificate issued at another tolerance
+        than ``eps``; ``upper_witness`` is not an :class:`~softrank.checker.UpperWitness`
+        of a matrix of ``A``'s shape; ``constructions`` is not a list (a string included)
+        of objects with ``witness(operator, eps)`` (:func:`softrank.bracket`'s rule);
+        ``operator`` is not an Operator of ``A``'s shape.
     """
-    A = np.asarray(A, dtype=np.float64)
-    if A.ndim != 2 or A.size == 0:
-        raise InvalidArgumentError(f"A: expected a non-empty 2-D array, got shape {A.shape}")
+    # lazy: keeps ``import softrank`` light
+    from .certifiers.registry import extra_methods
+    from .operators import Operator
+
+    if isinstance(A, Operator):
+        operator = A if operator is None else operator
+        A = A.A
+    else:
+        A = _matrix(A)
     eps = check_fraction(eps, "eps")
-    k = getattr(claimed, "rank", claimed)
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise InvalidArgumentError(f"claimed: expected an integer >= 1 or a certificate, got {claimed!r}")
+    k = _claimed_rank(claimed, eps)
     check_choice(effort, "effort", sorted(EFFORTS))
     check_int(seed, "seed", 0)
-    return RankReductionAttack(A, eps, int(k), upper_witness=upper_witness, effort=effort,
+    m, N = A.shape
+    if upper_witness is not None:
+        if not isinstance(upper_witness, UpperWitness):
+            raise InvalidArgumentError(
+                f"upper_witness: expected a softrank.checker.UpperWitness or None, got "
+                f"{type(upper_witness).__name__}")
+        if upper_witness.U.shape[0] != m or upper_witness.W.shape[1] != N:
+            raise InvalidArgumentError(
+                f"upper_witness: a witness of a {upper_witness.U.shape[0]} x "
+                f"{upper_witness.W.shape[1]} matrix, A is {m} x {N}")
+    if operator is not None and (not isinstance(operator, Operator) or operator.shape != (m, N)):
+        raise InvalidArgumentError(
+            f"operator: expected a softrank Operator of A's shape {m} x {N}, got " + (
+                f"one of shape {operator.shape[0]} x {operator.shape[1]}"
+                if isinstance(operator, Operator) else type(operator).__name__))
+    constructions = extra_methods(constructions, "upper")
+    return RankReductionAttack(A, eps, k, upper_witness=upper_witness, effort=effort,
                                seed=seed, interval=interval, constructions=constructions,
                                operator=operator).run()
+
+
+def _matrix(A) -> np.ndarray:
+    """``A`` as a float64 array, refused (naming ``A``) unless it is a non-empty 2-D array of
+    finite real numbers (:func:`softrank.operators.check_matrix`'s rule)."""
+    from .errors import InvalidOperatorError
+    from .operators import check_matrix
+
+    try:
+        kind = np.asarray(A).dtype.kind
+    except Exception:  # noqa: BLE001 - not an array at all: refused below
+        kind = "O"
+    if kind not in "fiub":
+        raise InvalidArgumentError(f"A: expected an (m, N) matrix of real numbers or an Operator, "
+                                   f"got {type(A).__name__}" + (
+                                       f" of dtype {A.dtype}" if isinstance(A, np.ndarray) else
+                                       f" {printable(repr(A))[:60]}"))
+    try:
+        return check_matrix("A", A)
+    except InvalidOperatorError as exc:
+        raise InvalidArgumentError(str(exc)) from None
+
+
+def _claimed_rank(claimed, eps: float) -> int:
+    """The rank under attack: ``claimed`` itself (an integer ``>= 1``) or a lower
+    certificate's rank, the certificate issued at ``eps``."""
+    if isinstance(claimed, get_args(LowerCertificate)):
+        if float(claimed.eps) != eps:
+            raise InvalidArgumentError(
+                f"claimed: the certificate ({type(claimed).__name__}, rank {claimed.rank}) was "
+                f"issued at eps={claimed.eps!r}, not at the eps={eps!r} attacked; attack it at "
+                "its own tolerance")
+        if claimed.rank < 1:
+            raise InvalidArgumentError(
+                f"claimed: the certificate ({type(claimed).__name__}) claims rank "
+                f"{claimed.rank}; there is nothing below rank 1 to attack")
+        return int(claimed.rank)
+    if isinstance(claimed, bool) or not isinstance(claimed, (int, np.integer)) or claimed < 1:
+        got = (repr(claimed) if isinstance(claimed, (str, bytes, int, float, np.number))
+               else type(claimed).__name__)
+        raise InvalidArgumentError(
+            f"claimed: expected an integer >= 1 or a lower certificate of r_eps "
+            f"(softrank.checker.LowerCertificate), got {printable(got)[:80]}")
+    return int(claimed)
 
 
 class RankReductionAttack:

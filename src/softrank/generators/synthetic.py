@@ -222,8 +222,8 @@ def planted_causal(N: int, k: int, delta: float, seed: int = 0, window: int | No
 
 def planted_segments(N: int, k: int, delta: float, seed: int = 0,
                      concentration: float = 0.3) -> Operator:
-    """A causal head whose plain rank is planted, and so its causal rank (SPEC section 14;
-    docs/theory/families.md).
+    """A causal head whose plain rank is planted, and so its causal rank
+    (docs/theory/causal.md#definitions, its ordering of the ranks; docs/theory/families.md).
 
     The ``N`` positions are cut into ``k`` contiguous segments starting at ``s_0 = 0 < s_1 <
     ... < s_{k-1}``; every query of segment ``a`` attends, in ``B``, with the same Dirichlet

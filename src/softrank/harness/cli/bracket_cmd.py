@@ -6,25 +6,33 @@ import json
 import sys
 
 from ...errors import SoftrankError, printable
-from .common import check_memory, memory_limit, out_dir, reference_store, refuse_non_files
+from .common import (check_memory, made_dir, memory_limit, reference_store, refuse_non_files,
+                     say_refused)
 
 __all__ = ['run']
 
 
 def run(args) -> int:
-    from ...certifiers.bracket import bracket
     from ...validation import validate_eps
-    from ... import __version__
-    from ...checker import save_certificate
-    from ...operators import mask_kind
     from ...operator_files import load_operator
 
     validate_eps(args.eps, "--eps")
     limit, _ = memory_limit(args)
     op = load_operator(args.file, "file", max_bytes=limit, renormalize=args.renormalize)
     check_memory(op.shape, f"file: {args.file!r}", args)
-    d = out_dir(args.save_certificates, "--save-certificates") if args.save_certificates else None
+    if not args.save_certificates:
+        return _bracket(args, op, None)
+    # a directory made here is removed again if the run is refused while it is empty
+    with made_dir(args.save_certificates, "--save-certificates") as d:
+        return _bracket(args, op, d)
+
+
+def _bracket(args, op, d) -> int:
+    from ... import __version__
+    from ...certifiers.bracket import bracket
     from ...certifiers.registry import load_certifiers
+    from ...checker import save_certificate
+    from ...operators import mask_kind
 
     cons, tests = load_certifiers(args.certifier)
     say = (lambda line: print(line, file=sys.stderr, flush=True)) if args.progress else None
@@ -56,6 +64,8 @@ def run(args) -> int:
         brs = bracket(op, list(args.eps), interval=not args.no_interval, constructions=cons,
                       lower_tests=tests, time_limit=args.time_limit, progress=say,
                       effort=args.effort, store=store)
+    if store is not None:  # with --json too: news, not output
+        say_refused("bracket", store.refused)
     if d is not None:
         # the matrix's hash, the tolerance (repr: distinct tolerances never share a name),
         # the side and the kind: bracketing another matrix into DIR never reuses a name
@@ -119,9 +129,6 @@ def run(args) -> int:
                   + (f" (eps {', '.join(repr(br.eps) for br in got)})" if got else ""))
             for br in brs:
                 ref = br.diagnostics.reference
-                if ref.get("refused"):
-                    print(f"  stored entry at eps {br.eps!r} refused and recomputed: "
-                          f"{printable(ref['refused'])}")
                 if ref.get("not_kept"):
                     print(f"  bracket at eps {br.eps!r} computed, not kept: "
                           f"{printable(ref['not_kept'])}")

@@ -5,13 +5,15 @@ loading."""
 from __future__ import annotations
 
 import os
+import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-from ...errors import SoftrankError
+from ...errors import SoftrankError, printable
 
 __all__ = ["available_memory", "gib", "memory_limit", "check_memory", "operator_cache",
-           "reference_store", "store_line", "cache_line", "out_dir", "made_dir", "probe_dir",
+           "reference_store", "store_line", "say_refused", "cache_line", "out_dir", "made_dir", "missing_dirs",
+           "remove_made", "probe_dir",
            "refuse_non_files", "quiet_transformers", "refuse_existing"]
 
 
@@ -104,10 +106,21 @@ def store_line(store, ref: dict) -> str:
     refused, lost = len(ref["refused"]), len(ref["not_kept"])
     return (f"reference store {str(store.root)!r}: {ref['from_store']} cells read back and "
             f"checked in {ref['check_seconds']:.1f} s, {ref['computed']} computed"
-            + (f" ({refused} stored entries refused and recomputed; first: "
-               f"{ref['refused'][0]})" if refused else "")
+            + (f" ({refused} stored entries refused and recomputed, each named on its own "
+               "line)" if refused else "")
             + (f"; {lost} computed brackets not kept (first: {ref['not_kept'][0]})"
                if lost else ""))
+
+
+def say_refused(command: str, lines) -> None:
+    """One line on stderr per stored entry the reference store refused (damaged, tampered
+    or not the store's own; the bracket was computed again), under ``--quiet`` too: news the
+    user must act on, not progress. ``lines``: ``"OPERATOR eps EPS: REASON"``, as
+    :attr:`~softrank.refstore.ReferenceStore.refused` and the summary's
+    ``reference_store.refused`` hold them."""
+    for line in lines:
+        print(printable(f"softrank {command}: stored entry refused and recomputed: {line}"),
+              file=sys.stderr, flush=True)
 
 
 def cache_line(cache, seconds: float) -> str:
@@ -152,21 +165,43 @@ def out_dir(path: str, arg: str) -> Path:
     return out
 
 
+def missing_dirs(path) -> list[Path]:
+    """``path`` and those of its parents that are not there yet, deepest first: the
+    directories :func:`out_dir` would create (``.`` and ``..`` left out: never made)."""
+    out: list[Path] = []
+    for p in (Path(path), *Path(path).parents):
+        if os.path.lexists(p):
+            break
+        if p.name not in ("", ".", ".."):
+            out.append(p)
+    return out
+
+
+def remove_made(dirs: list[Path]) -> None:
+    """Remove, deepest first, each of ``dirs`` (:func:`missing_dirs` before this run made
+    them) that is still an empty directory: a refused or failed run leaves nothing that a
+    next run would stumble on. Anything not empty, or not a directory, is left as it is;
+    a directory that was there before the run is never among ``dirs``."""
+    for d in dirs:
+        if d.is_symlink():
+            continue
+        try:
+            d.rmdir()  # only if empty
+        except OSError:
+            pass
+
+
 @contextmanager
 def made_dir(path: str, arg: str):
-    """:func:`out_dir` for a ``with`` block: a directory this call created is removed again
-    if the block raises while it is still empty (a refused or failed run leaves nothing
-    that a next run would stumble on)."""
-    existed = os.path.lexists(path)
-    out = out_dir(path, arg)
+    """:func:`out_dir` for a ``with`` block: the directories this call created (``path`` and
+    any parents) are removed again if the block raises while they are still empty
+    (:func:`remove_made`)."""
+    made = missing_dirs(path)
     try:
+        out = out_dir(path, arg)
         yield out
     except BaseException:
-        if not existed:
-            try:
-                out.rmdir()  # only if empty
-            except OSError:
-                pass
+        remove_made(made)
         raise
 
 

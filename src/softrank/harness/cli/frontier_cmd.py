@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 from ...errors import SoftrankError
-from .common import check_memory, memory_limit, probe_dir, reference_store, refuse_non_files
+from .common import (check_memory, memory_limit, probe_dir, reference_store, refuse_non_files,
+                     say_refused)
 
 __all__ = ["run"]
 
@@ -39,9 +40,12 @@ def run(args) -> int:
     if lacking:
         raise SoftrankError(f"--certifier {lacking[0].spec or lacking[0].name!r}: has no "
                             "witness_at_rank(operator, k) method (docs/constructions.md)")
+    store = reference_store(args)
     fr = frontier(op, ranks=args.ranks, eps=list(args.eps), interval=not args.no_interval,
-                  effort=args.effort, store=reference_store(args), constructions=cons,
+                  effort=args.effort, store=store, constructions=cons,
                   reference=not args.no_reference)
+    if store is not None:  # with --json too: news, not output
+        say_refused("frontier", store.refused)
     if args.json:
         print(json.dumps(fr.to_dicts(), indent=2))
     else:

@@ -40,6 +40,7 @@ def run(args) -> int:
     sources = read_sources(args.source)
     if args.quiet:
         quiet_transformers()
+    _check_layers(args)
     t0 = time.perf_counter()
     with made_dir(args.out, "--out") as out:  # refused before the model is loaded
         ck, family = resolve_checkpoint(args.checkpoint, args.family)
@@ -64,6 +65,26 @@ def run(args) -> int:
               "" if args.no_verify else
               f"; largest difference from the model's eager attention {worst:.2e}"))
     return 0
+
+
+def _check_layers(args) -> None:
+    """Refuse ``--layers`` outside the checkpoint's layers (duplicates too) from its
+    ``config.json``, before the weights load (a config that cannot tell is left to the
+    loader, which refuses it by name before any weights)."""
+    from ...errors import InvalidArgumentError
+    from ...generators.capture.checkpoints import checkpoint_dir, config_layers
+    from ...validation import check_indices
+
+    if args.layers is None:
+        return
+    n = config_layers(checkpoint_dir(args.checkpoint))
+    if n is None:
+        return
+    try:
+        check_indices(args.layers, "--layers", n)
+    except InvalidArgumentError as exc:
+        raise InvalidArgumentError(f"{exc} (the checkpoint {args.checkpoint!r} has {n} layers, "
+                                   "by its config.json)") from None
 
 
 def run_tiny(args) -> int:

@@ -105,11 +105,40 @@ def _study_boot(s: str) -> int:
 
 class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors: ``softrank CMD: error: MESSAGE (see softrank CMD
-    --help)``, exit 2 (no usage block)."""
+    --help)``, exit 2 (no usage block). An argument no parser knows is named by the
+    subcommand it was given to (``softrank audit: error: unrecognized argument --bogus``),
+    not by ``softrank``, which argparse would name."""
 
     def error(self, message):
         self.exit(2, f"{self.prog}: error: {' '.join(message.split())} (see {self.prog} "
                      "--help)\n")
+
+    def parse_args(self, args=None, namespace=None):
+        import sys
+
+        argv = list(sys.argv[1:] if args is None else args)
+        ns, extra = self.parse_known_args(argv, namespace)
+        if extra:
+            self._chosen(ns, argv, extra[0]).error(
+                f"unrecognized argument{'s' if len(extra) > 1 else ''} {' '.join(extra)}")
+        return ns
+
+    def _chosen(self, ns, argv: list, first: str) -> argparse.ArgumentParser:
+        """The innermost (sub)command parser chosen in ``ns`` whose name comes before
+        ``first`` (the first unknown argument) on the command line: the one it was given to."""
+        parser, at = self, 0
+        while True:
+            subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+            name = getattr(ns, subs[0].dest, None) if subs else None
+            if name not in (subs[0].choices if subs else ()):
+                return parser
+            try:
+                i = argv.index(name, at)
+            except ValueError:
+                return parser
+            if first in argv[at:i]:  # given before the subcommand: its parent's
+                return parser
+            parser, at = subs[0].choices[name], i + 1
 
 
 def _cache_args(p) -> None:

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from ...errors import MalformedRecord, SoftrankError
-from .common import operator_cache, out_dir, refuse_existing
+from .common import made_dir, operator_cache, refuse_existing
 
 __all__ = ['run', 'run_laws']
 
@@ -18,10 +18,11 @@ def run_laws(args) -> int:
 
     validate_eps(args.eps, "--eps")
     refuse_existing(args.out, "laws", args.overwrite)
-    out = out_dir(args.out, "--out")
     t0 = time.perf_counter()
-    rows, fits = run_laws(args.eps, n_boot=args.n_boot, sweeps=QUICK_SWEEPS if args.quick else None)
-    paths = write_laws(rows, fits, out, args.eps)
+    with made_dir(args.out, "--out") as out:  # removed again if the run fails while empty
+        rows, fits = run_laws(args.eps, n_boot=args.n_boot,
+                              sweeps=QUICK_SWEEPS if args.quick else None)
+        paths = write_laws(rows, fits, out, args.eps)
     print((out / "laws.md").read_text())
     print(f"{len(rows)} operators in {time.perf_counter() - t0:.1f} s -> "
           f"{', '.join(str(p) for p in paths)}")
@@ -123,12 +124,6 @@ _STUDY_STEMS = {"block-width": "blockwidth", "addon": "addon", "descriptor": "de
 
 def _run_causal(args) -> int:
     """``softrank study causal``: the same decoder heads three ways (docs/theory/causal.md)."""
-    import sys
-    import tempfile
-
-    from ...studies.causal import (decoder_heads, run_causal_study, synthetic_causal_heads,
-                                   write_causal)
-
     for w in args.widths:
         if w % 2:
             raise SoftrankError(f"--widths: each width must be even (the block is N/2), got {w}")
@@ -136,10 +131,19 @@ def _run_causal(args) -> int:
         if not Path(d).is_dir():
             raise SoftrankError(f"--checkpoint: {d!r} is not a directory")
     refuse_existing(args.out, "causal", args.overwrite)
-    out = out_dir(args.out, "--out")
-    t0 = time.perf_counter()
+    with made_dir(args.out, "--out") as out:  # removed again if the run fails while empty
+        return _causal_into(args, out)
+
+
+def _causal_into(args, out: Path) -> int:
+    import sys
+    import tempfile
+
+    from ...studies.causal import (decoder_heads, run_causal_study, synthetic_causal_heads,
+                                   write_causal)
     from .common import quiet_transformers
 
+    t0 = time.perf_counter()
     quiet_transformers()
     with tempfile.TemporaryDirectory(prefix="softrank-tiny-") as tmp:
         dirs = list(args.checkpoint)
@@ -179,7 +183,11 @@ def run(args) -> int:
     refuse_existing(args.out, _STUDY_STEMS[args.study], args.overwrite)
     t0 = time.perf_counter()
     rows = _study_rows(args, None) if args.source_dir is not None else None
-    out = out_dir(args.out, "--out")
+    with made_dir(args.out, "--out") as out:  # removed again if the run fails while empty
+        return _study_into(args, rows, out, t0)
+
+
+def _study_into(args, rows, out: Path, t0: float) -> int:
     if rows is None:
         rows = _study_rows(args, out)
     if args.study == "block-width":
