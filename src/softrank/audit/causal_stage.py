@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from ..certifiers.causal import UserCausalConstruction, causal_bracket, check_causal_operator
 from ..errors import InvalidArgumentError
-from .record import integer, number, register_column
+from .record import integer, json_column, number, register_column
 
 __all__ = ["CausalStage", "RankConstructions"]
 
@@ -47,17 +47,11 @@ class RankConstructions:
 
     @classmethod
     def decode(cls, text) -> "RankConstructions":
-        """The column read back (:func:`softrank.audit.record.read_cell` calls it).
-
-        Raises
-        ------
-        ValueError, TypeError
-            A value that is not this stage's record."""
-        if isinstance(text, cls):
-            return text
-        if not isinstance(text, str):
-            raise TypeError(f"expected JSON text, got {type(text).__name__}")
-        d = json.loads(text)
+        """The column read back, for :func:`~softrank.audit.record.read_cell` (a
+        ``ValueError`` or ``TypeError`` for a value that is not this stage's)."""
+        d = json_column(text, cls)
+        if isinstance(d, cls):
+            return d
         if not isinstance(d, dict) or not all(
                 v is None or (isinstance(v, int) and not isinstance(v, bool)) for v in d.values()):
             raise ValueError(f"expected {{name: rank or null}}, got {text!r:.80}")

@@ -8,7 +8,7 @@ import json
 from dataclasses import dataclass
 
 from ..studies.features import B1, baseline_features, gauged_native
-from .record import number, register_column
+from .record import json_column, number, register_column
 
 __all__ = ["BaselineFeaturesStage", "GaugeFeaturesStage", "GaugedNative"]
 
@@ -45,17 +45,11 @@ class GaugedNative:
 
     @classmethod
     def decode(cls, text) -> "GaugedNative":
-        """The column read back (:func:`softrank.audit.record.read_cell` calls it).
-
-        Raises
-        ------
-        ValueError, TypeError
-            A value that is not this stage's record."""
-        if isinstance(text, cls):
-            return text
-        if not isinstance(text, str):
-            raise TypeError(f"expected JSON text, got {type(text).__name__}")
-        d = json.loads(text)
+        """``gauge_native`` read back by :func:`~softrank.audit.record.read_cell`; raises
+        ``ValueError``/``TypeError`` on a value that is not the gauge stage's."""
+        d = json_column(text, cls)
+        if isinstance(d, cls):
+            return d
         if not isinstance(d, dict) or not all(isinstance(v, dict) for v in d.values()):
             raise ValueError(f"expected {{ratio: {{feature: value}}}}, got {text!r:.80}")
         return cls(tuple((float(c), {k: float(x) for k, x in v.items()}) for c, v in d.items()))

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from ..attacks import attack
 from ..certifiers.frontier import frontier
-from .record import Refutation, register_column, save_counterexample
+from .record import Refutation, json_column, register_column, save_counterexample
 
 __all__ = ["FrontierStage", "FrontierBand", "FrontierCurve", "AUDIT_RANKS"]
 
@@ -129,17 +129,11 @@ class FrontierBand:
 
     @classmethod
     def decode(cls, text) -> "FrontierBand":
-        """The column read back (:func:`softrank.audit.record.read_cell` calls it).
-
-        Raises
-        ------
-        ValueError, KeyError, TypeError
-            A value that is not this stage's record."""
-        if isinstance(text, cls):
-            return text
-        if not isinstance(text, str):
-            raise TypeError(f"expected JSON text, got {type(text).__name__}")
-        d = json.loads(text)
+        """The band of a ``frontier`` column, for :func:`~softrank.audit.record.read_cell`
+        (``ValueError``, ``KeyError`` or ``TypeError`` for one that is not this stage's)."""
+        d = json_column(text, cls)
+        if isinstance(d, cls):
+            return d
         att = d.get("attacks") or {}
         return cls(ranks=tuple(int(k) for k in d["ranks"]),
                    lower=tuple(float(v) for v in d["lower"]),

@@ -44,6 +44,7 @@ __all__ = ["ID_COLUMNS", "STAGES_COLUMN", "VERDICTS", "STATUSES", "StageRecord",
            "Refutation", "cell_identity", "encode_diagnostics", "read_diagnostics",
            "encode_stages", "read_stages", "read_cell", "read_cells", "cell_key",
            "refutations", "Cell", "register_column", "column_types", "number", "integer",
+           "json_column",
            "compact_json", "save_counterexample"]
 
 #: Columns every row carries before any stage runs: the operator's identity and the cell's
@@ -186,6 +187,24 @@ def register_column(column: str, decode: Callable[[Any], Any]) -> None:
     if _COLUMN_TYPES.get(column, decode) is not decode:
         raise InvalidArgumentError(f"column: {column!r} is registered already")
     _COLUMN_TYPES[column] = decode
+
+
+def json_column(text, cls):
+    """For a registered decoder of a JSON column: ``text`` as it is when it is a ``cls``
+    already, else the JSON it holds.
+
+    Raises
+    ------
+    TypeError
+        ``text`` is neither a ``cls`` nor a string.
+    ValueError
+        It is not JSON.
+    """
+    if isinstance(text, cls):
+        return text
+    if not isinstance(text, str):
+        raise TypeError(f"expected JSON text, got {type(text).__name__}")
+    return json.loads(text)
 
 
 def column_types() -> dict:
