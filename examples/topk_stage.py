@@ -7,7 +7,8 @@ it would also take an option in ``softrank audit``'s parser; nothing else change
 
     from softrank.harness.runner import run_audit
     config = TopKConfig(eps=(0.25,), top_k=4, stages=("examples.topk_stage:TopKMassStage",))
-    run_audit(operators, config, "out")      # brackets.csv gains the column top_k_tail
+    if __name__ == "__main__":                # the workers import the script again
+        run_audit(operators, config, "out")   # brackets.csv gains the column top_k_tail
 """
 
 from __future__ import annotations

@@ -257,3 +257,66 @@ def test_softrank_audit_locks_its_output_directory_once(tmp_path, monkeypatch):
     with pytest.raises(InvalidArgumentError, match="^lock: expected the held AuditLock"):
         run_audit([_op()], AuditConfig(eps=(0.3,)), tmp_path / "b",
                   lock=AuditLock(tmp_path / "b"))
+
+
+# ---------------------------------------------------------------- what a trial found
+
+
+class FalseRefuter:
+    """Claims a refutation of a lower certificate the cell does not have."""
+
+    name, columns = "false-refuter", ()
+
+    def run(self, cells):
+        from softrank.audit import Refutation
+
+        cells.refute(0, Refutation("false-refuter", 99, 0))
+        return [{} for _ in cells.eps]
+
+
+def test_a_refutation_must_name_the_cells_certified_lower_end():
+    (r,) = run_stages(_op(), [0.1], [BracketStage(), FalseRefuter()])
+    c = read_cell(r)
+    assert c["verdict"] != "unsound" and c["stages"]["false-refuter"].refuted == {}
+    assert ("claims the lower certificate of rank 99 wrong, but the cell's certified lower "
+            f"end is {c['lower']}") in c["stages"]["false-refuter"].error
+
+
+class Squatter:
+    name, columns = "squatter", ("rank_lower",)
+
+    def run(self, cells):
+        return [{"rank_lower": "many"} for _ in cells.eps]
+
+
+def test_a_stage_cannot_write_a_column_another_stage_types(tmp_path):
+    with pytest.raises(InvalidArgumentError,
+                       match="^stages: 'squatter': column 'rank_lower' belongs to stage 'causal'"):
+        AuditConfig(eps=(0.3,), stages=(Squatter,))
+
+
+def test_malformed_typed_columns_are_refused_naming_the_cell():
+    band = FrontierBand.decode(json_band := (
+        '{"attacks":{"tried":0,"closest":null,"succeeded":[]},"ranks":[1,2],"lower":[0.5,0.1],'
+        '"upper":[0.4,0.2],"curves":{},"seconds":1.0,"unsound":[1],"below_band":[]}'))
+    assert band.unsound == (1,)
+    for bad, why in ((json_band.replace('"unsound":[1]', '"unsound":[]'), "crosses itself"),
+                     (json_band.replace('"lower":[0.5,0.1]', '"lower":[0.5]'), "2 ranks, 1 lower"),
+                     (json_band.replace('"ranks":[1,2]', '"ranks":[2,2]'), "not increasing"),
+                     (json_band.replace('"seconds":1.0,', ''), "missing 'seconds'")):
+        row = {"operator_id": "op-1", "eps": "0.3", "lower": "1", "upper": "2",
+               "verdict": "open", "frontier": bad}
+        with pytest.raises(Exception, match=re.escape(why)) as exc:
+            read_cells([row])
+        assert str(exc.value).startswith("cell op-1 at eps 0.3: frontier: not softrank's record")
+    causal = {"operator_id": "op-2", "eps": "0.3", "lower": "1", "upper": "2",
+              "verdict": "open", "rank": "causal", "rank_lower": "10", "rank_upper": "3",
+              "rank_verdict": "open"}
+    with pytest.raises(Exception, match="rank_lower 10 and rank_upper 3 do not fit"):
+        read_cells([causal])
+    with pytest.raises(Exception, match=r"rank_lower: not softrank's record \(expected an "
+                                        r"integer >= 0"):
+        read_cells([{**causal, "rank_lower": "-4"}])
+    with pytest.raises(Exception, match="svd_seconds: not softrank's record"):
+        read_cells([{**causal, "rank_lower": "2", "svd_seconds": "nan"}])
+    assert read_cells([{**causal, "rank_lower": "2", "m": "12"}])[0]["m"] == 12

@@ -123,5 +123,5 @@ class AttackStage:
         return row
 
 
-register_column("attack_closest", number)
-register_column("attack_seconds", number)
+register_column("attack_closest", number, "attack")
+register_column("attack_seconds", number, "attack")

@@ -117,4 +117,4 @@ class BracketStage:
 
 
 for _col in ("ratio", "svd_seconds", "validated_rho"):
-    register_column(_col, number)
+    register_column(_col, number, "bracket")

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from ..certifiers.causal import UserCausalConstruction, causal_bracket, check_causal_operator
 from ..errors import InvalidArgumentError
-from .record import integer, json_column, number, register_column
+from .record import count, json_column, number, register_cell_check, register_column
 
 __all__ = ["CausalStage", "RankConstructions"]
 
@@ -53,15 +53,26 @@ class RankConstructions:
         if isinstance(d, cls):
             return d
         if not isinstance(d, dict) or not all(
-                v is None or (isinstance(v, int) and not isinstance(v, bool)) for v in d.values()):
+                v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 0)
+                for v in d.values()):
             raise ValueError(f"expected {{name: rank or null}}, got {text!r:.80}")
         return cls(tuple(sorted(d.items())))
 
 
-register_column("rank_constructions", RankConstructions.decode)
-register_column("rank_lower", integer)
-register_column("rank_upper", integer)
-register_column("rank_seconds", number)
+def _check_ends(cell) -> None:
+    """The causal bracket's ends fit its verdict, as the plain ends fit theirs."""
+    lo, up, verdict = cell.get("rank_lower"), cell.get("rank_upper"), cell.get("rank_verdict")
+    if verdict in ("resolved", "open") and (lo is None or up is None or lo > up
+                                            or (verdict == "resolved") != (lo == up)):
+        raise ValueError(f"rank_lower {lo!r} and rank_upper {up!r} do not fit the "
+                         f"rank_verdict {verdict!r}")
+
+
+register_column("rank_constructions", RankConstructions.decode, "causal")
+register_column("rank_lower", count, "causal")
+register_column("rank_upper", count, "causal")
+register_column("rank_seconds", number, "causal")
+register_cell_check("causal", _check_ends)
 
 
 class CausalStage:

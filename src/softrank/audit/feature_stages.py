@@ -55,9 +55,9 @@ class GaugedNative:
         return cls(tuple((float(c), {k: float(x) for k, x in v.items()}) for c, v in d.items()))
 
 
-register_column("gauge_native", GaugedNative.decode)
+register_column("gauge_native", GaugedNative.decode, "gauge-features")
 for _col in B1:
-    register_column(_col, number)
+    register_column(_col, number, "b1-features")
 
 
 class BaselineFeaturesStage:

@@ -135,7 +135,7 @@ class FrontierBand:
         if isinstance(d, cls):
             return d
         att = d.get("attacks") or {}
-        return cls(ranks=tuple(int(k) for k in d["ranks"]),
+        band = cls(ranks=tuple(int(k) for k in d["ranks"]),
                    lower=tuple(float(v) for v in d["lower"]),
                    upper=tuple(_float(v) for v in d["upper"]),
                    curves={n: FrontierCurve({int(k): _float(e) for k, e in c["errors"].items()},
@@ -147,9 +147,32 @@ class FrontierBand:
                    attacks_closest=_float(att.get("closest")),
                    attacks_succeeded=tuple((int(r), float(e))
                                            for r, e in att.get("succeeded", ())))
+        band._check()
+        return band
+
+    def _check(self) -> None:
+        """A band as the stage writes one: ranks increasing from 1, an end per rank, ends
+        ``>= 0``, and the ranks where it crosses itself listed in ``unsound``.
+
+        Raises
+        ------
+        ValueError
+            Naming what does not hold."""
+        n = len(self.ranks)
+        if not (len(self.lower) == len(self.upper) == n and n > 0):
+            raise ValueError(f"{n} ranks, {len(self.lower)} lower and {len(self.upper)} upper "
+                             "ends")
+        if self.ranks[0] < 1 or any(a >= b for a, b in zip(self.ranks, self.ranks[1:])):
+            raise ValueError(f"ranks {list(self.ranks)[:8]} are not increasing from 1")
+        if not all(x >= 0 for x in self.lower + self.upper):
+            raise ValueError("an end below 0")
+        crossing = [k for k, lo, up in zip(self.ranks, self.lower, self.upper) if lo >= up]
+        if sorted(self.unsound) != crossing:
+            raise ValueError(f"the band crosses itself at ranks {crossing}, its record says "
+                             f"{list(self.unsound)}")
 
 
-register_column("frontier", FrontierBand.decode)
+register_column("frontier", FrontierBand.decode, "frontier")
 
 
 class FrontierStage:

@@ -5,7 +5,7 @@ cell (docs/theory/studies.md). Descriptors, never bounds.
 from __future__ import annotations
 
 from ..geometry import intrinsic_descriptors
-from .record import integer, number, register_column
+from .record import count, number, register_column
 
 __all__ = ["NativeGeometryStage", "IntrinsicDescriptorStage"]
 
@@ -56,5 +56,6 @@ class IntrinsicDescriptorStage:
 
 
 for _col in ("rho_Q", "rho_K", "Gamma", "int_tau", "int_kappa", "int_logq"):
-    register_column(_col, number)
-register_column("int_r", integer)
+    register_column(_col, number, "native-geometry" if _col in ("rho_Q", "rho_K", "Gamma")
+                    else "intrinsic-descriptor")
+register_column("int_r", count, "intrinsic-descriptor")

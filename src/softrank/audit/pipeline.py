@@ -47,7 +47,7 @@ from ..validation import validate_eps
 from ..errors import InvalidArgumentError
 from ..stop import check as _check_stop
 from .record import (ID_COLUMNS, STAGES_COLUMN, Refutation, StageRecord, cell_identity,
-                     encode_stages)
+                     column_owner, encode_stages)
 
 __all__ = ["OperatorCells", "Stage", "check_stages", "stage_columns",
            "run_stages", "default_stages", "load_stages", "build_stage"]
@@ -120,7 +120,9 @@ class OperatorCells:
         ------
         InvalidArgumentError
             If ``index`` is not a cell's index or ``refutation`` not a
-            :class:`~softrank.audit.record.Refutation` of a smaller rank than it claims.
+            :class:`~softrank.audit.record.Refutation` of a smaller rank than it claims, or,
+            for the cell's lower certificate (``certificate="lower"``), one whose ``claimed``
+            is not the rank of that certificate (the bracket stage's lower end).
         """
         if isinstance(index, bool) or not (isinstance(index, int) and 0 <= index < len(self.eps)):
             raise InvalidArgumentError(f"index: expected a cell index in [0, {len(self.eps)}), "
@@ -133,6 +135,13 @@ class OperatorCells:
             raise InvalidArgumentError(
                 f"refutation: a witness of rank {refutation.found!r} does not refute a lower "
                 f"certificate of rank {refutation.claimed!r}")
+        if refutation.certificate == "lower":
+            br = self.brackets[index] if self.brackets else None
+            lower = None if br is None else br.lower
+            if lower is None or refutation.claimed != lower:
+                raise InvalidArgumentError(
+                    f"refutation: claims the lower certificate of rank {refutation.claimed!r} "
+                    f"wrong, but the cell's certified lower end is {lower!r}")
         self._refutations.append((self._running or refutation.by, index, refutation))
 
     def refutations(self, index: int) -> tuple:
@@ -221,9 +230,14 @@ def check_stages(stages: Sequence[Any]) -> list:
                 "columns only (a checked counterexample is recorded with cells.refute(), and the "
                 "pipeline sets the verdict)")
         if name in names:
-            raise InvalidArgumentError(f"stages: the name {name!r} is given twice")
+            raise InvalidArgumentError(f"stages: two stages are named {name!r} (a name of "
+                                       "softrank's own stages, or one given twice)")
         names.add(name)
         for c in cols:
+            typed_by = column_owner(c)
+            if typed_by is not None and typed_by != name:
+                raise InvalidArgumentError(f"stages: {name!r}: column {c!r} belongs to stage "
+                                           f"{typed_by!r} (read back as its type)")
             if c in owner:
                 raise InvalidArgumentError(f"stages: {name!r}: column {c!r} is already written "
                                            f"by {owner[c]}")

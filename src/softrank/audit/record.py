@@ -44,7 +44,7 @@ __all__ = ["ID_COLUMNS", "STAGES_COLUMN", "VERDICTS", "STATUSES", "StageRecord",
            "Refutation", "cell_identity", "encode_diagnostics", "read_diagnostics",
            "encode_stages", "read_stages", "read_cell", "read_cells", "cell_key",
            "refutations", "Cell", "register_column", "column_types", "number", "integer",
-           "json_column",
+           "json_column", "count", "column_owner", "register_cell_check",
            "compact_json", "save_counterexample"]
 
 #: Columns every row carries before any stage runs: the operator's identity and the cell's
@@ -164,14 +164,18 @@ class Cell(dict):
 
 #: ``{column: decoder}``: how each stage's typed columns are read back (:func:`register_column`).
 _COLUMN_TYPES: dict = {}
+_OWNERS: dict = {}  # column -> the stage that registered it
+_CELL_CHECKS: list = []  # (stage, check(cell) -> None or raise ValueError)
 
 
-def register_column(column: str, decode: Callable[[Any], Any]) -> None:
+def register_column(column: str, decode: Callable[[Any], Any], stage: str | None = None,
+                    ) -> None:
     """Declare how :func:`read_cell` reads the column ``column`` back: ``decode(value)`` gets
     the value as stored (a string from ``brackets.csv``, a string or a number from the
     ledger; never empty: an empty value reads as None) and returns the typed value, or raises
     ``ValueError``/``TypeError``/``KeyError`` for a value that is not the stage's record.
-    The stage that writes the column registers it, beside its result type.
+    The stage that writes the column registers it, beside its result type, under its name
+    (``stage``): no other stage may then write that column (:func:`column_owner`).
 
     Raises
     ------
@@ -187,6 +191,20 @@ def register_column(column: str, decode: Callable[[Any], Any]) -> None:
     if _COLUMN_TYPES.get(column, decode) is not decode:
         raise InvalidArgumentError(f"column: {column!r} is registered already")
     _COLUMN_TYPES[column] = decode
+    if stage is not None:
+        _OWNERS[column] = stage
+
+
+def column_owner(column: str) -> str | None:
+    """The stage that registered ``column`` with a type (:func:`register_column`), or None."""
+    return _OWNERS.get(column)
+
+
+def register_cell_check(stage: str, check: Callable[[Mapping[str, Any]], None]) -> None:
+    """A check of a typed cell across a stage's columns, run by :func:`read_cell` after the
+    columns are decoded (e.g. the causal stage's ends against its verdict): ``check(cell)``
+    raises ``ValueError`` for a cell that is not the stage's record."""
+    _CELL_CHECKS.append((stage, check))
 
 
 def json_column(text, cls):
@@ -213,17 +231,29 @@ def column_types() -> dict:
 
 
 def number(v) -> float:
-    """A number column's value as a float (``"0.25"``, ``0.25``; not a bool)."""
+    """A number column's value as a float (``"0.25"``, ``0.25``, ``inf``; not a bool, not
+    NaN)."""
     if isinstance(v, bool) or not isinstance(v, (str, int, float)):
         raise TypeError(f"expected a number, got {v!r:.40}")
-    return float(v)
+    f = float(v)
+    if math.isnan(f):
+        raise ValueError(f"expected a number, got {v!r:.40}")
+    return f
+
+
+def count(v) -> int:
+    """A column of ranks or counts: :func:`integer`, and ``>= 0``."""
+    k = integer(v)
+    if k < 0:
+        raise ValueError(f"expected an integer >= 0, got {v!r:.40}")
+    return k
 
 
 def integer(v) -> int:
     """An integer column's value as an int (``"4"``, ``4``, ``4.0``: a CSV rewritten by a
     tool that reads the column as floats)."""
     f = number(v)
-    if not f.is_integer():
+    if not math.isfinite(f) or not f.is_integer():
         raise ValueError(f"expected an integer, got {v!r:.40}")
     return int(f)
 
@@ -337,8 +367,20 @@ def cell_key(row: Mapping[str, Any]) -> tuple[str, float]:
 
 
 def read_cells(rows) -> list[Cell]:
-    """:func:`read_cell` of every row, in order."""
-    return [read_cell(r) for r in rows]
+    """:func:`read_cell` of every row, in order.
+
+    Raises
+    ------
+    MalformedRecord
+        As :func:`read_cell`, naming the cell (its operator and tolerance) first."""
+    out = []
+    for r in rows:
+        try:
+            out.append(read_cell(r))
+        except MalformedRecord as exc:
+            raise MalformedRecord(f"cell {str(r.get('operator_id', '?'))[:80]} at eps "
+                                  f"{r.get('eps', '?')}: {exc}") from None
+    return out
 
 
 def read_cell(row: Mapping[str, Any]) -> Cell:
@@ -403,6 +445,12 @@ def read_cell(row: Mapping[str, Any]) -> Cell:
         if not (r["seconds"] >= 0 and math.isfinite(r["seconds"])):
             raise MalformedRecord(f"seconds {sec!r} is not a finite number >= 0")
     r["diagnostics"] = read_diagnostics(r)
+    for col in ("m", "n"):  # the shape: ints from the ledger, strings from brackets.csv
+        if col in r:
+            try:
+                r[col] = count(r[col])
+            except (TypeError, ValueError):
+                raise MalformedRecord(f"{col} {r[col]!r} is not a size") from None
     for col, decode in _COLUMN_TYPES.items():
         v = r.get(col)
         if v is None or (isinstance(v, str) and v == ""):
@@ -412,7 +460,13 @@ def read_cell(row: Mapping[str, Any]) -> Cell:
         try:
             r[col] = decode(v)
         except (TypeError, ValueError, KeyError, AttributeError) as exc:
-            raise MalformedRecord(f"{col}: not softrank's record ({exc})"[:300]) from None
+            why = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
+            raise MalformedRecord(f"{col}: not softrank's record ({why})"[:300]) from None
+    for stage, check in _CELL_CHECKS:
+        try:
+            check(r)
+        except (TypeError, ValueError) as exc:
+            raise MalformedRecord(f"stage {stage!r}: {exc}"[:300]) from None
     return r
 
 

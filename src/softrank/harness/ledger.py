@@ -348,6 +348,7 @@ def read_ledger(path: Path, arg: str) -> tuple[dict, list[dict], str]:
     """
     from .lock import LOCK_NAME
 
+    path = Path(path)
     # immutable only when no audit runs there (no lock file) and no write-ahead log holds
     # data that is not in the file itself
     wal = Path(str(path) + "-wal")
