@@ -9,8 +9,9 @@ What a cell goes through, module by module, in order:
 * :mod:`~softrank.audit.worker`: :func:`run_operator`, a worker's task: one operator's cells
   through the pipeline, built once per process;
 * :mod:`~softrank.audit.pipeline`: the :class:`Stage` interface, the operator's typed
-  record (:class:`OperatorCells`), :func:`build_stage` and :func:`run_stages`, the one
-  place that writes a cell's verdict (a refutation by any stage makes it ``unsound``);
+  record (:class:`OperatorCells`), :func:`~softrank.audit.pipeline.build_stage` and
+  :func:`run_stages`, the one place that writes a cell's verdict (a refutation by any stage
+  makes it ``unsound``);
 * the stages, in the order they run, each with the types of its columns:
   :mod:`~softrank.audit.bracket_stage` (the certified bracket),
   :mod:`~softrank.audit.attack_stage` (the attack on its lower certificate),
