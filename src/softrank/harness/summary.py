@@ -183,11 +183,8 @@ def summarize(rows: list[dict], panel: str, eps_list, wall_seconds: float, seed:
     :func:`softrank.audit.record.read_cell`); ``effort`` is the run's
     (:func:`softrank.bracket`)."""
     rows = read_cells(rows)
-    by = defaultdict(list)
-    for r in rows:
-        by[(group_key(r), r["eps"])].append(r)
     families = defaultdict(dict)
-    for (g, e), rs in sorted(by.items()):
+    for (g, e), rs in _by_group_and_eps(rows):
         families[g][f"{e:g}"] = family_stats(rs)
     ops = {r["operator_id"] for r in rows}
     all_checked = all(r["lower_check"].startswith("pass") and r["upper_check"].startswith("pass")
@@ -315,15 +312,20 @@ def causal_rows(rows) -> list[dict]:
     return [r for r in rows if r.get("rank", "") and not r["rank"].startswith("plain")]
 
 
+def _by_group_and_eps(rows) -> list:
+    """``[((family group, eps), cells), ...]`` in order of group, then tolerance."""
+    by = defaultdict(list)
+    for r in rows:
+        by[(group_key(r), r["eps"])].append(r)
+    return sorted(by.items())
+
+
 def _causal_summary(rows) -> dict:
     """Per family and tolerance: the medians of both brackets, and the causal
     constructions' checked ranks against the causal lower end (docs/theory/causal.md)."""
     sel = causal_rows(rows)
-    by = defaultdict(list)
-    for r in sel:
-        by[(group_key(r), r["eps"])].append(r)
     fams = defaultdict(dict)
-    for (g, e), rs in sorted(by.items()):
+    for (g, e), rs in _by_group_and_eps(sel):
         ok = [r for r in rs if r["rank_verdict"] in ("resolved", "open")]
         fams[g][f"{e:g}"] = {
             "cells": len(rs), "bounded": len(ok),
