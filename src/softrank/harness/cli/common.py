@@ -12,9 +12,9 @@ from pathlib import Path
 from ...errors import SoftrankError, printable
 
 __all__ = ["available_memory", "gib", "memory_limit", "check_memory", "operator_cache",
-           "reference_store", "store_line", "say_refused", "cache_line", "out_dir", "made_dir", "missing_dirs",
-           "remove_made", "probe_dir",
-           "refuse_non_files", "quiet_transformers", "refuse_existing"]
+           "reference_store", "store_line", "say_refused", "cache_line", "out_dir", "made_dir",
+           "missing_dirs", "remove_made", "probe_dir", "refuse_non_files", "quiet_transformers",
+           "refuse_existing"]
 
 
 def available_memory() -> int | None:
