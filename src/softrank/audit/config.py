@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -124,18 +125,18 @@ class AuditConfig:
         built once per process for equal settings: a worker builds them for its first
         operator and reuses them for the rest."""
         try:
-            key = (os.getpid(), type(self), tuple(getattr(self, f.name)
-                                                  for f in dataclasses.fields(self)
-                                                  if not f.name.startswith("_")))
+            key = (os.getpid(), type(self), self._key())
             hash(key)
         except TypeError:  # an extra stage given as an unhashable object
             return default_stages(self)
-        stages = _PIPELINES.get(key)
+        with _LOCK:  # the threads of one worker process share the caches
+            stages = _PIPELINES.get(key)
         if stages is None:
             stages = default_stages(self)
-            while len(_PIPELINES) >= 4:
-                _PIPELINES.pop(next(iter(_PIPELINES)))
-            _PIPELINES[key] = stages
+            with _LOCK:
+                while len(_PIPELINES) >= 4:
+                    _PIPELINES.pop(next(iter(_PIPELINES)))
+                _PIPELINES[key] = stages
         return list(stages)
 
     def setting(self, name: str, who: str = "stages"):
@@ -163,6 +164,27 @@ class AuditConfig:
                            lambda: ReferenceStore(value, "reference_store"))
         return value
 
+    def relocated(self, reference_store: str | None) -> "AuditConfig":
+        """This config with its reference store at ``reference_store`` (a directory, or None
+        for none): what a worker that cannot see the client's store runs a cell with (a
+        private store holding the entries the client sent, :mod:`softrank.refstore.transfer`).
+        Release it with :meth:`release` when the cell is done."""
+        return dataclasses.replace(self, reference_store=reference_store)
+
+    def release(self) -> None:
+        """Forget what this process built and opened for this config (its pipeline and its
+        store), e.g. when its private store is deleted; the next use builds them again."""
+        with _LOCK:
+            for cache in (_PIPELINES, _OPENED):
+                for key in [k for k, v in cache.items() if k[0] == os.getpid()
+                            and (k[1:] == (("reference_store", self.reference_store),)
+                                 or (k[1] is type(self) and k[2] == self._key()))]:
+                    del cache[key]
+
+    def _key(self) -> tuple:
+        return tuple(getattr(self, f.name) for f in dataclasses.fields(self)
+                     if not f.name.startswith("_"))
+
     @property
     def columns(self) -> tuple[str, ...]:
         """The columns of every row (``brackets.csv``), in order."""
@@ -182,8 +204,12 @@ _PIPELINES: dict = {}
 _OPENED: dict = {}
 
 
+_LOCK = threading.RLock()
+
+
 def _opened(key, make: Callable[[], Any]):
     key = (os.getpid(), key)
-    if key not in _OPENED:
-        _OPENED[key] = make()
-    return _OPENED[key]
+    with _LOCK:
+        if key not in _OPENED:
+            _OPENED[key] = make()
+        return _OPENED[key]

@@ -1,8 +1,8 @@
-"""Executors for the audit: a local process pool and Dask distributed.
+"""The audit's local executor: a process pool (Dask distributed is :mod:`.cluster`).
 
-Both take a module-level function ``fn`` and a list of picklable tasks and yield
-``fn(task)`` results as they complete (any order: the ledger and the exports restore panel
-order). A worker process that dies loses only the task it was running: every finished
+:func:`local_map` takes a module-level function ``fn`` and a list of picklable tasks and
+yields ``fn(task)`` results as they complete (any order: the ledger and the exports restore
+panel order). A worker process that dies loses only the task it was running: every finished
 task's cells were already handed back and committed by the caller.
 """
 
@@ -15,7 +15,7 @@ from multiprocessing import get_context
 
 from ..stop import check as _check_stop
 
-__all__ = ["local_map", "dask_map"]
+__all__ = ["local_map", "one_blas_thread"]
 
 _BLAS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
@@ -54,7 +54,7 @@ def _worker_start(parent: int, initializer) -> None:
         initializer()
 
 
-class _one_blas_thread:
+class one_blas_thread:
     """Workers already use the cores: one BLAS thread each (set for spawned children)."""
 
     def __enter__(self):
@@ -82,7 +82,7 @@ def local_map(fn, tasks, workers: int, initializer=None):
     """
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
-    blas = _one_blas_thread()
+    blas = one_blas_thread()
     blas.__enter__()  # for the pool's whole life: it spawns its workers lazily, on submit
     ex = ProcessPoolExecutor(workers, mp_context=get_context("spawn"),
                              initializer=_worker_start, initargs=(os.getpid(), initializer))
@@ -113,51 +113,3 @@ def local_map(fn, tasks, workers: int, initializer=None):
         ex.shutdown(wait=True)
     finally:
         blas.__exit__(None, None, None)
-
-
-def dask_map(fn, tasks, workers: int, scheduler: str | None = None):
-    """Dask distributed: ``scheduler`` is an existing cluster's address (``tcp://host:port``);
-    None starts a local cluster of ``workers`` single-threaded processes on loopback.
-
-    Raises
-    ------
-    InvalidArgumentError
-        If ``distributed`` is not installed (``pip install softrank[dist]``) or the
-        scheduler cannot be reached.
-    """
-    from ..errors import InvalidArgumentError
-
-    try:
-        from distributed import Client, LocalCluster, as_completed
-    except ImportError as exc:
-        raise InvalidArgumentError("--executor dask: needs Dask distributed "
-                                   "(pip install 'softrank[dist]')") from exc
-    cluster = None
-    try:
-        if scheduler:
-            try:
-                client = Client(scheduler, timeout="30s")
-            except Exception as exc:
-                raise InvalidArgumentError(f"--scheduler: cannot reach {scheduler!r} "
-                                           f"({type(exc).__name__}: {exc})") from exc
-        else:
-            # for the cluster's whole life: a restarted worker process reads it again
-            blas = _one_blas_thread()
-            blas.__enter__()
-            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                   host="127.0.0.1", dashboard_address=None)
-            client = Client(cluster)
-        try:
-            futures = [client.submit(fn, t, pure=False) for t in tasks]
-            try:
-                for fut in as_completed(futures):
-                    yield fut.result()
-            except BaseException:
-                client.cancel(futures)
-                raise
-        finally:
-            client.close()
-    finally:
-        if cluster is not None:
-            cluster.close()
-            blas.__exit__(None, None, None)

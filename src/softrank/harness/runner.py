@@ -3,7 +3,7 @@
 Each operator's cells (operator x tolerance) go through the pipeline of stages of
 :mod:`softrank.audit` (:func:`softrank.audit.worker.run_operator`, with the run's frozen
 :class:`~softrank.audit.config.AuditConfig`), scheduled by an executor (:mod:`.executors`: a
-local process pool, or Dask distributed); they are committed to the run's ledger
+local process pool; or :mod:`.cluster`: Dask distributed, every result brought home); they are committed to the run's ledger
 (:mod:`softrank.harness.ledger`, SQLite in WAL mode) operator by operator, so an interrupted or killed run
 keeps every finished cell and ``--resume`` continues it; at the end ``brackets.csv`` and
 ``brackets.parquet`` are exported from the ledger in panel order and the summary, report and
@@ -59,6 +59,8 @@ class _Progress:
         self.stream, self.enabled = stream, enabled
         self.tty = enabled and hasattr(stream, "isatty") and stream.isatty()
         self.t0 = time.perf_counter()
+        #: on a cluster: how many workers are in use now (shown on each line)
+        self.workers = None
 
     def update(self, op_id: str, rows: list[dict]) -> None:
         self.done += len(rows)
@@ -68,15 +70,16 @@ class _Progress:
         rate = (self.done - self.start_done) / el * 60
         left = (self.total - self.done) / max(rate / 60, 1e-9)
         frac = self.done / max(self.total, 1)
+        on = "" if self.workers is None else f", {self.workers()} workers"
         if self.tty:
             bar = "#" * int(30 * frac) + "-" * (30 - int(30 * frac))
             print(f"\r[{bar}] {self.done}/{self.total} cells  {rate:6.1f} cells/min  "
-                  f"~{_fmt_time(left)} left ", end="", file=self.stream, flush=True)
+                  f"~{_fmt_time(left)} left{on} ", end="", file=self.stream, flush=True)
         else:
             lo_up = " ".join("error" if r.get("verdict") == "error" else
                              f"[{r['lower']},{r['upper']}]" for r in rows)
             print(f"[{self.done:5d}/{self.total} cells] {op_id[:44]:44s} {lo_up}  "
-                  f"{rate:6.1f} cells/min, ~{_fmt_time(left)} left", file=self.stream, flush=True)
+                  f"{rate:6.1f} cells/min, ~{_fmt_time(left)} left{on}", file=self.stream, flush=True)
 
     def close(self) -> None:
         if self.tty:
@@ -210,9 +213,11 @@ def _audit_cells(run: _Run) -> list[dict]:
     tasks = [(i, operators[i], config, out) for i in order]
     try:
         if executor == "dask":
-            from .executors import dask_map
+            from .cluster import ClusterMap
 
-            for i, rows in dask_map(_task, tasks, workers, scheduler):
+            cmap = ClusterMap(config, out, workers=workers, scheduler=scheduler, stream=stream)
+            bar.workers = lambda: cmap.workers_in_use
+            for i, rows in cmap.run((i, operators[i]) for i in order):
                 done(i, rows)
         elif workers <= 1 or len(tasks) <= 1:
             for t in tasks:

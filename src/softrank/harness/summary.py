@@ -99,8 +99,10 @@ def bundle_claim(r) -> str | None:
 
 
 def measured(rows) -> list:
-    """The cells whose seconds and method records softrank measured (not a bundle's)."""
-    return [r for r in rows if bundle_claim(r) is None]
+    """The cells whose seconds and method records softrank measured: not a bundle's, nor
+    one whose stages never ran (no seconds: a stage that raised, a cell that ended its
+    workers)."""
+    return [r for r in rows if bundle_claim(r) is None and isinstance(r["seconds"], float)]
 
 
 def records(r, side: str | None = None) -> list[MethodRecord]:
