@@ -1,13 +1,21 @@
-"""The ``paper`` panel (softrank.harness.panels.paper_specs): its composition worked out by
-hand from its documented rule, without materialising its 3,168 MiniLM heads."""
+"""The ``paper`` panel (softrank.harness.panels.paper_specs) and the expected cost printed
+before an audit (softrank.harness.cost): the panel's composition worked out by hand from its
+documented rule, without materialising its 3,168 MiniLM heads; the cost model's curve and
+sums on hand-written tables and on a store the real ReferenceStore wrote."""
 
+import json
+import math
+import statistics
 from collections import Counter, defaultdict
 
 import pytest
 
-from softrank.errors import PanelError
+from softrank.errors import InvalidArgumentError, PanelError
+from softrank.generators.synthetic import planted, planted_blocks
+from softrank.harness.cost import Cost, WidthMedian, expected_cost, seconds_at
 from softrank.harness.panels import (DEFAULT_EPS, PANELS, SHORT_SOURCES, build_panel,
                                      materialize)
+from softrank.refstore import ReferenceStore, engine_key
 
 # ---------------------------------------------------------------------------- the panel
 
@@ -130,3 +138,170 @@ def test_paper_panel_materialises_a_slice(paper):
     assert a.operator_id == f"minilm-w64-L0H0-{names[0]}"
     assert b.operator_id == f"minilm-w512-L0H0-{names[41]}"
     assert (b.layer, b.head) == (0, 0)
+
+
+# ---------------------------------------------------------------------------- the curve
+
+
+def test_seconds_at_interpolates_log_log_by_hand():
+    pts = [(128, 4.0), (64, 1.0)]  # slope 2 in log-log, any order
+    assert seconds_at(64, pts) == pytest.approx(1.0)
+    assert seconds_at(128, pts) == pytest.approx(4.0)
+    assert seconds_at(64 * math.sqrt(2), pts) == pytest.approx(2.0)  # the geometric middle
+    assert seconds_at(256, pts) == pytest.approx(16.0)  # beyond: the last two's slope
+    assert seconds_at(32, pts) == pytest.approx(0.25)  # below: the first two's
+    three = pts + [(256, 8.0)]  # slope 1 from 128 on
+    assert seconds_at(512, three) == pytest.approx(16.0)
+    assert seconds_at(128 * math.sqrt(2), three) == pytest.approx(4 * math.sqrt(2))
+    assert seconds_at(90.5, three) == pytest.approx((90.5 / 64) ** 2)
+    assert seconds_at(1000, [(64, 3.0)]) == 3.0  # one point: flat
+
+
+@pytest.mark.parametrize("width, pts, match", [
+    (0, [(64, 1.0)], "width: expected a number > 0, got 0"),
+    (64, [], "points: expected at least one"),
+    (64, [(64, 1.0), (64, 2.0)], "points: a width is repeated"),
+    (64, [(64, 0.0)], r"points: expected widths and seconds > 0, got \(64, 0\)"),
+])
+def test_seconds_at_refuses(width, pts, match):
+    with pytest.raises(InvalidArgumentError, match=match):
+        seconds_at(width, pts)
+
+
+# ---------------------------------------------------------------------------- the sums
+
+
+def _hand_entry(store, op, eps, seconds, effort="full", imported=False):
+    """A bracket.json where the store keeps ``op``'s entry at ``eps``, with hand-written
+    seconds (the cost model reads only the record)."""
+    from softrank.refstore.layout import ENTRY_FORMAT, IMPORTED_NAME, eps_name
+
+    entry = store.group_dir(op, effort, False) / eps_name(eps)
+    entry.mkdir(parents=True)
+    (entry / "bracket.json").write_text(json.dumps({
+        "format": ENTRY_FORMAT, "engine": engine_key(), "operator": op.hash, "eps": eps,
+        "effort": effort, "validated": False, "rho": 0.0, "seconds": seconds,
+        "files": {"lower.npz": "0" * 64, "upper.npz": "0" * 64}}))
+    if imported:
+        (entry / IMPORTED_NAME).write_text("{}")
+
+
+TABLE = {64: 1.0, 128: 4.0}  # slope 2
+CHECKS = {64: 0.5}  # flat
+
+
+def test_expected_cost_by_hand(tmp_path):
+    store = ReferenceStore(tmp_path / "store")
+    w16 = [planted(16, 16, 2, 0.04, seed=s) for s in range(5)]
+    for op, sec in zip(w16, (1.0, 2.0, 3.0, 4.0, 100.0)):
+        _hand_entry(store, op, 0.25, sec)
+    w32 = planted(32, 32, 2, 0.04, seed=0)
+    w256 = planted(8, 256, 2, 0.04, seed=0)  # width max(m, N) = 256
+    done = planted(16, 16, 2, 0.04, seed=9)
+    cost = expected_cost(w16 + [w32, w256, done], [0.25, 0.5], store=store,
+                         finished={done.operator_id}, table=TABLE, check_table=CHECKS)
+    # width 16: the 5 stored seconds' median, 3 s (a store point); then 3 -> 1 from 16 to 64
+    # (32 is their geometric middle: sqrt(3 * 1)) and 1 -> 4 -> 16 at 64, 128, 256
+    assert cost.medians == (WidthMedian(16, 3.0, "store", 5), WidthMedian(64, 1.0, "table"),
+                            WidthMedian(128, 4.0, "table"))
+    computed = 5 * 3.0 + 2 * math.sqrt(3) + 2 * 16.0
+    checked = 5 * 0.5
+    assert cost.core_seconds == pytest.approx(computed + checked)
+    assert cost.check_seconds == pytest.approx(checked)
+    assert (cost.operators, cost.tolerances, cost.cells) == (8, 2, 16)
+    assert (cost.finished, cost.stored, cost.to_compute) == (2, 5, 9)
+
+
+def test_fewer_than_five_stored_cells_leave_the_table(tmp_path):
+    store = ReferenceStore(tmp_path / "store")
+    ops = [planted(16, 16, 2, 0.04, seed=s) for s in range(5)]
+    for op in ops[:4]:
+        _hand_entry(store, op, 0.25, 50.0)
+    # an entry imported from a bundle is stored, its seconds (another machine's) unused
+    _hand_entry(store, ops[4], 0.25, 50.0, imported=True)
+    cost = expected_cost(ops, [0.25, 0.5], store=store, table=TABLE, check_table=CHECKS)
+    assert [m.source for m in cost.medians] == ["table", "table"]
+    # width 16 below the table: 1 s at 64 with slope 2 gives (16 / 64)^2 = 1/16 s
+    assert cost.core_seconds == pytest.approx(5 * (1 / 16) + 5 * 0.5)
+    assert cost.stored == 5
+
+
+def test_entries_of_another_effort_tolerance_or_operator_are_not_stored(tmp_path):
+    store = ReferenceStore(tmp_path / "store")
+    a, b = planted(64, 64, 2, 0.04, seed=0), planted(64, 64, 2, 0.04, seed=1)
+    _hand_entry(store, a, 0.25, 1.0, effort="fast")  # another effort's directory
+    entry = store.group_dir(b, "full", False) / "eps0.25"
+    entry.mkdir(parents=True)
+    (entry / "bracket.json").write_text(json.dumps({  # b's path, a's record
+        "format": 1, "engine": engine_key(), "operator": a.hash, "eps": 0.25,
+        "effort": "full", "validated": False, "seconds": 1.0}))
+    cost = expected_cost([a, b], [0.25], store=store, table=TABLE, check_table=CHECKS)
+    assert cost.stored == 0 and cost.core_seconds == pytest.approx(2 * 1.0)
+    # without a store, the same; at effort fast the table is scaled by FAST_FACTOR
+    from softrank.harness.cost import FAST_FACTOR
+
+    assert expected_cost([a, b], [0.25], table=TABLE).core_seconds == pytest.approx(2.0)
+    fast = expected_cost([a, b], [0.25], effort="fast", store=store, table=TABLE,
+                         check_table=CHECKS)
+    assert fast.stored == 1  # a's fast entry
+    assert fast.core_seconds == pytest.approx(FAST_FACTOR * 1.0 + 0.5)
+
+
+def test_store_medians_from_entries_the_real_store_wrote(tmp_path):
+    # five operators bracketed through the real ReferenceStore: their recorded seconds are
+    # the seconds the engine returned, and their median becomes the width-24 point
+    from softrank.certifiers.bracket import bracket
+
+    store = ReferenceStore(tmp_path / "store")
+    ops = [planted_blocks(24, 24, 4, 0.04, seed=s) for s in range(5)]
+    secs = [bracket(op, 0.25, store=store)[0].seconds for op in ops]
+    assert store.stored == 5
+    cost = expected_cost(ops, [0.25, 0.5], store=ReferenceStore(tmp_path / "store"),
+                         table=TABLE, check_table=CHECKS)
+    (point,) = [m for m in cost.medians if m.width == 24]
+    assert point.source == "store" and point.cells == 5
+    # (the store keeps seconds to 0.1 ms)
+    assert point.seconds == pytest.approx(statistics.median(secs), abs=1e-4)
+    assert cost.stored == 5
+    assert cost.core_seconds == pytest.approx(5 * point.seconds + 5 * 0.5)
+
+
+def test_expected_cost_refuses():
+    op = planted(16, 16, 2, 0.04, seed=0)
+    with pytest.raises(InvalidArgumentError, match="effort: expected 'full' or 'fast', got 'max'"):
+        expected_cost([op], [0.25], effort="max")
+    with pytest.raises(InvalidArgumentError, match="got 0 operators and 1 tolerances"):
+        expected_cost([], [0.25])
+
+
+# ---------------------------------------------------------------------------- the line
+
+
+def _cost(**kw):
+    base = dict(operators=3343, tolerances=3, cells=10029, finished=0, stored=537,
+                effort="full", core_seconds=40 * 3600.0, check_seconds=30.0,
+                medians=(WidthMedian(64, 1.32, "store", 216), WidthMedian(512, 310.0, "table")))
+    return Cost(**{**base, **kw})
+
+
+def test_the_line_by_hand():
+    assert _cost().line(2) == (
+        "expected cost: 10,029 cells (3,343 operators x 3 tolerances), 537 already in the "
+        "reference store; about 40 core-hours at effort full (median seconds of a cell by "
+        "width: 64: 1.3 s [store, 216 cells], 512: 310 s [table]; table measured on a 2-core "
+        "machine, docs/benchmarks.md) -- about 20 h on 2 cores here; on a cluster: "
+        "--executor dask --scheduler ADDRESS (README, \"Audits on a cluster\")")
+    # small: no cluster; a resumed run's finished cells; no table, no table note
+    small = _cost(operators=1, tolerances=1, cells=1, finished=0, stored=0,
+                  core_seconds=90.0, medians=(WidthMedian(64, 1.0, "store", 5),))
+    assert small.line(1) == (
+        "expected cost: 1 cell (1 operator x 1 tolerance); about 90 core-seconds at effort "
+        "full (median seconds of a cell by width: 64: 1.0 s [store, 5 cells]) -- about 90 s "
+        "on 1 core here")
+    resumed = _cost(finished=300, core_seconds=600.0).line(None)
+    assert resumed.startswith("expected cost: 10,029 cells (3,343 operators x 3 tolerances), "
+                              "300 finished in the ledger, 537 already in the reference "
+                              "store; about 10 core-minutes at effort full")
+    assert "here" not in resumed  # a cluster of unknown size: core time only
+    with pytest.raises(InvalidArgumentError, match="cores: expected an integer >= 1 or None, got 0"):
+        _cost().line(0)
