@@ -202,7 +202,7 @@ def test_expected_cost_by_hand(tmp_path):
                          finished={done.operator_id}, table=TABLE, check_table=CHECKS)
     # width 16: the 5 stored seconds' median, 3 s (a store point); then 3 -> 1 from 16 to 64
     # (32 is their geometric middle: sqrt(3 * 1)) and 1 -> 4 -> 16 at 64, 128, 256
-    assert cost.medians == (WidthMedian(16, 3.0, "store", 5), WidthMedian(64, 1.0, "table"),
+    assert cost.medians == (WidthMedian(16, 3.0, "store", 5, 5), WidthMedian(64, 1.0, "table"),
                             WidthMedian(128, 4.0, "table"))
     computed = 5 * 3.0 + 2 * math.sqrt(3) + 2 * 16.0
     checked = 5 * 0.5
@@ -212,7 +212,7 @@ def test_expected_cost_by_hand(tmp_path):
     assert (cost.finished, cost.stored, cost.to_compute) == (2, 5, 9)
 
 
-def test_fewer_than_five_stored_cells_leave_the_table(tmp_path):
+def test_fewer_than_five_stored_operators_leave_the_table(tmp_path):
     store = ReferenceStore(tmp_path / "store")
     ops = [planted(16, 16, 2, 0.04, seed=s) for s in range(5)]
     for op in ops[:4]:
@@ -224,6 +224,14 @@ def test_fewer_than_five_stored_cells_leave_the_table(tmp_path):
     # width 16 below the table: 1 s at 64 with slope 2 gives (16 / 64)^2 = 1/16 s
     assert cost.core_seconds == pytest.approx(5 * (1 / 16) + 5 * 0.5)
     assert cost.stored == 5
+    # 6 entries of 2 operators (an interrupted run's first two): still the table
+    two = ops[:2]
+    for op in two:
+        for e in (0.1, 0.5):
+            _hand_entry(store, op, e, 50.0)
+    cost = expected_cost(two, [0.1, 0.25, 0.5], store=store, table=TABLE, check_table=CHECKS)
+    assert cost.stored == 6 and [m.source for m in cost.medians] == ["table", "table"]
+    assert cost.core_seconds == pytest.approx(6 * 0.5)
 
 
 def test_entries_of_another_effort_tolerance_or_operator_are_not_stored(tmp_path):
@@ -259,7 +267,7 @@ def test_store_medians_from_entries_the_real_store_wrote(tmp_path):
     cost = expected_cost(ops, [0.25, 0.5], store=ReferenceStore(tmp_path / "store"),
                          table=TABLE, check_table=CHECKS)
     (point,) = [m for m in cost.medians if m.width == 24]
-    assert point.source == "store" and point.cells == 5
+    assert point.source == "store" and point.cells == point.operators == 5
     # (the store keeps seconds to 0.1 ms)
     assert point.seconds == pytest.approx(statistics.median(secs), abs=1e-4)
     assert cost.stored == 5
@@ -280,7 +288,8 @@ def test_expected_cost_refuses():
 def _cost(**kw):
     base = dict(operators=3343, tolerances=3, cells=10029, finished=0, stored=537,
                 effort="full", core_seconds=40 * 3600.0, check_seconds=30.0,
-                medians=(WidthMedian(64, 1.32, "store", 216), WidthMedian(512, 310.0, "table")))
+                medians=(WidthMedian(64, 1.32, "store", 216, 72),
+                         WidthMedian(512, 310.0, "table")))
     return Cost(**{**base, **kw})
 
 
@@ -293,7 +302,7 @@ def test_the_line_by_hand():
         "--executor dask --scheduler ADDRESS (README, \"Audits on a cluster\")")
     # small: no cluster; a resumed run's finished cells; no table, no table note
     small = _cost(operators=1, tolerances=1, cells=1, finished=0, stored=0,
-                  core_seconds=90.0, medians=(WidthMedian(64, 1.0, "store", 5),))
+                  core_seconds=90.0, medians=(WidthMedian(64, 1.0, "store", 5, 5),))
     assert small.line(1) == (
         "expected cost: 1 cell (1 operator x 1 tolerance); about 90 core-seconds at effort "
         "full (median seconds of a cell by width: 64: 1.0 s [store, 5 cells]) -- about 90 s "
@@ -305,3 +314,74 @@ def test_the_line_by_hand():
     assert "here" not in resumed  # a cluster of unknown size: core time only
     with pytest.raises(InvalidArgumentError, match="cores: expected an integer >= 1 or None, got 0"):
         _cost().line(0)
+
+
+# ---------------------------------------------------------------------------- the audit
+
+
+def _slow_panel(tmp_path, n=4, eps="[0.2, 0.5]"):
+    p = tmp_path / f"gaussian{n}.toml"
+    p.write_text(f"eps = {eps}\n" + "".join(
+        f"[[synthetic]]\nfamily = 'gaussian_head'\nm = 32\nN = 32\nseed = {s}\n"
+        for s in range(n)))
+    return p
+
+
+def test_audit_prints_the_cost_first_and_leaves_finished_cells_out_on_resume(tmp_path,
+                                                                               capsys):
+    import os
+    import signal
+    import sqlite3
+    import subprocess
+    import sys
+
+    from softrank.harness.cli import main
+
+    p, out = _slow_panel(tmp_path), tmp_path / "run"
+    args = ["--panel", str(p), "--out", str(out), "--workers", "1", "--study-boot", "0",
+            "--no-reference-store"]
+    proc = subprocess.Popen([sys.executable, "-m", "softrank.harness.cli", "audit", *args],
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    seen = []
+    try:
+        for line in proc.stderr:
+            seen.append(line)
+            if "cells]" in line:  # one operator committed
+                break
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(timeout=60)
+    costs = [i for i, line in enumerate(seen) if line.startswith("expected cost:")]
+    assert len(costs) == 1 and costs[0] < len(seen) - 1  # before the first cell
+    assert seen[costs[0]].startswith("expected cost: 8 cells (4 operators x 2 tolerances); "
+                                     "about ")
+    assert "at effort full" in seen[costs[0]] and "on 1 core here" in seen[costs[0]]
+    with sqlite3.connect(out / "ledger.sqlite") as conn:
+        kept = conn.execute("SELECT COUNT(*) FROM cells").fetchone()[0]
+    assert 2 <= kept < 8 and kept % 2 == 0  # whole operators: 2 cells each
+    capsys.readouterr()
+    assert main(["audit", *args, "--resume"]) == 0
+    err = capsys.readouterr().err
+    assert (f"expected cost: 8 cells (4 operators x 2 tolerances), {kept} finished in the "
+            "ledger; about ") in err
+    # --quiet: no cost line
+    assert main(["audit", "--panel", str(_slow_panel(tmp_path, 1, "[0.5]")), "--out",
+                 str(tmp_path / "q"), *args[4:], "--quiet"]) == 0
+    assert "expected cost" not in capsys.readouterr().err
+
+
+def test_audit_counts_the_cells_in_the_reference_store(tmp_path, capsys):
+    from softrank.harness.cli import main
+
+    p, store = _slow_panel(tmp_path, 5, "[0.5]"), tmp_path / "store"
+    args = ["--panel", str(p), "--workers", "1", "--study-boot", "0", "--reference-store",
+            str(store)]
+    assert main(["audit", *args, "--out", str(tmp_path / "a"), "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["audit", *args, "--out", str(tmp_path / "b")]) == 0
+    err = capsys.readouterr().err
+    line = next(x for x in err.splitlines() if x.startswith("expected cost:"))
+    assert line.startswith("expected cost: 5 cells (5 operators x 1 tolerance), 5 already "
+                           "in the reference store; about ")
+    # 5 stored cells of 5 operators at width 32: their median is the curve's point there
+    assert "32: " in line and " [store, 5 cells]" in line and "64: 1.3 s [table]" in line

@@ -6,10 +6,15 @@ cell whatever it says. A cell costs the median seconds of a cell at the operator
 ``max(m, N)``, read off a curve through measured widths (:func:`seconds_at`: log-log
 interpolation between them, the slope of the last two beyond them). The measured widths are
 
-* the reference store's, where it holds at least :data:`MIN_STORE_CELLS` entries of this
-  engine, effort and validation for the panel's operators at that width: the median of
-  their recorded ``seconds`` (the time the cell took when it was computed; entries imported
-  from a bundle are counted as stored, their seconds, another machine's, are not used);
+* the reference store's, where it holds entries of this engine, effort and validation for
+  at least :data:`MIN_STORE_OPERATORS` of the panel's operators at that width: the median
+  of their recorded ``seconds`` (the time the cell took when it was computed; entries
+  imported from a bundle are counted as stored, their seconds, another machine's, are not
+  used). Operators, not cells: the cells of one operator are alike, and an interrupted run
+  of the ``paper`` panel left 6 entries of 2 width-512 heads whose median, 72 s, would
+  have put the run at 65 core-hours instead of 361 (docs/benchmarks.md). The store's
+  medians lean low all the same where it holds the first cells of a run: those that
+  finished first;
 * else :data:`CELL_SECONDS`, measured on MiniLM heads at effort full on a 2-core machine
   (docs/benchmarks.md gives the machine, the date and the commands), times
   :data:`FAST_FACTOR` at effort fast.
@@ -35,7 +40,7 @@ from ..errors import InvalidArgumentError
 from ..refstore.layout import ENTRY_FORMAT, IMPORTED_NAME, MAX_RECORD_BYTES, eps_name, is_seconds
 
 __all__ = ["Cost", "WidthMedian", "expected_cost", "seconds_at", "CELL_SECONDS",
-           "CHECK_SECONDS", "FAST_FACTOR", "MIN_STORE_CELLS"]
+           "CHECK_SECONDS", "FAST_FACTOR", "MIN_STORE_OPERATORS"]
 
 #: Median seconds of one cell computed at effort full, by width, on MiniLM heads (one core
 #: per cell, 2 cells at once on a 2-core machine, 2026-12-06; docs/benchmarks.md, *The
@@ -53,8 +58,9 @@ FAST_FACTOR = 0.21
 #: (docs/benchmarks.md, *The paper panel*).
 CHECK_SECONDS = {64: 0.02, 128: 0.06, 256: 0.2, 512: 0.5}
 
-#: Stored entries at one width from which their median replaces the table's.
-MIN_STORE_CELLS = 5
+#: Operators with stored entries at one width from which their median replaces the
+#: table's.
+MIN_STORE_OPERATORS = 5
 
 #: The floor of a median, in seconds: a log-log curve needs positive values.
 _FLOOR = 1e-3
@@ -73,14 +79,16 @@ class WidthMedian:
     source : str
         ``"store"`` (the median of ``cells`` stored entries' seconds) or ``"table"``
         (:data:`CELL_SECONDS`, times :data:`FAST_FACTOR` at effort fast).
-    cells : int
-        Stored entries behind a ``"store"`` median; 0 for the table.
+    cells, operators : int
+        Stored entries behind a ``"store"`` median, and the operators they are of
+        (>= :data:`MIN_STORE_OPERATORS`); 0 for the table.
     """
 
     width: int
     seconds: float
     source: str
     cells: int = 0
+    operators: int = 0
 
     def label(self) -> str:
         """``64: 1.3 s [store, 216 cells]`` or ``512: 310 s [table]``."""
@@ -240,7 +248,8 @@ def expected_cost(operators, eps, effort: str = "full", validated: bool = False,
         Operator ids whose cells a resumed run's ledger holds.
     table : mapping of int to float, optional
         Median seconds of a computed cell at effort full by width, where the store has
-        fewer than :data:`MIN_STORE_CELLS` entries (default :data:`CELL_SECONDS`).
+        entries of fewer than :data:`MIN_STORE_OPERATORS` operators (default
+        :data:`CELL_SECONDS`).
     check_table : mapping of int to float, optional
         Median seconds to check a stored cell by width (default :data:`CHECK_SECONDS`).
 
@@ -269,7 +278,7 @@ def expected_cost(operators, eps, effort: str = "full", validated: bool = False,
 
         engine = engine_key()
     todo = [op for op in operators if op.operator_id not in finished]
-    widths, stored_at, seen = [], [], defaultdict(list)
+    widths, stored_at, seen, seen_ops = [], [], defaultdict(list), defaultdict(set)
     for op in todo:
         w = max(op.shape)
         group = None if store is None else store.group_dir(op, effort, validated, engine)
@@ -282,8 +291,10 @@ def expected_cost(operators, eps, effort: str = "full", validated: bool = False,
             stored_at.append(w)
             if got is not _IMPORTED:
                 seen[w].append(got)
-    medians = {w: WidthMedian(w, max(statistics.median(s), _FLOOR), "store", len(s))
-               for w, s in seen.items() if len(s) >= MIN_STORE_CELLS}
+                seen_ops[w].add(op.operator_id)
+    medians = {w: WidthMedian(w, max(statistics.median(s), _FLOOR), "store", len(s),
+                              len(seen_ops[w]))
+               for w, s in seen.items() if len(seen_ops[w]) >= MIN_STORE_OPERATORS}
     scale = 1.0 if effort == "full" else FAST_FACTOR
     for w, s in table.items():
         if w not in medians:
