@@ -45,20 +45,20 @@ def test_paper_panel_heads_sources_and_short_sources(paper):
     keys = [(s["width"], s["layer"], s["head"], s["source_index"]) for s in specs]
     assert len(set(keys)) == 3168
     per_head = defaultdict(list)
-    for w, l, h, src in keys:
-        per_head[(w, l, h)].append(src)
-    assert set(per_head) == {(w, l, h) for w in (64, 128, 256, 512) for l in range(6)
+    for w, layer, h, src in keys:
+        per_head[(w, layer, h)].append(src)
+    assert set(per_head) == {(w, layer, h) for w in (64, 128, 256, 512) for layer in range(6)
                              for h in range(12)}
     assert all(len(set(v)) == 11 for v in per_head.values())
-    for (w, l, h), srcs in per_head.items():
+    for (w, _, _), srcs in per_head.items():
         assert all(0 <= s < 64 for s in srcs)
         if w == 512:
             assert not set(srcs) & SHORT_SOURCES
     # at each width and source slot s, the 12 heads of a layer see 12 different sources
     for w in (64, 128, 256, 512):
-        for l in range(6):
+        for layer in range(6):
             for s in range(11):
-                assert len({per_head[(w, l, h)][s] for h in range(12)}) == 12
+                assert len({per_head[(w, layer, h)][s] for h in range(12)}) == 12
 
 
 def test_paper_panel_rotation_by_hand(paper):
@@ -193,7 +193,7 @@ CHECKS = {64: 0.5}  # flat
 def test_expected_cost_by_hand(tmp_path):
     store = ReferenceStore(tmp_path / "store")
     w16 = [planted(16, 16, 2, 0.04, seed=s) for s in range(5)]
-    for op, sec in zip(w16, (1.0, 2.0, 3.0, 4.0, 100.0)):
+    for op, sec in zip(w16, (1.0, 2.0, 3.0, 4.0, 100.0), strict=True):
         _hand_entry(store, op, 0.25, sec)
     w32 = planted(32, 32, 2, 0.04, seed=0)
     w256 = planted(8, 256, 2, 0.04, seed=0)  # width max(m, N) = 256

@@ -86,7 +86,8 @@ from ..operator_files import load_operator
 from ..validation import parse_rank, validate_eps
 
 __all__ = ["Panel", "build_panel", "materialize", "minilm_specs", "wide_specs", "paper_specs",
-           "DEFAULT_EPS", "PANELS", "SHORT_SOURCES", "PAPER_WIDTHS", "PAPER_GRID_SCALES"]
+           "DEFAULT_EPS", "PANELS", "SHORT_SOURCES", "PAPER_WIDTHS", "PAPER_SOURCES_PER_HEAD",
+           "PAPER_GRID_SCALES"]
 
 DEFAULT_EPS = (0.1, 0.25, 0.5)
 PANELS = ("quick", "default", "wide", "causal", "paper")
@@ -212,11 +213,11 @@ def paper_specs(seed: int = 0) -> list[dict]:
     specs = minilm_specs(PAPER_WIDTHS[:3], range(6), range(12), PAPER_SOURCES_PER_HEAD, seed)
     w_i, w = len(PAPER_WIDTHS) - 1, PAPER_WIDTHS[-1]
     pool = [i for i in range(N_SOURCES) if i not in SHORT_SOURCES]
-    for l in range(6):
+    for layer in range(6):
         for h in range(12):
             for s in range(PAPER_SOURCES_PER_HEAD):
-                idx = pool[(12 * l + h + 32 * w_i + 7 * s + seed) % len(pool)]
-                specs.append({"kind": "minilm", "width": w, "layer": l, "head": h,
+                idx = pool[(12 * layer + h + 32 * w_i + 7 * s + seed) % len(pool)]
+                specs.append({"kind": "minilm", "width": w, "layer": layer, "head": h,
                               "source_index": idx})
     for j, c in enumerate(PAPER_GRID_SCALES):
         for s in _synthetic_default(seed + j, quick=False):
