@@ -56,5 +56,5 @@ def test_wide_panel_moves_past_a_short_source():
 
 
 def test_unknown_panel_names_wide_among_the_choices():
-    with pytest.raises(PanelError, match="'quick', 'default', 'wide', 'causal'"):
+    with pytest.raises(PanelError, match="'quick', 'default', 'wide', 'causal', 'paper'"):
         build_panel("widest")

@@ -16,6 +16,14 @@ Built-in panels (``softrank audit --panel NAME``):
   one per layer at each width and each of the 12 heads once (:func:`wide_specs`).
 * ``causal`` -- causal Gaussian, sliding-window and planted causal heads at widths 64 and
   128, bracketed for the causal rank too.
+* ``paper`` -- the seed paper's size (:func:`paper_specs`): 3,343 operators, 10,029 cells at
+  the default tolerances. 3,168 MiniLM heads: every one of the 72 heads at widths 64, 128,
+  256 and 512, 792 per width (11 sources per head and width, rotated so that the heads of a
+  layer see different sources; width 512 only over the 59 sources with at least 512 tokens),
+  plus 175 synthetic operators: the ``default`` panel's 35 families at 5 seeds (``seed`` to
+  ``seed + 4``), the grids (which have no seed) at scales ``c`` = 1, 0.5, 2, 0.25, 4. Days
+  of work on one machine: ``softrank audit`` prints the expected cost first
+  (:mod:`softrank.harness.cost`).
 
 A panel file (TOML) lists the same things::
 
@@ -77,11 +85,12 @@ from ..operators import Operator
 from ..operator_files import load_operator
 from ..validation import parse_rank, validate_eps
 
-__all__ = ["Panel", "build_panel", "materialize", "minilm_specs", "wide_specs", "DEFAULT_EPS",
-           "PANELS", "SHORT_SOURCES"]
+__all__ = ["Panel", "build_panel", "materialize", "minilm_specs", "wide_specs", "paper_specs",
+           "DEFAULT_EPS", "PANELS", "SHORT_SOURCES", "PAPER_WIDTHS", "PAPER_SOURCES_PER_HEAD",
+           "PAPER_GRID_SCALES"]
 
 DEFAULT_EPS = (0.1, 0.25, 0.5)
-PANELS = ("quick", "default", "wide", "causal")
+PANELS = ("quick", "default", "wide", "causal", "paper")
 N_SOURCES = 64
 
 #: Indices (into :func:`~softrank.generators.text.stdlib_sources` of 64) of the sources with
@@ -89,6 +98,19 @@ N_SOURCES = 64
 #: codeop (475), copy (424), dis (494), hmac (380), runpy (379). A width-512 head needs 512
 #: tokens, so :func:`wide_specs` passes over them (tests/test_heads.py counts them again).
 SHORT_SOURCES = frozenset({9, 14, 18, 30, 58})
+
+#: Widths of the ``paper`` panel's MiniLM heads (:func:`paper_specs`): the seed paper's
+#: block-width study ran common-prefix blocks of widths 64 to 512; the panel takes the same
+#: number of heads at each.
+PAPER_WIDTHS = (64, 128, 256, 512)
+
+#: Sources per (width, layer, head) in the ``paper`` panel: 72 heads x 11 = 792 per width.
+PAPER_SOURCES_PER_HEAD = 11
+
+#: The grid scale ``c`` (``beta = c (n - 1)^2``) of the ``paper`` panel's synthetic seed
+#: ``seed + j``, for ``j`` = 0..4: grids have no seed, so each seed's grids take another
+#: scale (``c = 1`` is the ``default`` panel's) and their ids ``grid-dD-nN-cC`` stay distinct.
+PAPER_GRID_SCALES = (1.0, 0.5, 2.0, 0.25, 4.0)
 
 _SYNTHETIC = ("grid", "sphere", "ball", "gaussian_head", "planted", "planted_blocks",
               "planted_causal", "planted_segments")
@@ -154,6 +176,52 @@ def wide_specs(seed: int = 0) -> list[dict]:
                 idx = (idx + 1) % N_SOURCES
             specs.append({"kind": "minilm", "width": w, "layer": l, "head": h,
                           "source_index": idx})
+    return specs
+
+
+def paper_specs(seed: int = 0) -> list[dict]:
+    """Operator specs of the ``paper`` panel: the seed paper's size, 3,343 operators.
+
+    * MiniLM heads, 3,168: every (layer, head) of the 6 x 12 at each width of
+      :data:`PAPER_WIDTHS` (64, 128, 256, 512) with :data:`PAPER_SOURCES_PER_HEAD` (11)
+      sources, 792 per width. Source ``s`` (0..10) of head ``h`` of layer ``l`` at the
+      ``w_i``-th width is entry ``(12 l + h + 32 w_i + 7 s + seed) mod n`` of the pool of
+      sources long enough for the width: at widths 64 to 256 all 64 (the rotation of
+      :func:`minilm_specs`, so ``s = 0`` at widths 64 and 128 gives the ``default``
+      panel's heads), at width 512 the ``n = 59`` outside :data:`SHORT_SOURCES`, in index
+      order. As 7 is invertible mod 64 and mod 59, the 11 sources of a head are distinct,
+      and the heads of a layer see different sources at each ``s``.
+    * Synthetic operators, 175: the ``default`` panel's 35 (grids, sphere and ball
+      supports, Gaussian heads, planted instances) at the seeds ``seed + j``, ``j`` = 0..4,
+      the grids at scale ``c = PAPER_GRID_SCALES[j]`` (1, 0.5, 2, 0.25, 4).
+
+    Every operator id is distinct: ``minilm-wW-LlHh-SOURCE`` by its (width, layer, head,
+    source), the synthetic ids by their seed (``-sS``; the Gaussian and planted ones carry
+    ``seed + j + i`` beside their temperature or rank ``i`` names) or grid scale (``-cC``).
+
+    Parameters
+    ----------
+    seed : int, >= 0
+        Rotation of the sources and first seed of the synthetic operators.
+
+    Returns
+    -------
+    list of dict
+        3,343 specs: the MiniLM heads in the order (width, layer, head, source), then the
+        synthetic operators seed by seed; materialised by :func:`materialize`.
+    """
+    specs = minilm_specs(PAPER_WIDTHS[:3], range(6), range(12), PAPER_SOURCES_PER_HEAD, seed)
+    w_i, w = len(PAPER_WIDTHS) - 1, PAPER_WIDTHS[-1]
+    pool = [i for i in range(N_SOURCES) if i not in SHORT_SOURCES]
+    for layer in range(6):
+        for h in range(12):
+            for s in range(PAPER_SOURCES_PER_HEAD):
+                idx = pool[(12 * layer + h + 32 * w_i + 7 * s + seed) % len(pool)]
+                specs.append({"kind": "minilm", "width": w, "layer": layer, "head": h,
+                              "source_index": idx})
+    for j, c in enumerate(PAPER_GRID_SCALES):
+        for s in _synthetic_default(seed + j, quick=False):
+            specs.append({**s, "c": c} if s["family"] == "grid" else s)
     return specs
 
 
@@ -412,7 +480,23 @@ def _panel_file(path: Path, seed: int) -> Panel:
 
 
 def build_panel(panel: str, seed: int = 0) -> Panel:
-    """A built-in panel (``quick``, ``default``, ``wide``, ``causal``) or a TOML panel file.
+    """A built-in panel (module docstring) or a TOML panel file.
+
+    Parameters
+    ----------
+    panel : str
+        ``quick``, ``default``, ``wide``, ``causal``, ``paper`` (:data:`PANELS`) or the path
+        of a ``.toml`` panel file. ``paper`` is the seed paper's size, 3,343 operators
+        (:func:`paper_specs`: 792 MiniLM heads at each of the widths 64, 128, 256 and 512,
+        and the ``default`` panel's 35 synthetic operators at 5 seeds).
+    seed : int, >= 0
+        Seed of the synthetic operators and of the source rotation.
+
+    Returns
+    -------
+    Panel
+        Its specs (nothing is materialised) and default tolerances (0.1, 0.25, 0.5 for every
+        built-in panel).
 
     Raises
     ------
@@ -425,6 +509,8 @@ def build_panel(panel: str, seed: int = 0) -> Panel:
         return Panel(panel, _synthetic_causal(seed), rank="causal")
     if panel == "wide":
         return Panel(panel, wide_specs(seed))
+    if panel == "paper":
+        return Panel(panel, paper_specs(seed))
     if panel in ("quick", "default"):
         quick = panel == "quick"
         if quick:
@@ -434,8 +520,8 @@ def build_panel(panel: str, seed: int = 0) -> Panel:
         return Panel(panel, specs + _synthetic_default(seed, quick))
     p = Path(panel)
     if p.suffix.lower() != ".toml" and not p.is_file():
-        raise PanelError(f"panel: expected 'quick', 'default', 'wide', 'causal' or a .toml "
-                         f"file, got {panel!r}")
+        raise PanelError(f"panel: expected 'quick', 'default', 'wide', 'causal', 'paper' or a "
+                         f".toml file, got {panel!r}")
     return _panel_file(p, seed)
 
 

@@ -82,6 +82,26 @@ def _drop_empty_run(out: Path, made: list) -> None:
     remove_made(made)
 
 
+def _cost_line(args, ops, config, store, out: Path) -> str:
+    """The expected cost of the run (:mod:`softrank.harness.cost`), printed before its first
+    cell: the operators a resumed run's ledger holds at every tolerance are left out, the
+    wall time is on the local workers (none with --scheduler: a cluster of unknown size)."""
+    import os
+    from collections import Counter
+
+    from ..cost import expected_cost
+    from ..ledger import LEDGER_NAME, read_ledger
+
+    finished: set = set()
+    if args.resume:
+        _, rows, _ = read_ledger(out / LEDGER_NAME, "--resume")
+        counts = Counter(r["operator_id"] for r in rows)
+        finished = {i for i, n in counts.items() if n >= len(config.eps)}
+    cost = expected_cost(ops, config.eps, config.effort, config.validated, store, finished)
+    cores = None if args.scheduler else min(len(ops), args.workers or os.cpu_count() or 1)
+    return cost.line(cores)
+
+
 def _audit_locked(args, panel, out: Path, t0: float, lock) -> int:
     from ...audit.record import read_cells
     from ..runner import run_audit
@@ -107,6 +127,7 @@ def _audit_locked(args, panel, out: Path, t0: float, lock) -> int:
         for note in cache.notes if cache is not None else []:
             print(note, file=sys.stderr, flush=True)
         print(cache_line(cache, t_ops), file=sys.stderr, flush=True)
+        print(_cost_line(args, ops, config, store, out), file=sys.stderr, flush=True)
     if args.executor == "local":  # each local worker brackets one operator at a time
         import os
 

@@ -195,8 +195,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="'quick', 'default' (all 72 MiniLM heads at widths 64 and 128 plus the "
                         "synthetic families), 'wide' (12 MiniLM heads, 6 at width 256 and 6 at "
                         "512), 'causal' (causal Gaussian, sliding-window and "
-                        "planted causal heads at widths 64 and 128, with --rank causal) or a "
-                        "TOML panel file")
+                        "planted causal heads at widths 64 and 128, with --rank causal), "
+                        "'paper' (the seed paper's size: 3,343 operators, 792 MiniLM heads at "
+                        "each width 64, 128, 256, 512 and the synthetic families at 5 seeds; "
+                        "days on one machine, see the expected cost printed first) or a TOML "
+                        "panel file")
     a.add_argument("--eps", type=_eps_arg, nargs="+", default=None,
                    help="tolerances (default: the panel's, 0.1 0.25 0.5)")
     a.add_argument("--out", type=_path_arg, default="softrank-report", help="output directory")
