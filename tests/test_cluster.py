@@ -278,14 +278,18 @@ def test_no_worker_is_named_within_the_wait(cluster, monkeypatch, capsys):
     assert cluster.address in err and "no worker is connected" in err
 
 
-def test_a_worker_without_softrank_is_named(cluster, monkeypatch, capsys):
+def test_workers_without_softrank_or_with_another_engine_are_named(cluster, monkeypatch,
+                                                                    capsys):
     import softrank.harness.cluster as cl
 
     monkeypatch.setattr(cl, "WORKER_WAIT", 2.0)
     cluster.add_worker("bare", SOFTRANK_TEST_NO_SOFTRANK="1")
+    cluster.add_worker("other", SOFTRANK_TEST_ENGINE="0123456789abcdef")
     rc = main(["audit", "--panel", str(_panel(cluster.client_dir / "p.toml")), "--out",
                str(cluster.client_dir / "a"), "--executor", "dask", "--scheduler",
                cluster.address, "--no-reference-store", "--study-boot", "0", "--quiet"])
     err = capsys.readouterr().err
-    assert rc == 2 and cluster.address in err
+    assert rc == 2 and cluster.address in err and "no worker can run softrank's cells" in err
     assert "softrank cannot run there" in err and "ModuleNotFoundError" in err
+    assert "with engine 0123456789abcdef, the client's is softrank" in err
+    assert not (cluster.client_dir / "a").exists()  # a refused run leaves no --out

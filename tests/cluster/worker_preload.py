@@ -6,6 +6,8 @@ machine of its own, and plants the faults a test asks for.
   ``FileNotFoundError``, as on a machine that does not have it (``os.stat`` is not an audit
   event, and reveals nothing that could be written).
 * ``SOFTRANK_TEST_NO_SOFTRANK=1``: softrank cannot be imported here.
+* ``SOFTRANK_TEST_ENGINE=KEY``: this worker's engine key is ``KEY`` (as with another version
+  of softrank or of its solvers).
 * ``SOFTRANK_TEST_REFUTE=N``: the attack on every lower certificate of an ``N x N`` operator
   "succeeds", with the upper witness cut to one rank below the certificate (a fake
   counterexample, so that one travels home).
@@ -40,6 +42,11 @@ if os.environ.get("SOFTRANK_TEST_NO_SOFTRANK") == "1":
     for name in [m for m in sys.modules if m == "softrank" or m.startswith("softrank.")]:
         del sys.modules[name]
     sys.modules["softrank"] = None  # import softrank raises ImportError
+
+if os.environ.get("SOFTRANK_TEST_ENGINE"):
+    import softrank.refstore.keys as _keys
+
+    _keys.engine_key = lambda: os.environ["SOFTRANK_TEST_ENGINE"]
 
 _REFUTE = os.environ.get("SOFTRANK_TEST_REFUTE")
 if _REFUTE:

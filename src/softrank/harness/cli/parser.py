@@ -211,7 +211,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="local process pool (default) or Dask distributed")
     a.add_argument("--scheduler", default=None, metavar="ADDRESS",
                    help="with --executor dask: join this cluster (tcp://host:port) instead of "
-                        "starting a local one")
+                        "starting a local one; its workers need softrank but no shared disk "
+                        "(README, Audits on a cluster)")
     a.add_argument("--cell-timeout", type=_pos_float, default=None, metavar="SECONDS",
                    help="time limit per cell (operator x tolerance): past it the remaining "
                         "searches are skipped and the cell keeps the best checked ends so far, "
