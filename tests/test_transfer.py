@@ -173,3 +173,39 @@ def test_counterexample_paths_are_rehomed_and_confined(tmp_path):
         with pytest.raises(SoftrankError, match="not a counterexample file"):
             _write_home(out, bad, b"x")
     assert sorted(p.name for p in out.rglob("*") if p.is_file()) == ["lower.npz"]
+
+
+def _unaligned(op):
+    """A copy of ``op`` whose ``A`` sits 4 bytes off alignment, read-only: as a Dask worker
+    may receive it."""
+    import copy
+
+    import numpy as np
+
+    buf = np.zeros(op.A.nbytes + 4, dtype=np.uint8)
+    A = np.frombuffer(buf.data, dtype=np.float64, count=op.A.size, offset=4).reshape(op.A.shape)
+    buf[4:] = np.frombuffer(op.A.tobytes(), dtype=np.uint8)
+    A.flags.writeable = False
+    out = copy.copy(op)
+    object.__setattr__(out, "A", A)
+    return out
+
+
+def test_a_cell_on_unaligned_arrays_gives_the_local_ends():
+    """Arrays a worker receives may be unaligned; BLAS and the compiled kernels take other
+    paths there. The grid below got lower end 6 at eps 0.5 on a Dask worker and 5 in a local
+    process: a worker's cell must run on aligned copies."""
+    from softrank.audit import AuditConfig, run_operator
+    from softrank.generators.synthetic import grid
+    from softrank.harness.cluster import CellTask, _aligned, run_cell_task
+
+    op = grid(d=3, n=4)
+    odd = _unaligned(op)
+    assert not odd.A.flags.aligned and odd.hash == op.hash
+    fixed = _aligned(odd)
+    assert fixed.A.flags.aligned and fixed.A.flags.c_contiguous
+    assert not fixed.A.flags.writeable and fixed.hash == op.hash and _aligned(op) is op
+    cfg = AuditConfig(eps=(0.5,), attacks="none")
+    ends = [(r["lower"], r["upper"]) for r in run_operator(op, cfg)]
+    home = run_cell_task(CellTask(0, odd, cfg, None, "out"))
+    assert [(r["lower"], r["upper"]) for r in home.rows] == ends == [(5, 8)]

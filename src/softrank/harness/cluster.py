@@ -120,6 +120,27 @@ def probe() -> dict:
             "python": platform.python_version()}
 
 
+def _aligned(op):
+    """``op`` with every array in aligned, C-contiguous memory of its own (a copy of it where
+    one is not). Dask hands a worker arrays that may sit unaligned in its receive buffer,
+    and BLAS and the compiled kernels take other code paths on such memory, whose last bits
+    differ: the same cell must give the same ends on a worker as in a local process."""
+    import copy
+
+    import numpy as np
+
+    out = None
+    for name, v in vars(op).items():
+        if isinstance(v, np.ndarray) and not (v.flags.aligned and v.flags.c_contiguous):
+            a = np.require(v, requirements=["A", "C"])
+            if a is v or not (a.flags.aligned and a.flags.c_contiguous):
+                a = np.array(v, order="C", copy=True)
+            a.flags.writeable = v.flags.writeable
+            out = out or copy.copy(op)
+            object.__setattr__(out, name, a)
+    return op if out is None else out
+
+
 def run_cell_task(task: CellTask) -> Homecoming:
     """Run one operator's cells on a worker in a private directory, removed at the end: the
     parcel laid out as a store there, counterexamples saved there; return what must go home
@@ -134,7 +155,7 @@ def run_cell_task(task: CellTask) -> Homecoming:
             unpack_entries(store_root, task.parcel)
         config = task.config.relocated(None if store_root is None else str(store_root))
         try:
-            rows = run_operator(task.operator, config, tmp_out)
+            rows = run_operator(_aligned(task.operator), config, tmp_out)
         finally:
             config.release()
         harvest = None if store_root is None else harvest_entries(store_root, task.parcel)
