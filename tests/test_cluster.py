@@ -293,3 +293,35 @@ def test_workers_without_softrank_or_with_another_engine_are_named(cluster, monk
     assert "softrank cannot run there" in err and "ModuleNotFoundError" in err
     assert "with engine 0123456789abcdef, the client's is softrank" in err
     assert not (cluster.client_dir / "a").exists()  # a refused run leaves no --out
+
+
+def test_a_restarted_worker_takes_the_cells_of_its_old_address(cluster, capsys):
+    """With a worker that cannot run softrank connected, cells are sent to the usable
+    workers by address; one killed mid-cell and restarted by its nanny comes back at another
+    address, and its cells are sent again there instead of waiting for the old one."""
+    import psutil
+
+    cluster.add_worker("bare", SOFTRANK_TEST_NO_SOFTRANK="1")
+    wroot = cluster.add_worker("w1", nanny=True)
+    out = cluster.client_dir / "a"
+    panel = _panel(cluster.client_dir / "p.toml", eps="[0.1, 0.2, 0.3, 0.5]")
+    argv = ["audit", "--panel", str(panel), "--out", str(out), "--executor", "dask",
+            "--scheduler", cluster.address, "--no-reference-store", "--study-boot", "0",
+            "--quiet"]
+    rc: list = []
+    t = threading.Thread(target=lambda: rc.append(main(argv)))
+    t.start()
+    t0 = time.monotonic()
+    while not list((wroot / "tmp").glob("softrank-cell-*")):  # w1 is inside a cell
+        assert time.monotonic() - t0 < 120 and t.is_alive(), "w1 never started a cell"
+        time.sleep(0.02)
+    nanny = psutil.Process(cluster.workers["w1"][0].pid)
+    (worker,) = [p for p in nanny.children() if "spawn_main" in " ".join(p.cmdline())
+                 and "resource_tracker" not in " ".join(p.cmdline())]
+    worker.kill()
+    t.join(240)
+    assert not t.is_alive(), "the audit waited for a worker that had gone"
+    assert rc == [0]
+    cells = _cells(out)
+    assert len(cells) == len(set(cells)) == 16
+    assert "not using worker" in capsys.readouterr().err  # the bare one, named

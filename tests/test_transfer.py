@@ -63,9 +63,8 @@ def test_entries_made_on_a_worker_are_checked_and_stored(op, tmp_path):
     assert parcel.entries == {}
     h = _worker_run(op, parcel, tmp_path / "worker")
     assert sorted(h.entries) == ["eps0.25", "eps0.5"]
-    placed, notes = receive_entries(empty, op, op.A, 0.0, EPS, effort="full", validated=False,
-                                    harvest=h)
-    assert (placed, notes) == (2, [])
+    assert receive_entries(empty, op, op.A, 0.0, EPS, effort="full", validated=False,
+                           harvest=h) == (2, [], {})
     brs = bracket(op, list(EPS), store=empty)
     assert [b.diagnostics.reference["source"] for b in brs] == ["store", "store"]
     assert [(b.lower, b.upper) for b in brs] == [(4, 4), (4, 4)]
@@ -82,7 +81,7 @@ def test_a_side_record_made_on_a_worker_comes_home(op, client, tmp_path):
     h = _worker_run(op, parcel, tmp_path / "worker", attack_held)
     assert sorted(h.entries) == ["eps0.25"] and "attack-quick-x.json" in h.entries["eps0.25"]
     assert receive_entries(client, op, op.A, 0.0, EPS, effort="full", validated=False,
-                           harvest=h) == (1, [])
+                           harvest=h) == (1, [], {})
     (br,) = bracket(op, [0.25], store=client)
     assert client.side_record(br, "attack-quick-x") == held
 
@@ -95,9 +94,9 @@ def test_a_tampered_entry_is_refused_and_named(op, tmp_path):
     rec["lower"] = rec["upper"] = 5  # a claim its certificates do not make
     h.entries["eps0.25"]["bracket.json"] = json.dumps(rec).encode()
     h.entries["eps0.5"]["lower.npz"] = b"not a certificate"
-    placed, notes = receive_entries(client, op, op.A, 0.0, EPS, effort="full",
-                                    validated=False, harvest=h)
-    assert placed == 0 and len(notes) == 2
+    placed, notes, lost = receive_entries(client, op, op.A, 0.0, EPS, effort="full",
+                                          validated=False, harvest=h)
+    assert placed == 0 and len(notes) == 2 and sorted(lost) == [0.25, 0.5]
     assert "eps 0.25: the entry made on a worker was refused" in notes[0]
     assert "lower.npz differs from the file that was stored" in notes[1]
     assert not list(client.root.rglob("bracket.json"))
@@ -108,19 +107,19 @@ def test_only_the_cells_own_entries_are_received(op, tmp_path):
     h = _worker_run(op, pack_entries(client, op, EPS, effort="full", validated=False),
                     tmp_path / "worker")
     # at a tolerance this audit did not ask for
-    placed, notes = receive_entries(client, op, op.A, 0.0, (0.25,), effort="full",
-                                    validated=False, harvest=h)
+    placed, notes, _ = receive_entries(client, op, op.A, 0.0, (0.25,), effort="full",
+                                       validated=False, harvest=h)
     assert placed == 1 and "'eps0.5' is not at a tolerance of this audit" in notes[0]
     # for another operator's group
     other = planted_blocks(24, 24, 3, 0.0, seed=1)
-    placed, notes = receive_entries(client, other, other.A, 0.0, EPS, effort="full",
-                                    validated=False, harvest=h)
+    placed, notes, _ = receive_entries(client, other, other.A, 0.0, EPS, effort="full",
+                                       validated=False, harvest=h)
     assert placed == 0 and "not this operator's" in notes[0]
     # a file an entry does not hold
     h.entries["eps0.5"]["../../escape.json"] = b"{}"
-    placed, notes = receive_entries(client, op, op.A, 0.0, EPS, effort="full",
-                                    validated=False, harvest=h)
-    assert "holds another" in notes[-1]
+    placed, notes, lost = receive_entries(client, op, op.A, 0.0, EPS, effort="full",
+                                          validated=False, harvest=h)
+    assert "holds another" in notes[-1] and "holds another" in lost[0.5]
     assert not list(tmp_path.rglob("escape.json"))
 
 
@@ -136,8 +135,8 @@ def test_an_entry_removed_on_a_worker_is_removed_where_it_is_unchanged(op, clien
     (br,) = bracket(op, [0.5], store=client)
     assert client.put_side_record(br, "attack-quick-y", {"attack": "held", "attack_closest": 1.0,
                                                          "attack_seconds": 0.0})
-    placed, notes = receive_entries(client, op, op.A, 0.0, EPS, effort="full",
-                                    validated=False, harvest=h)
+    placed, notes, _ = receive_entries(client, op, op.A, 0.0, EPS, effort="full",
+                                       validated=False, harvest=h)
     assert placed == 0
     assert notes[0].startswith(f"{op.operator_id} eps 0.25: removed ")
     assert "has changed since" in notes[1]
@@ -150,9 +149,25 @@ def test_a_store_that_cannot_be_written_receives_nothing(op, tmp_path):
     h = _worker_run(op, pack_entries(client, op, EPS, effort="full", validated=False),
                     tmp_path / "worker")
     client.writable = False
-    placed, notes = receive_entries(client, op, op.A, 0.0, EPS, effort="full",
-                                    validated=False, harvest=h)
-    assert placed == 0 and "not writable" in notes[0]
+    placed, notes, lost = receive_entries(client, op, op.A, 0.0, EPS, effort="full",
+                                          validated=False, harvest=h)
+    assert placed == 0 and notes == []
+    assert lost == {0.25: "the store is not writable here", 0.5: "the store is not writable here"}
+
+
+def test_a_cell_whose_entry_was_not_kept_says_so():
+    """The row of a cell whose worker-made entry did not reach the client's store reads as
+    a local one does: no entry, ``not_kept`` saying why (the report and summary count it)."""
+    from softrank.audit.record import encode_diagnostics, read_diagnostics
+    from softrank.certifiers.interface import Diagnostics
+    from softrank.harness.cluster import _not_kept
+
+    d = Diagnostics()
+    d.reference = {"source": "computed", "entry": "e/g/eps0.5"}
+    row = {"eps": 0.5, "diagnostics": encode_diagnostics(d)}
+    ref = read_diagnostics(_not_kept(row, "the store is not writable here")).reference
+    assert ref == {"source": "computed", "not_kept": "the store is not writable here"}
+    assert _not_kept(row, None) is row
 
 
 def test_counterexample_paths_are_rehomed_and_confined(tmp_path):

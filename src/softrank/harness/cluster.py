@@ -41,7 +41,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..audit import AuditConfig, run_operator
-from ..audit.record import STAGES_COLUMN, encode_stages, read_stages
+from ..audit.record import (STAGES_COLUMN, encode_diagnostics, encode_stages,
+                            read_diagnostics, read_stages)
 from ..audit.worker import failed_operator
 from ..errors import InvalidArgumentError, SoftrankError
 from ..refstore import keys
@@ -179,6 +180,19 @@ def _rehome(row: dict, tmp_out: Path, out: str) -> dict:
             refuted[e] = ref
         records[name] = replace(rec, refuted=refuted)
     return {**row, STAGES_COLUMN: encode_stages(records)} if moved else row
+
+
+def _not_kept(row: dict, why: str | None) -> dict:
+    """``row`` with its bracket's reference marked not kept (``why``): its entry, made in the
+    worker's store, did not reach the client's."""
+    if why is None or not row.get("diagnostics"):
+        return row
+    diag = read_diagnostics(row)
+    ref = dict(diag.reference or {})
+    ref.pop("entry", None)
+    ref["not_kept"] = why
+    diag.reference = ref
+    return {**row, "diagnostics": encode_diagnostics(diag)}
 
 
 def _write_home(out: Path, rel: str, data: bytes) -> None:
@@ -358,11 +372,11 @@ class ClusterMap:
                                   validated=validated)
         task = CellTask(index, op, self.config, parcel, str(self.out))
         # restricted to the usable workers only where some connected worker is not usable
-        restricted = set(self._probed) != usable
+        only = frozenset(usable) if set(self._probed) != usable else None
         fut = client.submit(run_cell_task, task, key=f"softrank-cell-{index}-{uuid.uuid4().hex}",
-                            pure=False, retries=1, workers=sorted(usable) if restricted else None,
+                            pure=False, retries=1, workers=None if only is None else sorted(only),
                             allow_other_workers=False)
-        pending[fut] = (index, restricted)
+        pending[fut] = (index, only)
 
     def _run(self, client, items):
         from distributed import KilledWorker
@@ -396,6 +410,7 @@ class ClusterMap:
                 usable = self._look(client)
                 if usable:
                     alone_since = None
+                    self._resubmit(client, pending, ops, usable)
                     fill()
                 elif alone_since is None:
                     alone_since = time.monotonic()
@@ -408,8 +423,12 @@ class ClusterMap:
             raise
 
     def _resubmit(self, client, pending: dict, ops: dict, usable: set) -> None:
-        """Send again the cells restricted to workers that are all gone."""
-        stale = [f for f, (_, restricted) in pending.items() if restricted]
+        """Send again the cells restricted to workers that are all gone (a worker that a
+        nanny restarts comes back at another address: a cell restricted to its old one would
+        wait for ever)."""
+        stale = [f for f, (_, only) in pending.items() if only is not None and not only & usable]
+        if not stale:
+            return
         client.cancel(stale)
         for fut in stale:
             i, _ = pending.pop(fut)
@@ -425,8 +444,10 @@ class ClusterMap:
                                    f"KilledWorker: the cells of {op.operator_id} ended the "
                                    f"worker process of every try ({exc})"[:300])
         except Exception as exc:
-            raise SoftrankError(f"operator {op.operator_id}: its cells failed on a worker "
-                                f"({type(exc).__name__}: {exc})"[:400]) from exc
+            raise SoftrankError(f"operator {op.operator_id}: its cells failed on a worker, "
+                                f"twice ({type(exc).__name__}: {exc})"[:400]
+                                + " (third-party certifiers and stages must be importable on "
+                                "every worker: README, Audits on a cluster)") from exc
         for rel, data in sorted(home.counterexamples.items()):
             _write_home(self.out, rel, data)
         if home.harvest is not None and self.store is not None:
@@ -436,12 +457,14 @@ class ClusterMap:
                 from ..checker.validated import enclose_softmax
 
                 A, rho = enclose_softmax(op.Q, op.K, op.beta, op.mask)
-            placed, notes = receive_entries(self.store, op, A, rho, self.config.eps,
-                                            effort=self.config.effort, validated=validated,
-                                            harvest=home.harvest)
+            placed, notes, lost = receive_entries(self.store, op, A, rho, self.config.eps,
+                                                  effort=self.config.effort,
+                                                  validated=validated, harvest=home.harvest)
             self.received += placed
             for line in notes:
                 self.notes.append(line)
                 if self.stream is not None:
                     print(f"softrank: {line}", file=self.stream, flush=True)
+            if lost:
+                return [_not_kept(r, lost.get(float(r["eps"]))) for r in home.rows]
         return home.rows

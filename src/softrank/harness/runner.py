@@ -70,7 +70,8 @@ class _Progress:
         rate = (self.done - self.start_done) / el * 60
         left = (self.total - self.done) / max(rate / 60, 1e-9)
         frac = self.done / max(self.total, 1)
-        on = "" if self.workers is None else f", {self.workers()} workers"
+        w = None if self.workers is None else self.workers()
+        on = "" if w is None else f", {w} worker{'s' if w != 1 else ''}"
         if self.tty:
             bar = "#" * int(30 * frac) + "-" * (30 - int(30 * frac))
             print(f"\r[{bar}] {self.done}/{self.total} cells  {rate:6.1f} cells/min  "
@@ -230,9 +231,11 @@ def _audit_cells(run: _Run) -> list[dict]:
                 done(i, rows)
     except BaseException:
         bar.close()
-        if progress:
+        if progress and ledger.count():
             print(f"stopped: {ledger.count()} cells of {n * len(config.eps)} are kept in "
                   f"{ledger.path}; continue with --resume", file=stream, flush=True)
+        elif progress:
+            print("stopped before any cell finished", file=stream, flush=True)
         ledger.close()
         raise
     bar.close()

@@ -185,20 +185,24 @@ def receive_entries(store, operator, A, rho: float, eps_list, *, effort: str, va
 
     Returns
     -------
-    (int, list of str)
-        How many entries were placed, and one line per entry not received (refused by the
-        check, not an entry of this cell, or not writable here) or removed.
+    (int, list of str, dict)
+        How many entries were placed; one line per entry not received (refused by the
+        check, not an entry of this cell) or removed; and ``{eps: why}`` for each tolerance
+        whose entry came home and was not kept (refused, not writable here), for the cell's
+        ``diagnostics.reference.not_kept``.
     """
     notes: list[str] = []
+    lost: dict = {}
     if not harvest.entries and not harvest.removed:
-        return 0, notes
+        return 0, notes, lost
     group = store.group_dir(operator, effort, validated)
     by_name = {eps_name(e): float(e) for e in eps_list}
     where = f"{operator.operator_id}: a worker's store entry"
     if harvest.group != _rel(store, group):
-        return 0, [f"{where} for {harvest.group!r}, not this operator's; not received"]
+        return 0, [f"{where} for {harvest.group!r}, not this operator's; not received"], lost
     if not store.writable:
-        return 0, [f"{where}: not kept (the store is not writable here)"]
+        return 0, notes, {by_name[n]: "the store is not writable here"
+                          for n in harvest.entries if n in by_name}
     placed = 0
     for name, files in sorted(harvest.entries.items()):
         if name not in by_name:
@@ -209,15 +213,15 @@ def receive_entries(store, operator, A, rho: float, eps_list, *, effort: str, va
         if why is None:
             placed += 1
         else:
-            notes.append(f"{operator.operator_id} eps {by_name[name]:g}: the entry made on a "
-                         f"worker {why}")
+            lost[by_name[name]] = f"the entry made on a worker {why}"
+            notes.append(f"{operator.operator_id} eps {by_name[name]:g}: {lost[by_name[name]]}")
     for name, sent in sorted(harvest.removed.items()):
         if name not in by_name:
             continue
         why = _remove_one(store, group, group / name, sent)
         if why:
             notes.append(f"{operator.operator_id} eps {by_name[name]:g}: {why}")
-    return placed, notes
+    return placed, notes, lost
 
 
 def _receive_one(store, operator, A, rho, eps, effort, validated, entry: Path, files: dict
