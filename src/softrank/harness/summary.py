@@ -102,7 +102,8 @@ def measured(rows) -> list:
     """The cells whose seconds and method records softrank measured: not a bundle's, nor
     one whose stages never ran (no seconds: a stage that raised, a cell that ended its
     workers)."""
-    return [r for r in rows if bundle_claim(r) is None and isinstance(r["seconds"], float)]
+    return [r for r in rows
+            if bundle_claim(r) is None and r.get("seconds", 0.0) not in ("", None)]
 
 
 def records(r, side: str | None = None) -> list[MethodRecord]:
