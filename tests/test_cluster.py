@@ -207,6 +207,23 @@ def test_counterexamples_and_removed_entries_come_home(cluster):
     assert _softrank_files(cluster.workers["w2"][1]) == []
 
 
+def _audit_in_background(argv) -> tuple[threading.Thread, list]:
+    """``softrank ARGV`` in a thread of this process; the list receives its exit status."""
+    rc: list = []
+    t = threading.Thread(target=lambda: rc.append(main(argv)))
+    t.start()
+    return t, rc
+
+
+def _wait_inside_a_cell(wroot: Path, t: threading.Thread) -> None:
+    """Until the worker whose directories are ``wroot`` is inside a cell (its private
+    ``softrank-cell-*`` directory exists)."""
+    t0 = time.monotonic()
+    while not list((wroot / "tmp").glob("softrank-cell-*")):
+        assert time.monotonic() - t0 < 120 and t.is_alive(), "the worker never started a cell"
+        time.sleep(0.02)
+
+
 def test_a_worker_killed_mid_cell_loses_and_repeats_nothing(cluster):
     walls = {n: cluster.add_worker(n) for n in ("w1", "w2")}
     out = cluster.client_dir / "a"
@@ -214,14 +231,9 @@ def test_a_worker_killed_mid_cell_loses_and_repeats_nothing(cluster):
     argv = ["audit", "--panel", str(panel), "--out", str(out), "--executor", "dask",
             "--scheduler", cluster.address, "--no-reference-store", "--study-boot", "0",
             "--quiet"]
-    rc: list = []
-    t = threading.Thread(target=lambda: rc.append(main(argv)))
-    t.start()
+    t, rc = _audit_in_background(argv)
     proc, wroot = cluster.workers["w1"]
-    t0 = time.monotonic()
-    while not list((wroot / "tmp").glob("**/softrank-cell-*")):  # w1 is inside a cell
-        assert time.monotonic() - t0 < 120 and t.is_alive(), "w1 never started a cell"
-        time.sleep(0.02)
+    _wait_inside_a_cell(wroot, t)
     os.kill(proc.pid, signal.SIGKILL)
     t.join(300)
     assert rc == [0]
@@ -308,13 +320,8 @@ def test_a_restarted_worker_takes_the_cells_of_its_old_address(cluster, capsys):
     argv = ["audit", "--panel", str(panel), "--out", str(out), "--executor", "dask",
             "--scheduler", cluster.address, "--no-reference-store", "--study-boot", "0",
             "--quiet"]
-    rc: list = []
-    t = threading.Thread(target=lambda: rc.append(main(argv)))
-    t.start()
-    t0 = time.monotonic()
-    while not list((wroot / "tmp").glob("softrank-cell-*")):  # w1 is inside a cell
-        assert time.monotonic() - t0 < 120 and t.is_alive(), "w1 never started a cell"
-        time.sleep(0.02)
+    t, rc = _audit_in_background(argv)
+    _wait_inside_a_cell(wroot, t)
     nanny = psutil.Process(cluster.workers["w1"][0].pid)
     (worker,) = [p for p in nanny.children() if "spawn_main" in " ".join(p.cmdline())
                  and "resource_tracker" not in " ".join(p.cmdline())]

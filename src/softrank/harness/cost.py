@@ -351,19 +351,20 @@ def _number(x: float) -> str:
     return f"{x:.1f}" if x < 10 else f"{x:,.0f}"
 
 
-def _core_time(s: float) -> str:
-    """Core time in the unit that reads best: core-seconds, -minutes or -hours."""
+def _scaled(s: float, units: tuple[str, str, str]) -> str:
+    """``s`` seconds in the unit of ``units`` (seconds, minutes, hours) that reads best."""
     if s < 120:
-        return f"{_number(s)} core-seconds"
+        return f"{_number(s)} {units[0]}"
     if s < 7200:
-        return f"{_number(s / 60)} core-minutes"
-    return f"{_number(s / 3600)} core-hours"
+        return f"{_number(s / 60)} {units[1]}"
+    return f"{_number(s / 3600)} {units[2]}"
+
+
+def _core_time(s: float) -> str:
+    """Core time: core-seconds, -minutes or -hours."""
+    return _scaled(s, ("core-seconds", "core-minutes", "core-hours"))
 
 
 def _duration(s: float) -> str:
     """Wall time: ``40 s``, ``12 min``, ``3.4 h``, ``1,240 h``."""
-    if s < 120:
-        return f"{_number(s)} s"
-    if s < 7200:
-        return f"{_number(s / 60)} min"
-    return f"{_number(s / 3600)} h"
+    return _scaled(s, ("s", "min", "h"))
