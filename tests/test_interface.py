@@ -146,7 +146,8 @@ def test_diagnostics_record_every_method_and_round_trip():
     early += [n for n in CONSTRUCTIONS if not TRAITS[n].late]
     late = [n for n in LOWER_TESTS if TRAITS[n].late]
     late += [n for n in CONSTRUCTIONS if TRAITS[n].late]
-    assert late == ["subspace-rows", "subspace-climb", "trust-region", "alternating-l1-smooth",
+    assert late == ["subspace-rows", "subspace-climb", "subspace-blocks", "trust-region",
+                    "alternating-l1-smooth",
                     "alternating-l1-anneal"]
     assert names == early + list(REFERENCE) + late
     assert {r.status for r in br.diagnostics.methods} <= {"ok", "declined", "skipped",
@@ -396,7 +397,7 @@ def test_traits_are_declared_once_in_the_registry():
         assert c.traits is TRAITS[c.name]
         assert builtin(c.name).traits is TRAITS[c.name]
     late = sorted(n for n, t in TRAITS.items() if t.late)
-    assert late == sorted(["subspace-rows", "subspace-climb", "trust-region",
+    assert late == sorted(["subspace-rows", "subspace-climb", "subspace-blocks", "trust-region",
                            "alternating-l1-smooth", "alternating-l1-anneal"])
     assert sorted(n for n, t in TRAITS.items() if t.always) == ["identity", "trivial"]
     # the reference constructions' declared claims are the ones their classes document

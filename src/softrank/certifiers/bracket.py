@@ -184,10 +184,10 @@ def _bracket_one(ctx: Context, eps_req: float, *, opts: _Options, lower_tests: l
     eng = _Engine(ctx, eps_req, opts=opts, deadline=deadline)
     rho, effort = opts.rho, opts.effort
     owner: dict = {}
-    # the built-in searches marked ``late`` (subspace-rows, subspace-climb, trust-region,
-    # alternating-l1-smooth, alternating-l1-anneal) run after every other method of both
-    # sides: the others see the ends they saw without them, and under a time limit they run
-    # first
+    # the built-in searches marked ``late`` (subspace-rows, subspace-climb, subspace-blocks,
+    # trust-region, alternating-l1-smooth, alternating-l1-anneal) run after every other
+    # method of both sides: the others see the ends they saw without them, and under a time
+    # limit they run first
     late = lambda c: c.origin == "builtin" and c.traits.late  # noqa: E731
 
     def run(methods, side):
@@ -262,7 +262,8 @@ def lower_certificate(B: np.ndarray, eps: float, *, interval: bool = True,
     interval : bool
         Also the interval check (default True).
     effort : {"full", "fast"}
-        ``fast``: the late searches (subspace-rows, subspace-climb) do not run.
+        ``fast``: the late searches (subspace-rows, subspace-climb, subspace-blocks) do
+        not run.
     deadline : float, optional
         A ``time.perf_counter()`` value past which only the ``always`` tests run.
     progress : callable, optional

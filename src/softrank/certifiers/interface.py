@@ -248,7 +248,8 @@ def _lower_types() -> tuple:
         from ..checker import certificates as C
 
         _LOWER_TYPES = (C.TrivialCertificate, C.FrobeniusCertificate, C.KeyGroupCertificate,
-                        C.DecodedInverseCertificate, C.SubspaceCertificate)
+                        C.DecodedInverseCertificate, C.SubspaceCertificate,
+                        C.BlockCertificate)
     return _LOWER_TYPES
 
 

@@ -15,7 +15,6 @@ above ``context.lower``, a construction in ``context.window()``. Called without 
 from __future__ import annotations
 
 import dataclasses
-import functools
 
 import numpy as np
 import scipy.linalg
@@ -23,9 +22,11 @@ import scipy.linalg
 from ..errors import InvalidArgumentError
 from . import lower as lo_
 from . import upper as up_
+from .climbs import BLOCK_MIN_ROWS, BLOCK_ROWS, SubspaceBlocksTest, SubspaceClimbTest
 from .interface import Certifier, Context, Traits, as_certifier, load_object, parse_spec
 
 __all__ = ["CONSTRUCTIONS", "LOWER_TESTS", "REFERENCE", "TRAITS", "CERTIFICATE_METHODS",
+           "SubspaceClimbTest", "SubspaceBlocksTest", "BLOCK_ROWS", "BLOCK_MIN_ROWS",
            "extra_methods", "check_unique_names", "builtin", "builtin_certifiers",
            "default_constructions", "default_lower_tests", "load_certifier",
            "load_certifiers"]
@@ -272,42 +273,6 @@ class RowSubspaceTest(SubspaceTest):
         return ctx.shared("subspace-rows", make)
 
 
-class SubspaceClimbTest:
-    """Subspace certificate one dimension above ``context.lower`` by ascent on ``beta(S)``
-    from the top right singular vectors (:class:`~softrank.certifiers.lower.SubspaceClimb`),
-    then the next dimensions while it certifies; searched up to ``context.upper``. Where the
-    singular start fails, the starts of :func:`~softrank.certifiers.lower.climb_starts`
-    (pivoted-QR rows of ``A``, random rows, mixed singular vectors) are tried at that
-    dimension: four in order, then two of four more, chosen by a screen on the keys hardest
-    for the climb that failed
-    (:meth:`~softrank.certifiers.lower.SubspaceClimb.best`); the first that certifies
-    continues the ascent."""
-
-    name = "subspace-climb"
-
-    def certify(self, operator, eps, context=None):
-        ctx = _ctx(operator, context)
-        sub = ctx.shared("subspace", lambda: lo_.SubspaceSearch(ctx.A, ctx.svd[2].T, "svd"))
-        # 36 evaluations per key (the class's default is 12): on 24 MiniLM heads of width
-        # 128 at eps 0.25, budgets 12, 24, 36, 72 raised lower ends by 1, 12, 18, 18 ranks
-        # (docs/theory/lower.md#subspace-climb)
-        climb = ctx.shared("subspace-climb", lambda: lo_.SubspaceClimb(
-            ctx.A, ctx.svd[2].T, "svd", sub.key_order, lps_per_key=36))
-        base = max(ctx.lower, 1)
-        if context is None:  # on its own (the suites): above the singular subspaces' end,
-            c = sub.best(eps, base + 1, ctx.p)  # as inside a bracket, not from rank 2 up
-            base = max(base, c.rank if c is not None else 0)
-        order = ctx.shared("row-order", lambda: lo_.row_order(ctx.A))
-        V = ctx.svd[2].T
-        # the same draws as climb_starts(..., random_rows=2, svd_mix=1) first, in order (so
-        # an end never falls below theirs); then four more, screened, two of them climbed
-        draws = functools.lru_cache(maxsize=None)(
-            lambda k: lo_.climb_starts(ctx.A, V, order, k, random_rows=4, svd_mix=3))
-        return climb.best(eps, base + 1, min(ctx.upper, ctx.p),
-                          starts=lambda k: draws(k)[:4], screened=lambda k: draws(k)[4:],
-                          screened_climbs=2)
-
-
 #: Key-block widths of the LP decoders the engine runs. Single keys (width 1, in pivoted-QR
 #: order) are no longer run: that decoder answered no cell of the default panel (537 cells)
 #: nor of benchmarks/small_heads.toml (288 cells), for 10 s of the default panel's 3,269 s
@@ -369,7 +334,7 @@ CONSTRUCTIONS = {c.name: c for c in (
 LOWER_TESTS = {t.name: t for t in (
     TrivialTest(), FrobeniusTest(), KeyGroupsTest(), TruncatedPseudoinverseTest(),
     SubspaceTest(), *(LPDecoderTest(w) for w in DECODER_WIDTHS),
-    RowSubspaceTest(), SubspaceClimbTest())}
+    RowSubspaceTest(), SubspaceClimbTest(), SubspaceBlocksTest())}
 
 #: Reference constructions (Nystrom landmarks, positive random features, sinks plus random
 #: features): they need ``Q``, ``K``, ``beta``, decline without them, and search their own
@@ -406,6 +371,7 @@ TRAITS = {
     "lp-decoder-blocks4": _ONLY_A,
     "subspace-rows": Traits(late=True, gauge_invariant=True),
     "subspace-climb": Traits(late=True, gauge_invariant=True),
+    "subspace-blocks": Traits(late=True, gauge_invariant=True),
     "nystrom": Traits(gauge_invariant=True),
     "random-features": Traits(),
     "sinks+random-features": Traits(),
@@ -440,6 +406,8 @@ CERTIFICATE_METHODS = {
     "lp-decoder-blocks4": r"lp-decoder/blocks\(w=4\)",
     "subspace-rows": r"subspace/rows(\+local)*",
     "subspace-climb": r"subspace/[A-Za-z0-9._-]{1,40}\+climb",
+    "subspace-blocks": (r"block\(rows=[0-9]+,keys=[0-9]+\)/subspace/[A-Za-z0-9._-]{1,40}"
+                        r"(\+climb)?"),
     "nystrom": r"nystrom",
     "random-features": r"random-features",
     "sinks+random-features": r"sinks\+random-features",

@@ -128,8 +128,8 @@ def set_verdict(br: Bracket) -> None:
 
 
 def _restamp(cert, eps: float, method: str):
-    """``cert`` issued at ``eps`` under ``method``; a causal lower certificate's inner one
-    is re-stamped with it (the checker asks both to share ``eps``)."""
+    """``cert`` issued at ``eps`` under ``method``; a block or causal lower certificate's
+    inner one is re-stamped with it (the checker asks both to share ``eps``)."""
     inner = getattr(cert, "inner", None)
     extra = {} if inner is None else {"inner": dataclasses.replace(inner, eps=eps)}
     return dataclasses.replace(cert, eps=eps, method=method, **extra)

@@ -32,6 +32,7 @@ from .certificates import (
     UpperWitness,
     CausalUpperWitness,
     CausalLowerCertificate,
+    BlockCertificate,
     matrix_hash,
 )
 from .files import load_certificate, save_certificate
@@ -46,6 +47,7 @@ __all__ = [
     "UpperWitness",
     "CausalUpperWitness",
     "CausalLowerCertificate",
+    "BlockCertificate",
     "TrivialCertificate",
     "FrobeniusCertificate",
     "KeyGroupCertificate",

@@ -18,6 +18,8 @@ kind               data                                        claim
 ``decoded``        ``L (k, m)``, ``R (N, k)``                  ``r_eps(A) >= k``
 ``subspace``       ``J (k,)``, ``R (N, k)``, ``Lam (N, m)``,   ``r_eps(A) >= k``
                    ``M (N, N)``
+``block``          ``rows (s,)``, ``cols (t,)``, ``inner``       ``r_eps(A) >= inner.rank``
+                   (a lower certificate of ``A[rows][:, cols]``)
 =================  ==========================================  =========================
 """
 
@@ -36,6 +38,7 @@ __all__ = [
     "UpperWitness",
     "CausalUpperWitness",
     "CausalLowerCertificate",
+    "BlockCertificate",
     "TrivialCertificate",
     "FrobeniusCertificate",
     "KeyGroupCertificate",
@@ -332,7 +335,7 @@ def structure_error(cert, shape) -> str | None:
     # exact classes only: a subclass could override ``rank`` or ``kind`` and have one claim
     # checked under another kind's condition
     expected = {UpperWitness: "upper", CausalUpperWitness: "causal-upper",
-                CausalLowerCertificate: "causal-lower",
+                CausalLowerCertificate: "causal-lower", BlockCertificate: "block",
                 TrivialCertificate: "trivial",
                 FrobeniusCertificate: "frobenius", KeyGroupCertificate: "key-groups",
                 DecodedInverseCertificate: "decoded", SubspaceCertificate: "subspace"}
@@ -364,8 +367,8 @@ def structure_error(cert, shape) -> str | None:
             return "keep and exact overlap"
         if not (np.isfinite(cert.U).all() and np.isfinite(cert.W).all()):
             return "U or W has non-finite entries"
-    elif kind == "causal-lower":
-        if cert.keep.shape != (m, N) or cert.keep.dtype != bool:
+    elif kind in ("causal-lower", "block"):
+        if kind == "causal-lower" and (cert.keep.shape != (m, N) or cert.keep.dtype != bool):
             return f"keep must be a boolean array of the shape of A {shape}, got {cert.keep.shape}"
         r, c = cert.rows, cert.cols
         if r.size == 0 or c.size == 0:
@@ -374,9 +377,9 @@ def structure_error(cert, shape) -> str | None:
             return f"rows must be distinct query indices in [0, {m})"
         if c.min() < 0 or c.max() >= N or np.unique(c).size != c.size:
             return f"cols must be distinct key indices in [0, {N})"
-        if not cert.keep[np.ix_(r, c)].all():
+        if kind == "causal-lower" and not cert.keep[np.ix_(r, c)].all():
             return "the block reaches entries outside keep"
-        if type(cert.inner) not in _INNER or cert.inner.kind == "causal-lower":
+        if type(cert.inner) not in _INNER:
             return "inner must be a lower certificate of r_eps"
         if float(cert.inner.eps) != float(cert.eps):
             return f"inner eps {cert.inner.eps!r} differs from eps {cert.eps!r}"
@@ -478,9 +481,48 @@ class SubspaceCertificate:
         return {"J": self.J, "R": self.R, "Lam": self.Lam, "M": self.M}
 
 
+@dataclass(frozen=True, eq=False)
+class BlockCertificate:
+    """``r_eps(A) >= k`` because ``r_eps(A[rows][:, cols]) >= k`` (docs/theory/lower.md#block-certificates).
+
+    ``rows (s,)``, ``cols (t,)``: distinct query and key indices; ``inner``: a lower
+    certificate (trivial, frobenius, key-groups, decoded, subspace) at the same ``eps``
+    about the block ``A[rows][:, cols]``, whose rows need not sum to 1; ``k = inner.rank``.
+
+    Proof (the block lemma): if ``||A - B||_inf <= eps`` then each row of
+    ``(A - B)[rows][:, cols]`` is part of a row of ``A - B``, so its l1 norm is at most
+    ``eps``, and ``rank(B[rows][:, cols]) <= rank(B)``: every ``B`` within ``eps`` of ``A``
+    has a block within ``eps`` of ``A[rows][:, cols]``, of rank at most its own, so
+    ``r_eps(A) >= r_eps(A[rows][:, cols]) >= k`` (``inner``'s conditions hold for any
+    matrix, docs/theory/lower.md).
+    """
+
+    eps: float
+    rows: np.ndarray
+    cols: np.ndarray
+    inner: "LowerCertificate"
+    method: str = ""
+    kind: str = field(default="block", init=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "rows", index_array("rows", self.rows))
+        object.__setattr__(self, "cols", index_array("cols", self.cols))
+        if type(self.inner) not in _INNER:
+            raise MalformedCertificate(f"inner: expected a lower certificate of r_eps, got "
+                                       f"{type(self.inner).__name__}")
+
+    @property
+    def rank(self) -> int:
+        return int(self.inner.rank)
+
+    def arrays(self) -> dict:
+        return {"rows": self.rows, "cols": self.cols,
+                **{f"inner_{k}": v for k, v in self.inner.arrays().items()}}
+
+
 LowerCertificate = Union[
     TrivialCertificate, FrobeniusCertificate, KeyGroupCertificate, DecodedInverseCertificate,
-    SubspaceCertificate,
+    SubspaceCertificate, BlockCertificate,
 ]
 Certificate = Union[UpperWitness, CausalUpperWitness, CausalLowerCertificate, LowerCertificate]
 _INNER = (TrivialCertificate, FrobeniusCertificate, KeyGroupCertificate,

@@ -4,10 +4,10 @@ One ``.npz`` per certificate (``numpy.savez``, read back through :mod:`.arrays`,
 pickles) holding the certificate's arrays (:mod:`.certificates`), the operator ``A`` it was
 issued for, and ``header``: a 0-d unicode array with a JSON object (``kind``, ``eps``,
 ``rank``, ``method``, ``operator_hash``, ``shape``, ``producer``, ``format``; ``inner`` for a
-causal lower certificate, ``refutes`` for a counterexample). :func:`save_certificate` writes
-one; :func:`load_certificate` reads one within a memory bound and checks its header field by
-field. This module depends on numpy, the standard library, :mod:`softrank.errors` and the
-checker's own modules only.
+causal lower certificate and a block certificate, ``refutes`` for a counterexample).
+:func:`save_certificate` writes one; :func:`load_certificate` reads one within a memory
+bound and checks its header field by field. This module depends on numpy, the standard
+library, :mod:`softrank.errors` and the checker's own modules only.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import MalformedCertificate
-from .certificates import (CausalLowerCertificate, CausalUpperWitness, Certificate,
-                           DecodedInverseCertificate, FrobeniusCertificate,
+from .certificates import (BlockCertificate, CausalLowerCertificate, CausalUpperWitness,
+                           Certificate, DecodedInverseCertificate, FrobeniusCertificate,
                            KeyGroupCertificate, SubspaceCertificate, TrivialCertificate,
                            UpperWitness, attention_problem, index_array, matrix_hash)
 
@@ -39,7 +39,10 @@ HEADER_FIELDS = {"format": True, "kind": True, "eps": True, "rank": True, "metho
                  "inner": False}
 
 KINDS = ("upper", "causal-upper", "causal-lower", "trivial", "frobenius", "key-groups", "decoded",
-         "subspace")
+         "subspace", "block")
+
+#: The kinds whose certificate holds an ``inner`` one about a block of ``A``.
+_WITH_INNER = ("causal-lower", "block")
 
 
 def save_certificate(path, cert: Certificate, A: np.ndarray, producer: str = "",
@@ -61,7 +64,7 @@ def save_certificate(path, cert: Certificate, A: np.ndarray, producer: str = "",
         "shape": list(A.shape),
         "producer": producer,
     }
-    if cert.kind == "causal-lower":
+    if cert.kind in _WITH_INNER:
         header["inner"] = {"kind": cert.inner.kind, "method": cert.inner.method}
     if refutes is not None:
         header["refutes"] = {"claimed": int(refutes["claimed"]), "eps": float(refutes["eps"]),
@@ -125,8 +128,8 @@ def _header_problem(header, A_shape) -> str | None:
             or any(type(x) is not int for x in shape) or tuple(shape) != tuple(A_shape)):
         return f"header: shape {_short(shape)} differs from the shape {list(A_shape)} of A"
     inner = header.get("inner")
-    if (inner is not None) != (header["kind"] == "causal-lower"):
-        return "header: inner belongs to kind causal-lower, and only there"
+    if (inner is not None) != (header["kind"] in _WITH_INNER):
+        return "header: inner belongs to the kinds causal-lower and block, and only there"
     if inner is not None:
         if (not isinstance(inner, dict) or set(inner) != {"kind", "method"}
                 or inner["kind"] not in _INNER_KINDS or not isinstance(inner["method"], str)
@@ -215,7 +218,7 @@ def load_certificate(path, *, max_bytes: int = MAX_FILE_BYTES
     method = header["method"]
     A = np.asarray(A, dtype=np.float64)
     try:
-        if kind == "causal-lower":
+        if kind in _WITH_INNER:
             ik = header["inner"]["kind"]
             try:
                 inner = _from_arrays(ik, eps, {k[6:]: v for k, v in data.items()
@@ -224,8 +227,11 @@ def load_certificate(path, *, max_bytes: int = MAX_FILE_BYTES
             except KeyError as exc:
                 raise MalformedCertificate(f"inner kind {ik!r} needs array "
                                            f"'inner_{exc.args[0]}'") from None
-            cert = CausalLowerCertificate(eps, data["rows"], data["cols"], data["keep"], inner,
-                                          method)
+            if kind == "block":
+                cert = BlockCertificate(eps, data["rows"], data["cols"], inner, method)
+            else:
+                cert = CausalLowerCertificate(eps, data["rows"], data["cols"], data["keep"],
+                                              inner, method)
         else:
             cert = _from_arrays(kind, eps, data, method)
     except KeyError as exc:

@@ -149,9 +149,11 @@ def check_causal_upper(A: np.ndarray, c) -> Float64Result:
                          f"max row l1 error (masked product) <= {worst:.17g}")
 
 
-def check_causal_lower(A: np.ndarray, c) -> Float64Result:
-    """The inner certificate's condition on the block ``A[rows][:, cols]`` (its position
-    inside ``keep`` is checked by ``structure_error``)."""
+def check_block(A: np.ndarray, c) -> Float64Result:
+    """The inner certificate's condition on the block ``A[rows][:, cols]`` (kinds ``block``
+    and ``causal-lower``; the latter's position inside ``keep`` is checked by
+    ``structure_error``). Selecting entries is exact, so the inner check's rounding
+    analysis is the whole of it."""
     r = check_float64(A[np.ix_(c.rows, c.cols)], c.inner)
     return Float64Result(r.ok, r.margin, f"block {c.rows.size}x{c.cols.size}: {r.detail}")
 
@@ -315,7 +317,8 @@ def check_frobenius(A: np.ndarray, c: FrobeniusCertificate) -> Float64Result:
 _DISPATCH = {
     "upper": check_upper,
     "causal-upper": check_causal_upper,
-    "causal-lower": check_causal_lower,
+    "causal-lower": check_block,
+    "block": check_block,
     "trivial": check_trivial,
     "key-groups": check_key_groups,
     "decoded": check_decoded,

@@ -397,7 +397,7 @@ def check_interval(A, cert, backend: str = "auto", max_rows: int | None = 16) ->
         return IntervalResult(False, backend, "-", err)
     if backend == "auto":
         backend = "flint"
-    if cert.kind == "causal-lower":  # the inner condition on the block, rows as for it
+    if cert.kind in ("causal-lower", "block"):  # the inner condition on the block, rows as for it
         r = check_interval(A[np.ix_(cert.rows, cert.cols)], cert.inner, backend, max_rows)
         return IntervalResult(r.ok, r.backend, r.rows_checked,
                               f"block {cert.rows.size}x{cert.cols.size}: {r.detail}")

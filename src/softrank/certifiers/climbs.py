@@ -1,0 +1,125 @@
+"""The subspace climb as lower tests of the registry (docs/theory/lower.md#subspace-climb,
+docs/theory/lower.md#block-certificates): on the whole head (``subspace-climb``) and on
+blocks of its query rows (``subspace-blocks``), both late. Re-exported by
+:mod:`softrank.certifiers.registry`, whose :data:`~softrank.certifiers.registry.LOWER_TESTS`
+runs them."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from ..checker import BlockCertificate
+from . import lower as lo_
+from .interface import Context
+
+__all__ = ["SubspaceClimbTest", "SubspaceBlocksTest", "BLOCK_ROWS", "BLOCK_MIN_ROWS"]
+
+
+def _ctx(operator, context: Context | None) -> Context:
+    return context if context is not None else Context(operator.A)
+
+
+class SubspaceClimbTest:
+    """Subspace certificate one dimension above ``context.lower`` by ascent on ``beta(S)``
+    from the top right singular vectors (:class:`~softrank.certifiers.lower.SubspaceClimb`),
+    then the next dimensions while it certifies; searched up to ``context.upper``. Where the
+    singular start fails, the starts of :func:`~softrank.certifiers.lower.climb_starts`
+    (pivoted-QR rows of ``A``, random rows, mixed singular vectors) are tried at that
+    dimension: four in order, then two of four more, chosen by a screen on the keys hardest
+    for the climb that failed
+    (:meth:`~softrank.certifiers.lower.SubspaceClimb.best`); the first that certifies
+    continues the ascent."""
+
+    name = "subspace-climb"
+    #: The climb's cap on the constraint entries of one key's LP, ``(k + 1) (2 m + N)``
+    #: (:class:`~softrank.certifiers.lower.SubspaceClimb`): dimension 51 at width 128, 25
+    #: at 256, 12 at 512.
+    max_entries = 20_000
+
+    def certify(self, operator, eps, context=None):
+        ctx = _ctx(operator, context)
+        return self._climb(ctx, eps, alone=context is None)
+
+    def _climb(self, ctx: Context, eps: float, alone: bool, keep_base: bool = False):
+        """The climb on ``ctx.A`` above ``ctx.lower``, up to ``ctx.upper``; ``alone``: above
+        the singular subspaces' end, whose certificate is the answer when the climb finds
+        nothing above it and ``keep_base``."""
+        sub = ctx.shared("subspace", lambda: lo_.SubspaceSearch(ctx.A, ctx.svd[2].T, "svd"))
+        # 36 evaluations per key (the class's default is 12): on 24 MiniLM heads of width
+        # 128 at eps 0.25, budgets 12, 24, 36, 72 raised lower ends by 1, 12, 18, 18 ranks
+        # (docs/theory/lower.md#subspace-climb)
+        climb = ctx.shared("subspace-climb", lambda: lo_.SubspaceClimb(
+            ctx.A, ctx.svd[2].T, "svd", sub.key_order, lps_per_key=36,
+            max_entries=self.max_entries))
+        base, c = max(ctx.lower, 1), None
+        if alone:  # on its own (the suites): above the singular subspaces' end,
+            c = sub.best(eps, base + 1, ctx.p)  # as inside a bracket, not from rank 2 up
+            base = max(base, c.rank if c is not None else 0)
+        order = ctx.shared("row-order", lambda: lo_.row_order(ctx.A))
+        V = ctx.svd[2].T
+        # the same draws as climb_starts(..., random_rows=2, svd_mix=1) first, in order (so
+        # an end never falls below theirs); then four more, screened, two of them climbed
+        draws = functools.lru_cache(maxsize=None)(
+            lambda k: lo_.climb_starts(ctx.A, V, order, k, random_rows=4, svd_mix=3))
+        out = climb.best(eps, base + 1, min(ctx.upper, ctx.p),
+                         starts=lambda k: draws(k)[:4], screened=lambda k: draws(k)[4:],
+                         screened_climbs=2)
+        return c if out is None and keep_base else out
+
+
+#: Row counts of the blocks of :class:`SubspaceBlocksTest`, tried in this order.
+BLOCK_ROWS = (64, 128)
+#: The least number of queries of a head on which :class:`SubspaceBlocksTest` runs: from
+#: width 256 on, the climb's cap
+#: (:attr:`~softrank.certifiers.climbs.SubspaceClimbTest.max_entries`) stops the climb on
+#: the whole head at dimension 25 and below (docs/theory/lower.md#block-certificates).
+BLOCK_MIN_ROWS = 256
+
+
+class SubspaceBlocksTest(SubspaceClimbTest):
+    """The subspace climb on blocks of the head: the rows a column-pivoted QR of ``A^T``
+    picks first, :data:`~softrank.certifiers.climbs.BLOCK_ROWS` of them (each block at
+    most half the rows), and every key; by the block lemma ``r_eps(A[rows]) <= r_eps(A)``
+    a certificate of the block, wrapped as a :class:`~softrank.checker.BlockCertificate`,
+    is one of the head (docs/theory/lower.md#block-certificates). A block's LPs have
+    ``(k + 1) (2 b + N)`` entries instead of ``(k + 1) (2 m + N)``, so the climb runs at
+    the dimensions of wide heads (under its own cap, ``max_entries``) at a fraction of the
+    cost. Each block climbs from ``context.lower`` (the second from the first's end) up to
+    ``context.upper``. It runs only on heads of at least
+    :data:`~softrank.certifiers.climbs.BLOCK_MIN_ROWS` queries and declines on smaller
+    ones. Late: after subspace-climb."""
+
+    name = "subspace-blocks"
+    #: The climb's cap on a block: 100,000 entries, dimension 259 for 64 rows and 256 keys,
+    #: 129 for 128 rows and 512 keys.
+    max_entries = 100_000
+
+    def certify(self, operator, eps, context=None):
+        ctx = _ctx(operator, context)
+        m = ctx.A.shape[0]
+        if m < BLOCK_MIN_ROWS:
+            return None
+        order = ctx.shared("row-order", lambda: lo_.row_order(ctx.A))
+        best = None
+        for b in BLOCK_ROWS:
+            if 2 * b > m:
+                continue
+
+            def make(b=b):
+                rows = np.sort(order[:b])
+                return rows, Context(np.ascontiguousarray(ctx.A[rows]))
+
+            rows, bctx = ctx.shared(f"block-rows{b}", make)
+            lower = max(ctx.lower, best.rank if best is not None else 0)
+            if lower >= min(ctx.upper, ctx.p):
+                break  # nothing left between the ends
+            bctx.lower, bctx.upper = lower, ctx.upper
+            inner = self._climb(bctx, eps, alone=context is None, keep_base=True)
+            if inner is not None and (best is None or inner.rank > best.rank):
+                keys = np.arange(ctx.A.shape[1])
+                best = BlockCertificate(
+                    inner.eps, rows, keys, inner,
+                    f"block(rows={rows.size},keys={keys.size})/{inner.method}")
+        return best

@@ -1,0 +1,159 @@
+"""Block certificates: ``r_eps(A) >= r_eps(A[rows][:, cols])`` (docs/theory/lower.md),
+checked on the block in both arithmetics, and the block climb that makes them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from softrank.certifiers.interface import Context
+from softrank.certifiers.registry import (BLOCK_MIN_ROWS, BLOCK_ROWS, CERTIFICATE_METHODS,
+                                          LOWER_TESTS, SubspaceBlocksTest)
+from softrank.checker import (BlockCertificate, CausalLowerCertificate, KeyGroupCertificate,
+                              TrivialCertificate, check, load_certificate, save_certificate)
+from softrank.errors import MalformedCertificate
+from softrank.generators.synthetic import planted, planted_blocks
+from softrank.operators import Operator
+
+
+def _identity_head(n: int = 6) -> np.ndarray:
+    return np.eye(n)
+
+
+def _groups(keys) -> tuple:
+    return tuple(np.array([k]) for k in keys)
+
+
+def test_a_block_of_the_identity_certifies_its_own_size_by_hand():
+    # A = I_6: the block rows {0, 1, 2} x keys {0, 1, 2} is I_3. Each witness query has mass
+    # 1 on its own key and 0 on the other two: Varah's margin 1 > eps = 0.25, so the key
+    # groups prove r_eps(I_3) >= 3, and the block lemma r_eps(I_6) >= 3.
+    A = _identity_head()
+    inner = KeyGroupCertificate(0.25, np.arange(3), _groups(range(3)))
+    cert = BlockCertificate(0.25, np.arange(3), np.arange(3), inner)
+    rep = check(A, cert)
+    assert rep.ok and not rep.disagree and cert.rank == 3 and cert.kind == "block"
+    assert "block 3x3" in rep.float64.detail and rep.interval.ok
+    # the same block read with its rows and keys in another order: still I_3 up to a
+    # permutation the witness queries follow
+    perm = BlockCertificate(0.25, np.array([2, 0, 1]), np.array([2, 0, 1]), inner)
+    assert check(A, perm).ok
+
+
+def test_a_block_without_the_mass_is_rejected_in_both_arithmetics():
+    # rows {0, 1, 2} x keys {3, 4, 5} of I_6 is the zero block: no witness query has mass
+    # on its group, so the inner key groups fail and the head claim is refused
+    A = _identity_head()
+    inner = KeyGroupCertificate(0.25, np.arange(3), _groups(range(3)))
+    rep = check(A, BlockCertificate(0.25, np.arange(3), np.arange(3, 6), inner))
+    assert not rep.ok and not rep.disagree and not rep.interval.ok
+
+
+@pytest.mark.parametrize("rows,cols,why", [
+    (np.array([0, 0, 1]), np.arange(3), "rows must be distinct"),
+    (np.arange(3), np.array([0, 1, 6]), "cols must be distinct key indices in [0, 6)"),
+    (np.array([-1, 0, 1]), np.arange(3), "rows must be distinct"),
+    (np.arange(0), np.arange(3), "empty block"),
+])
+def test_malformed_blocks_are_rejected_with_the_reason(rows, cols, why):
+    inner = KeyGroupCertificate(0.25, np.arange(3), _groups(range(3)))
+    rep = check(_identity_head(), BlockCertificate(0.25, rows, cols, inner))
+    assert not rep.ok and why in rep.float64.detail
+
+
+def test_the_inner_certificate_must_be_about_the_same_eps_and_the_block_shape():
+    A = _identity_head()
+    other = BlockCertificate(0.25, np.arange(3), np.arange(3), TrivialCertificate(0.5))
+    assert not check(A, other).ok  # eps 0.5 inside, 0.25 claimed
+    # a key group naming key 3 of a 3-key block is out of the block's range
+    wide = KeyGroupCertificate(0.25, np.arange(3), _groups((0, 1, 3)))
+    rep = check(A, BlockCertificate(0.25, np.arange(3), np.arange(3), wide))
+    assert not rep.ok and "out of range [0, 3)" in rep.float64.detail
+
+
+def test_blocks_do_not_nest_and_are_not_causal_inners():
+    inner = BlockCertificate(0.25, np.arange(3), np.arange(3), TrivialCertificate(0.25))
+    with pytest.raises(MalformedCertificate, match="inner"):
+        BlockCertificate(0.25, np.arange(3), np.arange(3), inner)
+    with pytest.raises(MalformedCertificate, match="inner"):
+        CausalLowerCertificate(0.25, np.arange(3), np.arange(3), np.ones((6, 6), bool), inner)
+
+
+def test_a_block_certificate_file_round_trips(tmp_path):
+    A = _identity_head()
+    inner = KeyGroupCertificate(0.25, np.arange(3), _groups(range(3)), "key-groups/hand")
+    cert = BlockCertificate(0.25, np.array([3, 4, 5]), np.array([3, 4, 5]),
+                            KeyGroupCertificate(0.25, np.arange(3), _groups(range(3)),
+                                                "key-groups/hand"), "block(hand)")
+    path = save_certificate(tmp_path / "b.npz", cert, A)
+    back, A2, header = load_certificate(path)
+    assert type(back) is BlockCertificate and back.rank == 3 and back.method == "block(hand)"
+    assert header["inner"] == {"kind": "key-groups", "method": "key-groups/hand"}
+    assert np.array_equal(back.rows, cert.rows) and check(A2, back).ok
+    assert inner.rank == back.inner.rank
+    # a block file without its inner header is malformed, not read as something else
+    import json
+
+    with np.load(path) as z:
+        data = dict(z)
+    h = json.loads(str(data["header"][()]))
+    del h["inner"]
+    data["header"] = np.array(json.dumps(h))
+    np.savez(tmp_path / "bad.npz", **data)
+    with pytest.raises(MalformedCertificate, match="inner belongs to the kinds"):
+        load_certificate(tmp_path / "bad.npz")
+
+
+def test_the_block_climb_declines_below_its_width_and_is_scheduled_last():
+    assert list(LOWER_TESTS)[-1] == "subspace-blocks"
+    small = planted(BLOCK_MIN_ROWS - 1, 64, 4, 0.05, seed=0)
+    assert SubspaceBlocksTest().certify(small, 0.25) is None
+    assert max(BLOCK_ROWS) * 2 <= BLOCK_MIN_ROWS  # every block is at most half the head
+
+
+@pytest.mark.parametrize("make,k", [
+    (lambda: planted(256, 64, 8, 0.05, seed=3), 8),
+    (lambda: planted_blocks(256, 64, 12, 0.02, seed=1), 12),
+])
+def test_the_block_climb_never_passes_a_planted_rank(make, k):
+    # planted: r_eps <= 8 for eps >= 0.05; planted blocks: r_eps = 12 for eps in [0.04, 0.96]
+    import re
+
+    op = make()
+    cert = SubspaceBlocksTest().certify(op, 0.25)
+    assert cert is not None and type(cert) is BlockCertificate
+    assert 1 <= cert.rank <= k
+    assert check(op.A, cert).ok
+    assert cert.rows.size in BLOCK_ROWS and cert.cols.size == op.shape[1]
+    assert re.fullmatch(CERTIFICATE_METHODS["subspace-blocks"], cert.method)
+
+
+def test_in_a_bracket_the_block_climb_searches_above_the_lower_end():
+    # a context whose ends leave nothing between them: the block climb has nothing to try
+    op = planted_blocks(256, 64, 12, 0.02, seed=1)  # r_eps = 12 at eps 0.25
+    ctx = Context(op.A)
+    ctx.lower, ctx.upper = 12, 12
+    assert SubspaceBlocksTest().certify(op, 0.25, ctx) is None
+    ctx.lower, ctx.upper = 3, 13
+    cert = SubspaceBlocksTest().certify(op, 0.25, ctx)
+    assert cert is not None and check(op.A, cert).ok and 3 < cert.rank <= 12
+    # the block and its context are kept for the next tolerance
+    assert any(key.startswith("block-rows") for key in ctx._cache)
+
+
+def test_a_third_party_lower_test_may_return_a_block_certificate():
+    from softrank import bracket
+
+    class Corner:
+        name = "corner"
+
+        def certify(self, operator, eps):
+            n = operator.shape[0]
+            return BlockCertificate(eps, np.arange(n // 2), np.arange(n // 2),
+                                    KeyGroupCertificate(eps, np.arange(n // 2),
+                                                        _groups(range(n // 2))))
+
+    A = np.eye(8) * 0.9 + 0.1 / 8
+    (br,) = bracket(Operator(A=A), 0.25, lower_tests=[Corner()])
+    rec = [r for r in br.diagnostics.methods if r.name == "corner"][0]
+    assert rec.status == "ok" and rec.rank == 4
