@@ -318,8 +318,8 @@ def test_bracket_cli_time_limit_and_progress(tmp_path, capsys):
 
 #: the built-in searches that run after every other method (registry: ``late = True``),
 #: listed here by hand so that a search added to or dropped from the late set is noticed
-LATE = {"subspace-rows", "subspace-climb", "trust-region", "alternating-l1-smooth",
-        "alternating-l1-anneal"}
+LATE = {"subspace-rows", "subspace-climb", "subspace-blocks", "trust-region",
+        "alternating-l1-smooth", "alternating-l1-anneal"}
 
 
 class _Declines:

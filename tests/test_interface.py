@@ -428,8 +428,8 @@ def test_searches_stop_when_the_ends_meet():
     assert np.linalg.matrix_rank(A) == 4
     (br,) = bracket(A, 0.25)
     assert (br.lower, br.upper) == (4, 4)
-    for name in ("subspace-rows", "subspace-climb", "trust-region", "alternating-l1-smooth",
-                 "alternating-l1-anneal"):
+    for name in ("subspace-rows", "subspace-climb", "subspace-blocks", "trust-region",
+                 "alternating-l1-smooth", "alternating-l1-anneal"):
         rec = br.diagnostics.record(name)
         assert (rec.status, rec.seconds) == ("skipped", 0.0), (name, rec)
         assert rec.message == "the ends cannot move: upper 4, lower 4", rec.message
