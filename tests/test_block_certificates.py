@@ -157,3 +157,45 @@ def test_a_third_party_lower_test_may_return_a_block_certificate():
     (br,) = bracket(Operator(A=A), 0.25, lower_tests=[Corner()])
     rec = [r for r in br.diagnostics.methods if r.name == "corner"][0]
     assert rec.status == "ok" and rec.rank == 4
+
+
+def test_a_block_tries_ranks_up_to_half_its_rows_only():
+    # lower end 70: the next rank, 71, is above 64 = 128 / 2, so no block is climbed (on a
+    # 256-query head of random logits at lower end 93 the 128-row block spent minutes
+    # failing at ranks 94-128); at lower end 40 only the 128-row block is tried
+    op = planted(256, 64, 8, 0.05, seed=0)
+    ctx = Context(op.A)
+    ctx.lower, ctx.upper = 70, 200
+    assert SubspaceBlocksTest().certify(op, 0.25, ctx) is None
+    assert not any(key.startswith("block-rows") for key in ctx._cache)
+    ctx.lower = 40
+    SubspaceBlocksTest().certify(op, 0.25, ctx)
+    assert [key for key in ctx._cache if key.startswith("block-rows")] == ["block-rows128"]
+    assert ctx._cache["block-rows128"][1].upper == 64
+
+
+def test_indices_altered_after_construction_are_rejected_not_raised():
+    A = _identity_head()
+    cert = BlockCertificate(0.25, np.arange(3), np.arange(3),
+                            KeyGroupCertificate(0.25, np.arange(3), _groups(range(3))))
+    for rows in (np.array([0.0, 1.0, 2.0]), np.arange(4).reshape(2, 2)):
+        object.__setattr__(cert, "rows", rows)
+        rep = check(A, cert)
+        assert not rep.ok and "1-D arrays of integer indices" in rep.float64.detail
+        assert not rep.interval.ok
+
+
+def test_a_third_party_certificate_that_cannot_be_renamed_is_rejected():
+    from softrank import bracket
+
+    class Altered:
+        name = "altered"
+
+        def certify(self, operator, eps):
+            c = BlockCertificate(eps, np.arange(2), np.arange(2), TrivialCertificate(eps))
+            object.__setattr__(c, "inner", None)  # replace() re-validates: it raises
+            return c
+
+    (br,) = bracket(Operator(A=np.eye(8) * 0.9 + 0.1 / 8), 0.25, lower_tests=[Altered()])
+    rec = [r for r in br.diagnostics.methods if r.name == "altered"][0]
+    assert rec.status == "rejected" and "could not read it" in rec.message

@@ -138,8 +138,8 @@ def check_choice(value: Any, arg: str, choices: Iterable[Any]) -> Any:
 
 
 #: The engine's efforts: ``full`` runs every built-in method; ``fast`` skips the late
-#: searches (subspace-rows, subspace-climb, trust-region, alternating-l1-smooth,
-#: alternating-l1-anneal), which take most of the bracket time and make the ends that the
+#: searches (subspace-rows, subspace-climb, subspace-blocks, trust-region,
+#: alternating-l1-smooth, alternating-l1-anneal), which take most of the bracket time and make the ends that the
 #: other methods do not reach (README, "Effort": the trade measured on the default panel).
 EFFORTS = ("full", "fast")
 

@@ -130,15 +130,17 @@ class _Engine:
             self.diag.methods.append(MethodRecord(c.name, side, c.origin, "declined", None, dt))
             self._say(self.diag.methods[-1])
             return None
-        if c.origin == "third-party" and side == "lower" and out.method != c.name:
-            out = dataclasses.replace(out, method=c.name)  # credited by its certifier's name
+        rank = None
         try:
+            rank = int(out.rank)
+            if c.origin == "third-party" and side == "lower" and out.method != c.name:
+                out = dataclasses.replace(out, method=c.name)  # credited by its name
             ok = check_float64(self.ctx.A, out).ok
             msg = "" if ok else "the float64 checker rejected it"
         except Exception as exc:  # noqa: BLE001 - a certificate the checker cannot read
             ok, msg = False, f"the checker could not read it ({_short(exc)})"
         self.diag.methods.append(MethodRecord(c.name, side, c.origin, "ok" if ok else "rejected",
-                                              out.rank, dt, msg))
+                                              rank, dt, msg))
         self._say(self.diag.methods[-1])
         return out if ok else None
 

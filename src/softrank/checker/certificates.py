@@ -371,6 +371,9 @@ def structure_error(cert, shape) -> str | None:
         if kind == "causal-lower" and (cert.keep.shape != (m, N) or cert.keep.dtype != bool):
             return f"keep must be a boolean array of the shape of A {shape}, got {cert.keep.shape}"
         r, c = cert.rows, cert.cols
+        if (r.ndim != 1 or c.ndim != 1 or r.dtype.kind not in "iu"
+                or c.dtype.kind not in "iu"):
+            return "rows and cols must be 1-D arrays of integer indices"
         if r.size == 0 or c.size == 0:
             return "empty block"
         if r.min() < 0 or r.max() >= m or np.unique(r).size != r.size:
@@ -383,7 +386,9 @@ def structure_error(cert, shape) -> str | None:
             return "inner must be a lower certificate of r_eps"
         if float(cert.inner.eps) != float(cert.eps):
             return f"inner eps {cert.inner.eps!r} differs from eps {cert.eps!r}"
-        return structure_error(cert.inner, (r.size, c.size))
+        inner = structure_error(cert.inner, (r.size, c.size))
+        if inner is not None:
+            return f"inner certificate of the {r.size}x{c.size} block: {inner}"
     elif kind == "trivial":
         pass
     elif kind == "frobenius":

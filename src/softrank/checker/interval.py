@@ -398,7 +398,11 @@ def check_interval(A, cert, backend: str = "auto", max_rows: int | None = 16) ->
     if backend == "auto":
         backend = "flint"
     if cert.kind in ("causal-lower", "block"):  # the inner condition on the block, rows as for it
-        r = check_interval(A[np.ix_(cert.rows, cert.cols)], cert.inner, backend, max_rows)
+        try:
+            block = A[np.ix_(cert.rows, cert.cols)]
+        except Exception as exc:  # indices altered after construction: a rejection
+            return IntervalResult(False, backend, "-", f"check raised {type(exc).__name__}: {exc}")
+        r = check_interval(block, cert.inner, backend, max_rows)
         return IntervalResult(r.ok, r.backend, r.rows_checked,
                               f"block {cert.rows.size}x{cert.cols.size}: {r.detail}")
     fn, rowwise = _CONDITIONS[cert.kind]

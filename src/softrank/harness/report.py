@@ -351,7 +351,8 @@ def write_report(rows: list[dict], summary: dict, out: Path, study_boot: int = 1
         _reference_line(s),
         _stage_error_line(s.get("stage_errors", {}), s.get("cut_short", 0)),
         *(["- **effort fast** (`--effort fast`): the late searches (subspace-rows, "
-           "subspace-climb, trust-region, alternating-l1-smooth, alternating-l1-anneal) did "
+           "subspace-climb, subspace-blocks, trust-region, alternating-l1-smooth, "
+           "alternating-l1-anneal) did "
            "not run, so the ends are the other methods' and mostly wider than at full effort "
            "(README, \"Effort\"); the tables below leave those searches out"]
           if s.get("effort") == "fast" else []),

@@ -138,8 +138,9 @@ def _bracket(args, op, d) -> int:
                           f"them are checked; its {', '.join(ref.get('claims', []))} are that "
                           "bundle's claims, not measured here")
         if args.effort == "fast" and any(br.verdict != "error" for br in brs):
-            print("effort fast: the late searches (subspace-rows, subspace-climb, trust-region, "
-                  "alternating-l1-smooth, alternating-l1-anneal) were skipped; the ends are "
+            print("effort fast: the late searches (subspace-rows, subspace-climb, "
+                  "subspace-blocks, trust-region, alternating-l1-smooth, "
+                  "alternating-l1-anneal) were skipped; the ends are "
                   "the other methods', checked as always")
         causal_ref = sorted({r.name for br in brs for r in br.diagnostics.methods
                              if r.origin == "reference"}) if args.rank != "plain" else []

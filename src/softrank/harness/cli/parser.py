@@ -173,8 +173,8 @@ def _store_dir_arg(p) -> None:
 
 
 _EFFORT_HELP = ("full (default): every built-in search; fast: without the late searches "
-                "(subspace-rows, subspace-climb, trust-region, alternating-l1-smooth, "
-                "alternating-l1-anneal): about an eighth of the bracket time, wider "
+                "(subspace-rows, subspace-climb, subspace-blocks, trust-region, "
+                "alternating-l1-smooth, alternating-l1-anneal): about an eighth of the bracket time, wider "
                 "brackets, as sound; unlike a time limit, what runs does not depend on the "
                 "machine's speed (README, Effort)")
 
