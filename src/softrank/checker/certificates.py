@@ -18,8 +18,8 @@ kind               data                                        claim
 ``decoded``        ``L (k, m)``, ``R (N, k)``                  ``r_eps(A) >= k``
 ``subspace``       ``J (k,)``, ``R (N, k)``, ``Lam (N, m)``,   ``r_eps(A) >= k``
                    ``M (N, N)``
-``block``          ``rows (s,)``, ``cols (t,)``, ``inner``       ``r_eps(A) >= inner.rank``
-                   (a lower certificate of ``A[rows][:, cols]``)
+``block``          ``rows (s,)``, ``cols (t,)``, ``inner``     ``r_eps(A) >= k``
+                   (rank ``k``, of ``A[rows][:, cols]``)
 =================  ==========================================  =========================
 """
 
