@@ -199,3 +199,28 @@ def test_a_third_party_certificate_that_cannot_be_renamed_is_rejected():
     (br,) = bracket(Operator(A=np.eye(8) * 0.9 + 0.1 / 8), 0.25, lower_tests=[Altered()])
     rec = [r for r in br.diagnostics.methods if r.name == "altered"][0]
     assert rec.status == "rejected" and "could not read it" in rec.message
+
+
+def test_a_block_certificate_of_a_causal_block_becomes_a_causal_certificate():
+    # the late searches of a causal bracket run on a block A[rows][:, cols] below the
+    # diagonal; a block certificate of that block (rows 1, 2 of it, keys 0, 1) is about the
+    # smaller block A[rows[[1, 2]]][:, cols[[0, 1]]], which lies inside keep as well
+    from softrank.certifiers.causal import _unwrap
+    from softrank.operators import causal_mask
+
+    n = 8
+    A = np.tril(np.eye(n) * 0.9 + 0.1 / n)
+    A = A / A.sum(axis=1, keepdims=True)
+    keep = causal_mask(n)
+    rows, cols = np.arange(4, 8), np.arange(0, 5)  # inside the lower triangle
+    # in the block, rows 1, 2 (queries 5, 6) and keys 0, 1 (keys 0, 1): entries 0.1/8 /
+    # row sum each, no diagonal mass -- a trivial certificate needs only a row above eps
+    inner = TrivialCertificate(0.01)
+    blk = BlockCertificate(0.01, np.array([1, 2]), np.array([0, 1]), inner)
+    assert check(A[np.ix_(rows, cols)], blk).ok
+    r2, c2, inner2 = _unwrap(rows, cols, blk)
+    assert list(r2) == [5, 6] and list(c2) == [0, 1] and inner2 is inner
+    cert = CausalLowerCertificate(0.01, r2, c2, keep, inner2)
+    assert check(A, cert).ok and cert.rank == 1
+    # anything else passes through
+    assert _unwrap(rows, cols, inner) == (rows, cols, inner)

@@ -31,7 +31,8 @@ import time
 
 import numpy as np
 
-from ..checker import CausalLowerCertificate, CausalUpperWitness, check, check_float64
+from ..checker import (BlockCertificate, CausalLowerCertificate, CausalUpperWitness, check,
+                       check_float64)
 from ..errors import InvalidArgumentError
 from ..operators import Operator, rank_masks
 from ..validation import check_positive
@@ -215,6 +216,16 @@ class CausalSearch:
 
         k = least_feasible(ok, lo, hi)
         return None if k is None else (k, got[k])
+
+
+def _unwrap(rows, cols, cert):
+    """``(rows, cols, inner)`` of a causal lower certificate for ``cert``, a certificate of
+    the block ``A[rows][:, cols]``: a block certificate of that block (the late searches
+    make them on blocks of 256 rows and more) is one of the smaller block
+    ``A[rows[cert.rows]][:, cols[cert.cols]]``, inside the first, so inside ``keep`` too."""
+    if isinstance(cert, BlockCertificate):
+        return rows[cert.rows], cols[cert.cols], cert.inner
+    return rows, cols, cert
 
 
 def _block_name(rows, cols) -> str:
@@ -495,7 +506,8 @@ def _one(op, search: CausalSearch, keep, exact, rank, eps, blocks, contexts, int
     lcert = lrep = None
     if best[0] is not None:
         rows, cols = blocks[best[1]]
-        lcert = CausalLowerCertificate(eps, rows, cols, keep, best[0],
+        r_in, c_in, inner = _unwrap(rows, cols, best[0])
+        lcert = CausalLowerCertificate(eps, r_in, c_in, keep, inner,
                                        method=f"{_block_name(rows, cols)} {best[0].method}")
         lrep = check(op.A, lcert, interval=interval)
         if not lrep.ok:
