@@ -215,6 +215,18 @@ def _audit_in_background(argv) -> tuple[threading.Thread, list]:
     return t, rc
 
 
+def _long_audit_in_background(cluster) -> tuple[Path, threading.Thread, list]:
+    """The test panel at four tolerances through the cluster, in the background (long enough
+    to act on a worker mid-cell): ``(out, thread, exit-status list)``."""
+    out = cluster.client_dir / "a"
+    panel = _panel(cluster.client_dir / "p.toml", eps="[0.1, 0.2, 0.3, 0.5]")
+    t, rc = _audit_in_background(
+        ["audit", "--panel", str(panel), "--out", str(out), "--executor", "dask",
+         "--scheduler", cluster.address, "--no-reference-store", "--study-boot", "0",
+         "--quiet"])
+    return out, t, rc
+
+
 def _wait_inside_a_cell(wroot: Path, t: threading.Thread) -> None:
     """Until the worker whose directories are ``wroot`` is inside a cell (its private
     ``softrank-cell-*`` directory exists)."""
@@ -226,12 +238,7 @@ def _wait_inside_a_cell(wroot: Path, t: threading.Thread) -> None:
 
 def test_a_worker_killed_mid_cell_loses_and_repeats_nothing(cluster):
     walls = {n: cluster.add_worker(n) for n in ("w1", "w2")}
-    out = cluster.client_dir / "a"
-    panel = _panel(cluster.client_dir / "p.toml", eps="[0.1, 0.2, 0.3, 0.5]")
-    argv = ["audit", "--panel", str(panel), "--out", str(out), "--executor", "dask",
-            "--scheduler", cluster.address, "--no-reference-store", "--study-boot", "0",
-            "--quiet"]
-    t, rc = _audit_in_background(argv)
+    out, t, rc = _long_audit_in_background(cluster)
     proc, wroot = cluster.workers["w1"]
     _wait_inside_a_cell(wroot, t)
     os.kill(proc.pid, signal.SIGKILL)
@@ -315,12 +322,7 @@ def test_a_restarted_worker_takes_the_cells_of_its_old_address(cluster, capsys):
 
     cluster.add_worker("bare", SOFTRANK_TEST_NO_SOFTRANK="1")
     wroot = cluster.add_worker("w1", nanny=True)
-    out = cluster.client_dir / "a"
-    panel = _panel(cluster.client_dir / "p.toml", eps="[0.1, 0.2, 0.3, 0.5]")
-    argv = ["audit", "--panel", str(panel), "--out", str(out), "--executor", "dask",
-            "--scheduler", cluster.address, "--no-reference-store", "--study-boot", "0",
-            "--quiet"]
-    t, rc = _audit_in_background(argv)
+    out, t, rc = _long_audit_in_background(cluster)
     _wait_inside_a_cell(wroot, t)
     nanny = psutil.Process(cluster.workers["w1"][0].pid)
     (worker,) = [p for p in nanny.children() if "spawn_main" in " ".join(p.cmdline())

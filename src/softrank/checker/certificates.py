@@ -122,6 +122,27 @@ def _mask(name: str, X) -> np.ndarray:
     M.setflags(write=False)
     return M
 
+def _block_fields(cert) -> None:
+    """Read-only index copies of a block-holding certificate's ``rows`` and ``cols``
+    (kinds ``causal-lower`` and ``block``); its ``inner`` must be a plain lower certificate.
+
+    Raises
+    ------
+    MalformedCertificate
+        Naming the field.
+    """
+    object.__setattr__(cert, "rows", index_array("rows", cert.rows))
+    object.__setattr__(cert, "cols", index_array("cols", cert.cols))
+    if type(cert.inner) not in _INNER:
+        raise MalformedCertificate(f"inner: expected a lower certificate of r_eps, got "
+                                   f"{type(cert.inner).__name__}")
+
+
+def _inner_arrays(cert) -> dict:
+    """The arrays of a block-holding certificate's inner one, as ``inner_NAME`` (the file
+    format, :mod:`.files`)."""
+    return {f"inner_{k}": v for k, v in cert.inner.arrays().items()}
+
 
 @dataclass(frozen=True, eq=False)
 class CausalUpperWitness:
@@ -192,12 +213,8 @@ class CausalLowerCertificate:
     kind: str = field(default="causal-lower", init=False)
 
     def __post_init__(self):
-        object.__setattr__(self, "rows", index_array("rows", self.rows))
-        object.__setattr__(self, "cols", index_array("cols", self.cols))
+        _block_fields(self)
         object.__setattr__(self, "keep", _mask("keep", self.keep))
-        if type(self.inner) not in _INNER:
-            raise MalformedCertificate(f"inner: expected a lower certificate of r_eps, got "
-                                       f"{type(self.inner).__name__}")
 
     @property
     def rank(self) -> int:
@@ -205,7 +222,7 @@ class CausalLowerCertificate:
 
     def arrays(self) -> dict:
         return {"rows": self.rows, "cols": self.cols, "keep": self.keep,
-                **{f"inner_{k}": v for k, v in self.inner.arrays().items()}}
+                **_inner_arrays(self)}
 
 
 @dataclass(frozen=True, eq=False)
@@ -510,19 +527,14 @@ class BlockCertificate:
     kind: str = field(default="block", init=False)
 
     def __post_init__(self):
-        object.__setattr__(self, "rows", index_array("rows", self.rows))
-        object.__setattr__(self, "cols", index_array("cols", self.cols))
-        if type(self.inner) not in _INNER:
-            raise MalformedCertificate(f"inner: expected a lower certificate of r_eps, got "
-                                       f"{type(self.inner).__name__}")
+        _block_fields(self)
 
     @property
     def rank(self) -> int:
         return int(self.inner.rank)
 
     def arrays(self) -> dict:
-        return {"rows": self.rows, "cols": self.cols,
-                **{f"inner_{k}": v for k, v in self.inner.arrays().items()}}
+        return {"rows": self.rows, "cols": self.cols, **_inner_arrays(self)}
 
 
 LowerCertificate = Union[
