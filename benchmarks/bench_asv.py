@@ -152,6 +152,35 @@ class WeightedSolves:
         weighted_solves(self.X, self.wt, self.B)
 
 
+class ReweightedStepByCG:
+    """The same half-step at ranks above ``EXACT_MAX_RANK``, by ten conjugate-gradient steps
+    from a start (:func:`softrank.certifiers.linalg.weighted_cg`), beside the exact solves of
+    the same systems: their ratio is what the conjugate gradients save per half-step
+    (docs/theory/witnesses.md#alternating-l1, "Reweighted steps by conjugate gradients")."""
+
+    params = ([100, 300, 600], [512, 1024])
+    param_names = ["k", "n"]
+    number = 1
+    repeat = (3, 10, 60.0)
+
+    def setup(self, k, n):
+        rng = np.random.default_rng(0)
+        self.X = rng.standard_normal((k, n))
+        self.wt = 1.0 / np.maximum(np.abs(rng.standard_normal((n, n))), 1e-3)
+        self.B = rng.standard_normal((n, k))
+        self.x0 = np.zeros((n, k))
+
+    def time_cg(self, k, n):
+        from softrank.certifiers.linalg import weighted_cg
+
+        weighted_cg(self.X, self.wt, self.B, self.x0)
+
+    def time_exact(self, k, n):
+        from softrank.certifiers.linalg import weighted_solves
+
+        weighted_solves(self.X, self.wt, self.B)
+
+
 class ClimbLPs:
     """One step of the subspace climb's LPs (docs/theory/lower.md#subspace-climb): ``LP_j``
     for every key ``j`` on a subspace turned slightly from the one just solved, each key's

@@ -39,7 +39,7 @@ from ..validation import check_positive
 from ..validation import check_effort, parse_rank, validate_eps
 from .bracket import Bracket, lower_certificate, monotone
 from .interface import Context, Diagnostics, MethodRecord
-from .linalg import weighted_solves
+from .linalg import reweighted_step
 from .lp import L1Regression
 from .upper.basic import least_feasible, safe_target
 
@@ -162,10 +162,10 @@ class CausalSearch:
             rho /= rho.mean()
             try:
                 wt = np.where(keep, 1.0 / np.maximum(np.abs(R), d), 0.0)
-                U = weighted_solves(W, wt, (wt * A) @ W.T)
+                U = reweighted_step(W, wt, (wt * A) @ W.T, U)
                 R = np.where(keep, A - U @ W, 0.0)
                 wt = np.where(keep, rho[:, None] / np.maximum(np.abs(R), d), 0.0)
-                W = weighted_solves(U.T, wt.T, (wt * A).T @ U).T
+                W = reweighted_step(U.T, wt.T, (wt * A).T @ U, W.T).T
             except np.linalg.LinAlgError:
                 break
             if not (np.isfinite(U).all() and np.isfinite(W).all()):

@@ -2,7 +2,9 @@
 
 Many small weighted least-squares systems, one per row of ``A`` or per key, solved in blocks
 so that no temporary grows with the number of rows (docs/theory/witnesses.md#l1-refit,
-docs/theory/witnesses.md#alternating-l1, docs/theory/lower.md#subspace-certificate).
+docs/theory/witnesses.md#alternating-l1, docs/theory/lower.md#subspace-certificate); where
+forming the systems would cost too much, the reweighted steps of the searches take
+conjugate-gradient steps instead (:func:`reweighted_step`, :func:`weighted_cg`).
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ import numpy as np
 from scipy.linalg import lapack
 
 from ..errors import InvalidArgumentError
+from ..validation import check_int
 
-__all__ = ["BLOCK_ENTRIES", "DEVICES", "GPU_MIN_WORK", "compiled", "solve_device",
-           "weighted_solves"]
+__all__ = ["BLOCK_ENTRIES", "CG_STEPS", "DEVICES", "EXACT_MAX_RANK", "GPU_MIN_WORK", "compiled",
+           "reweighted_step", "solve_device", "weighted_cg", "weighted_solves"]
 
 #: Entries (float64) of the largest temporary a blocked step forms at once: 4 Mi (32 MiB).
 BLOCK_ENTRIES = 2**22
@@ -36,6 +39,18 @@ DEVICES = ("auto", "cpu", "cuda")
 #: rank 20 is ``1.6e6``; a width-128 head at rank 35 is ``2e7``, 1-2 ms on one CPU
 #: core). Set without a GPU to measure on (docs/benchmarks.md#gpu): a first guess.
 GPU_MIN_WORK = 2e7
+
+#: The largest rank ``k`` whose reweighted steps are solved exactly on the CPU; above it
+#: (:func:`reweighted_step`) each step is :data:`CG_STEPS` conjugate-gradient steps
+#: (:func:`weighted_cg`, ``2 r n k`` multiply-adds a step) instead of forming and factorising
+#: every system (``r n k^2 / 2 + r k^3 / 3``): at ``k = 128`` that is about a third of the
+#: work, at ``k = 600`` about a fifteenth. Every head of width 128 or less (the default,
+#: causal and quick panels) stays at or below it, so its steps are the exact ones as before
+#: (docs/theory/witnesses.md#alternating-l1, "Reweighted steps by conjugate gradients").
+EXACT_MAX_RANK = 128
+
+#: Conjugate-gradient steps per reweighted step (:func:`weighted_cg`).
+CG_STEPS = 10
 
 
 def _nvidia_present() -> bool:
@@ -249,7 +264,9 @@ def weighted_solves(X: np.ndarray, wt: np.ndarray, B: np.ndarray) -> np.ndarray:
     ``r_i = 1e-12 trace / k``: the weighted least-squares steps of the alternating l1
     (:meth:`softrank.certifiers.upper.AlternatingL1.irls_basis`, both factors) and of the
     screening (:func:`softrank.certifiers.upper.l1_candidates`,
-    :func:`softrank.certifiers.lower.basis_pursuit_candidates`).
+    :func:`softrank.certifiers.lower.basis_pursuit_candidates`); the first two call it
+    through :func:`reweighted_step`, which takes conjugate-gradient steps instead above rank
+    :data:`EXACT_MAX_RANK`.
 
     The systems are symmetric: their ``k(k+1)/2`` distinct entries are formed by one matrix
     product ``wt @ T`` with the ``(n, k(k+1)/2)`` table ``T`` of products of pairs of ``X``'s
@@ -316,3 +333,113 @@ def weighted_solves(X: np.ndarray, wt: np.ndarray, B: np.ndarray) -> np.ndarray:
             G = ((X[None, :, :] * w[:, None, :]) @ X.T).reshape(-1, k * k)
             out[a:a + step] = _solve_packed(G, _whole(k), B[a:a + step], first=a)
     return out
+
+
+def weighted_cg(X: np.ndarray, wt: np.ndarray, B: np.ndarray, x0: np.ndarray,
+                steps: int = CG_STEPS) -> np.ndarray:
+    """The systems of :func:`weighted_solves`, ``(X diag(wt_i) X^T + r_i I) u = B_i`` with the
+    same ridge, solved approximately by ``steps`` steps of Jacobi-preconditioned conjugate
+    gradients from ``x0``, all systems at once: no system is formed, each step costs two
+    matrix products of ``r n k`` multiply-adds where forming the systems costs ``r n k^2 / 2``
+    and factorising them ``r k^3 / 3``.
+
+    Started from the current iterate, conjugate gradients minimise the quadratic
+    ``q_i(u) = u^T G_i u / 2 - B_i^T u`` over a growing subspace that contains the start, so
+    ``q_i`` never increases: a reweighted step solved this way is still a descent step of
+    the majorised (smoothed) l1 loss, which is all that the alternating l1 and the screening
+    need (their answers are candidates, checked exactly afterwards;
+    docs/theory/witnesses.md#alternating-l1, "Reweighted steps by conjugate gradients").
+    A system whose curvature along a search direction is not positive and finite stops
+    moving (its step length is 0); a start or right-hand side that is not finite gives a
+    NaN answer, which the callers see.
+
+    Parameters
+    ----------
+    X : (k, n) float64 ndarray
+    wt : (r, n) float64 ndarray
+        The weights, one row per system (non-negative).
+    B : (r, k) float64 ndarray
+        The right-hand sides.
+    x0 : (r, k) float64 ndarray
+        The start, one row per system (the current iterate).
+    steps : int
+        Conjugate-gradient steps (at least 0; 0 returns a copy of ``x0``). A system whose
+        preconditioned residual vanishes stops early.
+
+    Returns
+    -------
+    (r, k) float64 ndarray
+
+    Raises
+    ------
+    InvalidArgumentError
+        If ``X``, ``wt``, ``B`` or ``x0`` is not 2-D, their shapes do not match, or
+        ``steps`` is not an integer >= 0.
+    """
+    steps = check_int(steps, "steps", 0)
+    X, wt, B, x0 = (np.asarray(v, dtype=np.float64) for v in (X, wt, B, x0))
+    if X.ndim != 2 or wt.ndim != 2 or B.ndim != 2 or x0.ndim != 2:
+        raise InvalidArgumentError(f"X, wt, B and x0 must be 2-D, got shapes {X.shape}, "
+                                   f"{wt.shape}, {B.shape} and {x0.shape}")
+    k, n = X.shape
+    r = wt.shape[0]
+    if wt.shape != (r, n) or B.shape != (r, k) or x0.shape != (r, k):
+        raise InvalidArgumentError(f"wt, B and x0 must have shapes ({r}, {n}), ({r}, {k}) and "
+                                   f"({r}, {k}) for X of shape {X.shape}, got {wt.shape}, "
+                                   f"{B.shape} and {x0.shape}")
+    out = np.array(x0, dtype=np.float64)
+    if k == 0 or r == 0:
+        return out
+    X2t = (X * X).T  # (n, k)
+    # systems per block: the (s, n) products of a step within BLOCK_ENTRIES
+    step_rows = max(1, BLOCK_ENTRIES // max(n, k, 1))
+    with np.errstate(all="ignore"):
+        for a in range(0, r, step_rows):
+            w = wt[a:a + step_rows]
+            diag = w @ X2t  # (s, k): the diagonals of the systems
+            ridge = 1e-12 * np.maximum(diag.sum(axis=1) / k, 1e-300)
+            diag += ridge[:, None]
+            inv = np.where(diag > 0, 1.0 / diag, 0.0)  # Jacobi; a zero diagonal stays put
+
+            def apply(V, w=w, ridge=ridge):
+                return ((V @ X) * w) @ X.T + ridge[:, None] * V
+
+            x = out[a:a + step_rows]
+            res = B[a:a + step_rows] - apply(x)
+            z = res * inv
+            p = z.copy()
+            rz = np.einsum("ij,ij->i", res, z)
+            for _ in range(steps):
+                live = rz > 0
+                if not live.any():
+                    break
+                q = apply(p)
+                pq = np.einsum("ij,ij->i", p, q)
+                ok = live & (pq > 0) & np.isfinite(pq)
+                alpha = np.where(ok, rz / np.where(ok, pq, 1.0), 0.0)
+                x += alpha[:, None] * p
+                res -= alpha[:, None] * q
+                z = res * inv
+                rz_new = np.einsum("ij,ij->i", res, z)
+                beta = np.where(ok, rz_new / np.where(ok, rz, 1.0), 0.0)
+                p = z + beta[:, None] * p
+                rz = np.where(ok, rz_new, 0.0)
+            bad = ~(np.isfinite(x).all(axis=1))
+            x[bad] = np.nan  # no answer, and the callers see it
+    return out
+
+
+def reweighted_step(X: np.ndarray, wt: np.ndarray, B: np.ndarray,
+                    x0: np.ndarray) -> np.ndarray:
+    """One reweighted least-squares step of the alternating l1 and the screening: the systems
+    of :func:`weighted_solves` solved exactly at ranks ``k`` up to :data:`EXACT_MAX_RANK` or
+    where a GPU takes the call (:func:`solve_device`), else :data:`CG_STEPS`
+    conjugate-gradient steps from the current iterate ``x0`` (:func:`weighted_cg`).
+
+    Shapes as :func:`weighted_cg`; raises what :func:`weighted_solves` raises (a singular
+    system in the exact path, numpy.linalg.LinAlgError) and, above the rank,
+    what :func:`weighted_cg` raises."""
+    X = np.asarray(X)
+    if X.ndim != 2 or X.shape[0] <= EXACT_MAX_RANK or solve_device() is not None:
+        return weighted_solves(X, wt, B)
+    return weighted_cg(X, wt, B, x0)

@@ -9,7 +9,7 @@ import numpy as np
 from ...checker import UpperWitness
 from ...errors import InvalidArgumentError
 from ...validation import check_int, check_positive, check_real
-from ..linalg import weighted_solves
+from ..linalg import reweighted_step
 from .basic import TruncatedSVD, least_feasible, safe_target
 from .refit import L1Refit
 
@@ -21,8 +21,10 @@ class AlternatingL1:
 
     For a rank ``k``: start from the truncated SVD and run iteratively reweighted least
     squares on both factors -- weights ``1 / max(|residual|, delta)`` make each weighted
-    least-squares step a majorisation of the l1 loss -- with multiplicative row weights
-    ``(err_i / mean err)`` that grow on the rows whose error is largest (a minimax
+    least-squares step a majorisation of the l1 loss; on large heads each step is
+    conjugate-gradient steps from the current factor, still a descent step of that
+    majoriser (:func:`softrank.certifiers.linalg.reweighted_step`) -- with multiplicative
+    row weights ``(err_i / mean err)`` that grow on the rows whose error is largest (a minimax
     reweighting: the target is the *max* row error). The best right factor ``W`` seen is then
     polished exactly: every row of ``U`` by an l1 regression on ``W`` (HiGHS, an
     :class:`L1Refit` on ``W`` with its early exit). ``W`` depends on ``k`` only, so it and the
@@ -121,10 +123,10 @@ class AlternatingL1:
             rho /= rho.mean()
             wt = 1.0 / np.maximum(np.abs(R), d)  # (m, N)
             try:
-                U = weighted_solves(W, wt, (wt * A) @ W.T)  # (m, k)
+                U = reweighted_step(W, wt, (wt * A) @ W.T, U)  # (m, k)
                 R = A - U @ W
                 wt = rho[:, None] / np.maximum(np.abs(R), d)
-                W = weighted_solves(U.T, wt.T, (wt * A).T @ U).T  # (k, N)
+                W = reweighted_step(U.T, wt.T, (wt * A).T @ U, W.T).T  # (k, N)
             except np.linalg.LinAlgError:
                 break  # a degenerate step: keep the best W seen so far
             if not (np.isfinite(U).all() and np.isfinite(W).all()):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...checker import UpperWitness
-from ..linalg import weighted_solves
+from ..linalg import EXACT_MAX_RANK, reweighted_step
 from ..lp import L1Regression
 from .basic import least_feasible, safe_target
 
@@ -23,7 +23,10 @@ def l1_candidates(A: np.ndarray, W: np.ndarray, iters: int = 8, delta: float = 1
     reweighted least squares (weights ``1 / max(|r_ij|, delta)``; each step a majorisation
     of the l1 loss) on the rows whose best error is still above ``target``, keeping each
     row's best iterate. The systems ``G_i = W diag(w_i) W^T`` of those rows are formed by
-    one matrix product (:func:`softrank.certifiers.linalg.weighted_solves`). Any ``u``
+    one matrix product (:func:`softrank.certifiers.linalg.weighted_solves`), or, above rank
+    :data:`~softrank.certifiers.linalg.EXACT_MAX_RANK`, each step is conjugate-gradient
+    steps from the row's current iterate (:func:`softrank.certifiers.linalg.reweighted_step`).
+    Any ``u``
     bounds its row's l1 optimum from above, so a row whose candidate error is within a
     target needs no LP (docs/theory/witnesses.md#l1-refit).
 
@@ -70,7 +73,7 @@ def l1_candidates(A: np.ndarray, W: np.ndarray, iters: int = 8, delta: float = 1
             Ai = A[idx]
             wt = 1.0 / np.maximum(np.abs(Ai - U @ W), delta)
             try:
-                U = weighted_solves(W, wt, (wt * Ai) @ W.T)
+                U = reweighted_step(W, wt, (wt * Ai) @ W.T, U)
             except np.linalg.LinAlgError:
                 break
             if not np.isfinite(U).all():
@@ -133,10 +136,21 @@ class L1Refit:
             st["cU"], st["cerr"] = l1_candidates(self.A, W, iters=0)
         rows = np.nonzero(~st["refined"] & np.isnan(st["err"]) & ~(st["cerr"] <= tgt))[0]
         if rows.size:
-            U, e = l1_candidates(self.A[rows], W, U0=st["cU"][rows], target=tgt)
+            U, e = l1_candidates(self.A[rows], W, U0=st["cU"][rows], target=tgt,
+                                 **self._screening(k))
             better = e < st["cerr"][rows]
             st["cU"][rows[better]], st["cerr"][rows[better]] = U[better], e[better]
             st["refined"][rows] = True
+
+    def _screening(self, k: int) -> dict:
+        """The reweighting of the screening at rank ``k``: 8 steps with the floor ``1e-8``
+        up to :data:`~softrank.certifiers.linalg.EXACT_MAX_RANK`; above it, where each LP
+        takes seconds (a rank-670 row of 1,024 keys: 4-14 s), 30 steps with the floor at 1 %
+        of a row's mean entry (``0.01 / N``: weights that stay within a few decades,
+        where conjugate-gradient steps move; docs/theory/witnesses.md#l1-refit)."""
+        if k <= EXACT_MAX_RANK:
+            return {"iters": 8, "delta": 1e-8}
+        return {"iters": 30, "delta": 0.01 / self.A.shape[1]}
 
     def _solve_row(self, st: dict, k: int, i: int) -> float | None:
         """Row ``i``'s exact l1 optimum (cached); None when its LP is not optimal."""
