@@ -117,6 +117,7 @@ class _Engine:
                 f"the ends cannot move: upper {self.ctx.upper}, lower {self.ctx.lower}"))
             self._say(self.diag.methods[-1])
             return None
+        self.ctx.deadline = self.deadline  # the searches stop probing past it
         try:
             out = (c.witness if side == "upper" else c.certify)(self.op, eps, self.ctx)
         except Exception as exc:  # noqa: BLE001 - a failure is recorded, never a bound
@@ -126,6 +127,8 @@ class _Engine:
             return None
         _check_stop()
         dt = time.perf_counter() - t
+        if self.ctx.past_deadline():
+            self.diag.cut_short = True  # the method may have stopped probing at the limit
         if out is None:
             self.diag.methods.append(MethodRecord(c.name, side, c.origin, "declined", None, dt))
             self._say(self.diag.methods[-1])
@@ -374,10 +377,14 @@ def bracket(A, eps, *, interval: bool = True, validated: bool = False,
         certified with the tolerance moved by the enclosure radius ``rho``.
     time_limit : float, optional
         Seconds per tolerance (the shared set-up is charged to the first, the largest
-        ``eps``). Checked before each method (one already running is not interrupted);
-        past it the remaining methods are skipped except the trivial lower test and the
-        identity witness (``O(m N)``), and the tolerance is reported with the best checked
-        ends of the methods that ran, ``cut_short`` set. Never an unchecked bound.
+        ``eps``). Checked before each method and, inside the searches that probe rank
+        after rank (l1 refit, row basis, the alternating l1 and its restarts, the
+        trust-region polish), before each rank (a probe already running is not
+        interrupted; ``Context.past_deadline``): past it a search stops with the least rank
+        it has shown to hold, the remaining methods are skipped except the trivial lower
+        test and the identity witness (``O(m N)``), and the tolerance is reported with the
+        best checked ends of the methods that ran, ``cut_short`` set. Never an unchecked
+        bound.
     constructions, lower_tests : list, optional
         Extra methods, run at every tolerance after softrank's own bracket is made (so
         softrank's ends never depend on them, and a stored reference bracket serves every

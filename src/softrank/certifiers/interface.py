@@ -42,6 +42,7 @@ import inspect
 import os
 import re
 import sys
+import time
 import traceback
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -101,6 +102,10 @@ class Context:
     upper : int
         The least witness rank found so far at the current tolerance; ``p + 1`` if none.
         A built-in search looks for ranks in ``[max(lower, 1), min(upper, p) - 1]`` only.
+    deadline : float or None
+        The ``time.perf_counter()`` reading past which the current tolerance's time limit
+        has run out (None: no limit). The searches that probe rank after rank ask
+        :meth:`past_deadline` before each probe and stop there with what they have proved.
     """
 
     def __init__(self, A: np.ndarray):
@@ -108,7 +113,12 @@ class Context:
         self.p = int(min(A.shape))
         self.lower = 0
         self.upper = self.p + 1
+        self.deadline: float | None = None
         self._cache: dict = {}
+
+    def past_deadline(self) -> bool:
+        """True once the current tolerance's time limit has run out (never without one)."""
+        return self.deadline is not None and time.perf_counter() > self.deadline
 
     def shared(self, key: str, make):
         """The value cached under ``key``, made by ``make()`` on first use."""

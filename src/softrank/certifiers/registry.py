@@ -71,7 +71,7 @@ class _WindowSearch:
 
     def witness(self, operator, eps, context=None):
         ctx = _ctx(operator, context)
-        return self._con(ctx).least_rank(eps, *ctx.window())
+        return self._con(ctx).least_rank(eps, *ctx.window(), stop=ctx.past_deadline)
 
 
 class L1RefitConstruction(_WindowSearch):
@@ -145,7 +145,7 @@ class TrustRegionConstruction:
             if start is None:
                 return None
             hi = start.rank - 1
-        w = tr.least_rank(eps, lo, hi)
+        w = tr.least_rank(eps, lo, hi, stop=ctx.past_deadline)
         if w is None and start is not None:
             w = dataclasses.replace(start, method=tr.method)
         return w

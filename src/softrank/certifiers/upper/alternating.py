@@ -177,18 +177,19 @@ class AlternatingL1:
         ok = np.nonzero((e0 / e_svd[k0]) * e_svd[1:hi + 1] <= safe_target(eps))[0]
         return int(ok[0]) + 1 if ok.size else hi
 
-    def least_feasible_rank(self, eps: float, lo: int, hi: int) -> int | None:
+    def least_feasible_rank(self, eps: float, lo: int, hi: int, stop=None) -> int | None:
         """Least ``k`` in ``[lo, hi]`` that is feasible: ``hi`` is tried first (most calls end
         there, when the construction cannot beat the best so far), then a search around the
         rank predicted from the truncated-SVD error curve (:func:`least_feasible`): the
         answer is usually 80-95 % of ``hi``, where a plain bisection of ``[lo, hi]`` probes
-        its wasted midpoint first, and every probe costs an IRLS run."""
+        its wasted midpoint first, and every probe costs an IRLS run. ``stop`` as in
+        :func:`least_feasible`."""
         return least_feasible(lambda k: self.feasible(k, eps), lo, hi,
-                              guess=lambda: self._predict(eps, hi))
+                              guess=lambda: self._predict(eps, hi), stop=stop)
 
-    def least_rank(self, eps: float, lo: int, hi: int) -> UpperWitness | None:
+    def least_rank(self, eps: float, lo: int, hi: int, stop=None) -> UpperWitness | None:
         """The witness of :meth:`least_feasible_rank`, or None."""
-        k = self.least_feasible_rank(eps, lo, hi)
+        k = self.least_feasible_rank(eps, lo, hi, stop=stop)
         return None if k is None else self.witness(eps, k)
 
     def witness(self, eps: float, k: int) -> UpperWitness:

@@ -23,7 +23,7 @@ def safe_target(eps: float) -> float:
     return eps * (1.0 - SAFETY) - 1e-15
 
 
-def least_feasible(feasible, lo: int, hi: int, guess=None) -> int | None:
+def least_feasible(feasible, lo: int, hi: int, guess=None, stop=None) -> int | None:
     """Least ``k`` in ``[max(lo, 1), hi]`` with ``feasible(k)``, assuming feasibility is
     monotone (true from some ``k`` on): ``hi`` first, then bisection. None if ``hi`` fails.
 
@@ -34,7 +34,39 @@ def least_feasible(feasible, lo: int, hi: int, guess=None) -> int | None:
     prediction within a rank or two this takes 2-4 probes where the bisection of a wide
     ``[lo, hi]`` takes ``log2(hi - lo) + 1``. Either way the result ``k`` has ``feasible(k)``
     and (when ``k > lo``) not ``feasible(k - 1)``; None means ``feasible(hi)`` failed.
+
+    ``stop`` (optional) is asked before every probe but the first; when it answers True
+    the search ends there with the least rank shown feasible so far (None if none was):
+    a bracket's time limit reaches the searches this way (``Context.past_deadline``), so a
+    search past it keeps what it proved and the bracket is marked cut short. Without
+    ``stop`` the answer is the one described above.
     """
+    if stop is None:
+        return _least_feasible(feasible, lo, hi, guess)
+    asked: list[int] = []
+    shown: list[int] = []  # ranks shown feasible, for the answer when stopped
+
+    def probe(k: int) -> bool:
+        if asked and stop():  # never before the first probe
+            raise _Stopped
+        asked.append(k)
+        ok = feasible(k)
+        if ok:
+            shown.append(k)
+        return ok
+
+    try:
+        return _least_feasible(probe, lo, hi, guess)
+    except _Stopped:
+        return min(shown) if shown else None
+
+
+class _Stopped(Exception):
+    """Raised inside :func:`least_feasible` when its ``stop`` answers True."""
+
+
+def _least_feasible(feasible, lo: int, hi: int, guess) -> int | None:
+    """:func:`least_feasible` without ``stop``."""
     lo = max(lo, 1)
     if hi < lo:
         return None

@@ -180,13 +180,17 @@ class TrustRegionPolish:
         self._done[k] = (err, U, W, spent)
         return err, U, W
 
-    def least_rank(self, eps: float, lo: int, hi: int) -> UpperWitness | None:
+    def least_rank(self, eps: float, lo: int, hi: int, stop=None) -> UpperWitness | None:
         """The witness of the least rank reached going down from ``hi`` (one rank at a time,
-        stopping at the first rank the polish cannot bring within ``eps``), or None."""
+        stopping at the first rank the polish cannot bring within ``eps``), or None.
+        ``stop`` (optional) is asked before every rank but the first; when it answers True
+        the search ends with the least rank reached so far."""
         tgt = safe_target(eps)
         best = None
         k = hi
         while k >= max(lo, 1):
+            if k < hi and stop is not None and stop():
+                break
             out = self.polish(k, tgt)
             if out is None or not out[0] <= tgt:
                 break

@@ -229,13 +229,14 @@ class L1Refit:
             st["max"] = worst
         return st["max"]
 
-    def least_feasible_rank(self, eps: float, lo: int, hi: int) -> int | None:
-        """Least ``k`` in ``[lo, hi]`` that is feasible, by bisection (monotone in ``k``)."""
-        return least_feasible(lambda k: self.feasible(k, eps), lo, hi)
+    def least_feasible_rank(self, eps: float, lo: int, hi: int, stop=None) -> int | None:
+        """Least ``k`` in ``[lo, hi]`` that is feasible, by bisection (monotone in ``k``);
+        ``stop`` as in :func:`least_feasible`."""
+        return least_feasible(lambda k: self.feasible(k, eps), lo, hi, stop=stop)
 
-    def least_rank(self, eps: float, lo: int, hi: int) -> UpperWitness | None:
+    def least_rank(self, eps: float, lo: int, hi: int, stop=None) -> UpperWitness | None:
         """The witness of :meth:`least_feasible_rank`, or None."""
-        k = self.least_feasible_rank(eps, lo, hi)
+        k = self.least_feasible_rank(eps, lo, hi, stop=stop)
         return None if k is None else self.witness(eps, k)
 
     def witness(self, eps: float, k: int) -> UpperWitness:

@@ -214,9 +214,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "starting a local one; its workers need softrank but no shared disk "
                         "(README, Audits on a cluster)")
     a.add_argument("--cell-timeout", type=_pos_float, default=None, metavar="SECONDS",
-                   help="time limit per cell (operator x tolerance): past it the remaining "
-                        "searches are skipped and the cell keeps the best checked ends so far, "
-                        "marked cut_short in its diagnostics (never an unchecked bound)")
+                   help="time limit per cell (operator x tolerance): past it a running search "
+                        "stops before its next rank, the remaining searches are skipped and the "
+                        "cell keeps the best checked ends so far, marked cut_short in its "
+                        "diagnostics (never an unchecked bound)")
     a.add_argument("--effort", choices=("full", "fast"), default="full", help=_EFFORT_HELP)
     a.add_argument("--rank", type=_rank_arg, default=None, metavar="plain|causal|window:W",
                    help="beside r_eps, bracket this rank on every causal head (columns rank, "
@@ -288,9 +289,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "bracket is then of the renormalised matrix, whose rows are within the "
                         "printed delta (l1) of the given ones, and is recorded as such")
     b.add_argument("--time-limit", type=_pos_float, default=None, metavar="SECONDS",
-                   help="seconds per tolerance: past it the remaining searches are skipped and "
-                        "the tolerance is reported with the best checked ends so far, marked "
-                        "'cut short' (never an unchecked bound)")
+                   help="seconds per tolerance: past it a running search stops before its next "
+                        "rank, the remaining searches are skipped and the tolerance is reported "
+                        "with the best checked ends so far, marked 'cut short' (never an "
+                        "unchecked bound)")
     b.add_argument("--effort", choices=("full", "fast"), default="full", help=_EFFORT_HELP)
     b.add_argument("--rank", type=_rank_arg, default="plain", metavar="plain|causal|window:W",
                    help="which rank to bracket: plain (default) r_eps; causal, the least k with "

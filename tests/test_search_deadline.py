@@ -1,0 +1,93 @@
+"""A bracket's time limit inside the searches: least_feasible's ``stop``, Context.deadline,
+and the searches that probe rank after rank keeping what they proved past it."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from softrank.certifiers.interface import Context
+from softrank.certifiers.upper import least_feasible
+
+
+@given(lo=st.integers(1, 30), span=st.integers(0, 40), t=st.integers(1, 75),
+       after=st.integers(1, 12), guess=st.none() | st.integers(-5, 80))
+def test_a_stopped_search_answers_a_rank_it_showed_feasible(lo, span, t, after, guess):
+    # feasible from t on; stop answers True from its `after`-th question on: the answer is
+    # None or a probed feasible rank (so never below t), and the least one probed; a stop
+    # that never answers True changes nothing
+    hi = lo + span
+    probed, asked = [], [0]
+
+    def feasible(k):
+        probed.append(k)
+        return k >= t
+
+    def stop():
+        asked[0] += 1
+        return asked[0] >= after
+
+    g = None if guess is None else (lambda: guess)
+    got = least_feasible(feasible, lo, hi, guess=g, stop=stop)
+    shown = [k for k in probed if k >= t]
+    assert got == (min(shown) if shown else None)
+    assert len(probed) <= after  # the first probe, then one per question answered False
+    probed.clear()
+    assert least_feasible(feasible, lo, hi, guess=g, stop=lambda: False) == \
+        least_feasible(feasible, lo, hi, guess=g)
+
+
+def test_context_deadline():
+    ctx = Context(np.eye(3))
+    assert ctx.deadline is None and not ctx.past_deadline()
+    ctx.deadline = time.perf_counter() + 60
+    assert not ctx.past_deadline()
+    ctx.deadline = time.perf_counter() - 1
+    assert ctx.past_deadline()
+
+
+@pytest.mark.parametrize("name", ["l1-refit", "alternating-l1", "trust-region"])
+def test_searches_past_the_deadline_keep_the_rank_they_reached_first(name):
+    # past the deadline from the start, a search makes its first probe (the top of its
+    # window: it has no prediction yet) and stops there; its witness passes the checker
+    from softrank.certifiers.registry import builtin
+    from softrank.checker import check
+    from softrank.generators.synthetic import gaussian_head
+
+    op = gaussian_head(40, 40, 8, 2.0, seed=3)
+    con = builtin(name, "upper")
+    free = Context(op.A)
+    free.lower, free.upper = 1, 30
+    w_free = con.witness(op, 0.25, free)
+    late = Context(op.A)
+    late.lower, late.upper = 1, 30
+    late.deadline = time.perf_counter() - 1.0
+    w_late = con.witness(op, 0.25, late)
+    assert w_free is not None and w_late is not None
+    assert w_free.rank < w_late.rank <= 29
+    assert check(op.A, w_late).ok
+
+
+def test_a_bracket_whose_time_limit_ends_inside_a_search_is_cut_short():
+    # a third-party construction that works until the context's deadline: it sees the
+    # bracket's time limit, and the tolerance is reported cut short with checked ends
+    from softrank.certifiers.bracket import bracket
+    from softrank.generators.synthetic import gaussian_head
+
+    class UntilTheDeadline:
+        name = "until-the-deadline"
+
+        def witness(self, operator, eps, context=None):
+            while not context.past_deadline():
+                time.sleep(0.01)
+            return None
+
+    op = gaussian_head(24, 24, 8, 2.0, seed=0)
+    (b,) = bracket(op, 0.25, time_limit=0.5, constructions=[UntilTheDeadline()])
+    assert b.cut_short and b.lower <= b.upper
+    rec = [r for r in b.diagnostics.methods if r.name == "until-the-deadline"]
+    assert rec and rec[0].status == "declined" and rec[0].seconds >= 0.0
