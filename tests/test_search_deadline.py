@@ -91,3 +91,26 @@ def test_a_bracket_whose_time_limit_ends_inside_a_search_is_cut_short():
     assert b.cut_short and b.lower <= b.upper
     rec = [r for r in b.diagnostics.methods if r.name == "until-the-deadline"]
     assert rec and rec[0].status == "declined" and rec[0].seconds >= 0.0
+
+
+def test_an_l1_refit_rank_cut_between_two_lps_is_left_undecided():
+    # stop answering True before the first LP: no LP runs, the rank is not shown (False)
+    # and nothing is recorded against it; asked again without stop, it gets the answer of
+    # a fresh fit
+    from softrank.certifiers.upper import L1Refit
+    from softrank.generators.synthetic import gaussian_head
+
+    A = gaussian_head(40, 40, 8, 2.0, seed=3).A
+    Vt = np.linalg.svd(A, full_matrices=False)[2]
+
+    def decided_by_lps(k):  # a fresh fit solves rows the screening left above the target
+        fit = L1Refit(A, Vt)
+        return fit.feasible(k, 0.1), (~np.isnan(fit._cache[k]["err"])).any()
+
+    k = next(k for k in range(1, 40) if decided_by_lps(k)[1])
+    fit = L1Refit(A, Vt)
+    st = fit._state(k)
+    assert fit.feasible(k, 0.1, stop=lambda: True) is False
+    assert np.isnan(st["err"]).all() and not st["failed"] and not st["complete"]
+    assert fit._hardest is None
+    assert fit.feasible(k, 0.1) is decided_by_lps(k)[0]

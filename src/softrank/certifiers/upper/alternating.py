@@ -152,9 +152,10 @@ class AlternatingL1:
             self._fits[k] = fit
         return fit
 
-    def feasible(self, k: int, eps: float) -> bool:
-        """IRLS at rank ``k`` (cached), then the exact row polish with early exit."""
-        return self._fit(k).feasible(k, eps)
+    def feasible(self, k: int, eps: float, stop=None) -> bool:
+        """IRLS at rank ``k`` (cached), then the exact row polish with early exit;
+        ``stop`` as in :meth:`L1Refit.feasible`."""
+        return self._fit(k).feasible(k, eps, stop)
 
     def _predict(self, eps: float, hi: int) -> int | None:
         """Predicted least rank: the truncated-SVD error curve scaled to pass through the
@@ -184,7 +185,7 @@ class AlternatingL1:
         answer is usually 80-95 % of ``hi``, where a plain bisection of ``[lo, hi]`` probes
         its wasted midpoint first, and every probe costs an IRLS run. ``stop`` as in
         :func:`least_feasible`."""
-        return least_feasible(lambda k: self.feasible(k, eps), lo, hi,
+        return least_feasible(lambda k: self.feasible(k, eps, stop), lo, hi,
                               guess=lambda: self._predict(eps, hi), stop=stop)
 
     def least_rank(self, eps: float, lo: int, hi: int, stop=None) -> UpperWitness | None:

@@ -38,8 +38,9 @@ def least_feasible(feasible, lo: int, hi: int, guess=None, stop=None) -> int | N
     ``stop`` (optional) is asked before every probe but the first; when it answers True
     the search ends there with the least rank shown feasible so far (None if none was):
     a bracket's time limit reaches the searches this way (``Context.past_deadline``), so a
-    search past it keeps what it proved and the bracket is marked cut short. Without
-    ``stop`` the answer is the one described above.
+    search past it keeps what it proved and the bracket is marked cut short. A probe that
+    the stop interrupted answers False (not shown), and the next question ends the
+    search. Without ``stop`` the answer is the one described above.
     """
     if stop is None:
         return _least_feasible(feasible, lo, hi, guess)

@@ -173,8 +173,12 @@ class L1Refit:
         c = np.nan if st["cerr"] is None else st["cerr"][i]
         return float(np.fmin(st["err"][i], c))
 
-    def feasible(self, k: int, eps: float) -> bool:
-        """True when every row's l1 optimum at rank ``k`` is ``<= eps`` (with slack)."""
+    def feasible(self, k: int, eps: float, stop=None) -> bool:
+        """True when every row's l1 optimum at rank ``k`` is ``<= eps`` (with slack).
+
+        ``stop`` (optional) is asked before each exact row solve; when it answers True the
+        rank is left undecided and False returned (not shown to hold; nothing is recorded
+        against the rank, and the rows solved so far stay cached)."""
         tgt = safe_target(eps)
         if k == 0:
             return bool(self.A.sum(axis=1).max() <= tgt)
@@ -195,6 +199,8 @@ class L1Refit:
         self._screen(st, k, tgt)
         need = np.nonzero(np.isnan(st["err"]) & ~(st["cerr"] <= tgt))[0]
         for i in need[np.argsort(-st["cerr"][need], kind="stable")]:  # hardest first
+            if stop is not None and stop():
+                return False  # undecided: the time limit ran out between two LPs
             e = self._solve_row(st, k, int(i))
             if e is None:
                 st["failed"] = True
@@ -232,7 +238,7 @@ class L1Refit:
     def least_feasible_rank(self, eps: float, lo: int, hi: int, stop=None) -> int | None:
         """Least ``k`` in ``[lo, hi]`` that is feasible, by bisection (monotone in ``k``);
         ``stop`` as in :func:`least_feasible`."""
-        return least_feasible(lambda k: self.feasible(k, eps), lo, hi, stop=stop)
+        return least_feasible(lambda k: self.feasible(k, eps, stop), lo, hi, stop=stop)
 
     def least_rank(self, eps: float, lo: int, hi: int, stop=None) -> UpperWitness | None:
         """The witness of :meth:`least_feasible_rank`, or None."""
