@@ -72,6 +72,18 @@ def test_weighted_cg_start_steps_and_bad_input():
     with np.errstate(invalid="ignore"):
         got = linalg.weighted_cg(X, wt, B, bad)
     assert np.isnan(got[1]).all() and np.isfinite(got[[0, 2]]).all()
+    # so does a right-hand side or a row of weights that is not finite, at any steps, and
+    # every row where X is not finite (no system is live there: the start would come back)
+    for s in (0, 10):
+        Bn, wn, Xn = B.copy(), wt.copy(), X.copy()
+        Bn[:] = np.nan
+        wn[2, 3] = np.inf
+        Xn[0, 0] = np.nan
+        with np.errstate(invalid="ignore"):
+            assert np.isnan(linalg.weighted_cg(X, wt, Bn, x0, steps=s)).all()
+            got = linalg.weighted_cg(X, wn, B, x0, steps=s)
+            assert np.isnan(got[2]).all() and np.isfinite(got[:2]).all()
+            assert np.isnan(linalg.weighted_cg(Xn, wt, B, x0, steps=s)).all()
     with pytest.raises(InvalidArgumentError, match="steps"):
         linalg.weighted_cg(X, wt, B, x0, steps=-1)
     with pytest.raises(InvalidArgumentError, match=r"x0 must have shapes"):
@@ -128,8 +140,8 @@ def test_screening_above_the_rank_changes_no_l1_refit_decision(monkeypatch):
 
     A = gaussian_head(48, 96, 8, 2.0, seed=2).A
     svd = np.linalg.svd(A, full_matrices=False)
-    assert refit.L1Refit(A, svd[2])._screening(128) == {"iters": 8, "delta": 1e-8}
-    assert refit.L1Refit(A, svd[2])._screening(129) == {"iters": 30, "delta": 0.01 / 96}
+    assert refit.screening(128, 96) == {"iters": 8, "delta": 1e-8}
+    assert refit.screening(129, 96) == {"iters": 30, "delta": 0.01 / 96}
 
     def run():
         f = refit.L1Refit(A, svd[2])

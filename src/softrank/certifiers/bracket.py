@@ -127,10 +127,12 @@ class _Engine:
             return None
         _check_stop()
         dt = time.perf_counter() - t
-        if self.ctx.past_deadline():
-            self.diag.cut_short = True  # the method may have stopped probing at the limit
+        late = "the time limit ran out while it ran" if self.ctx.past_deadline() else ""
+        if late and c.origin == "builtin":
+            self.diag.cut_short = True  # a built-in search may have stopped at the limit
         if out is None:
-            self.diag.methods.append(MethodRecord(c.name, side, c.origin, "declined", None, dt))
+            self.diag.methods.append(MethodRecord(c.name, side, c.origin, "declined", None, dt,
+                                                  late))
             self._say(self.diag.methods[-1])
             return None
         rank = None
@@ -139,7 +141,7 @@ class _Engine:
             if c.origin == "third-party" and side == "lower" and out.method != c.name:
                 out = dataclasses.replace(out, method=c.name)  # credited by its name
             ok = check_float64(self.ctx.A, out).ok
-            msg = "" if ok else "the float64 checker rejected it"
+            msg = late if ok else "the float64 checker rejected it"
         except Exception as exc:  # noqa: BLE001 - a certificate the checker cannot read
             ok, msg = False, f"the checker could not read it ({_short(exc)})"
         self.diag.methods.append(MethodRecord(c.name, side, c.origin, "ok" if ok else "rejected",
@@ -378,7 +380,7 @@ def bracket(A, eps, *, interval: bool = True, validated: bool = False,
     time_limit : float, optional
         Seconds per tolerance (the shared set-up is charged to the first, the largest
         ``eps``). Checked before each method and, inside the searches that probe rank
-        after rank (l1 refit, row basis, the alternating l1 and its restarts, the
+        after rank (l1 refit, row basis, the alternating l1 and its restarts, hybrid, the
         trust-region polish), before each rank and each exact row solve of a rank
         (``Context.past_deadline``; a rank cut there is left undecided, and a solve or an
         IRLS run already going is not interrupted): past it a search stops with the least rank

@@ -350,8 +350,9 @@ def weighted_cg(X: np.ndarray, wt: np.ndarray, B: np.ndarray, x0: np.ndarray,
     need (their answers are candidates, checked exactly afterwards;
     docs/theory/witnesses.md#alternating-l1, "Reweighted steps by conjugate gradients").
     A system whose curvature along a search direction is not positive and finite stops
-    moving (its step length is 0); a start or right-hand side that is not finite gives a
-    NaN answer, which the callers see.
+    moving (its step length is 0); a system whose start, right-hand side or weights are
+    not all finite (or every system, where ``X`` is not) gets a NaN answer, which the
+    callers see, whatever ``steps``.
 
     Parameters
     ----------
@@ -363,8 +364,8 @@ def weighted_cg(X: np.ndarray, wt: np.ndarray, B: np.ndarray, x0: np.ndarray,
     x0 : (r, k) float64 ndarray
         The start, one row per system (the current iterate).
     steps : int
-        Conjugate-gradient steps (at least 0; 0 returns a copy of ``x0``). A system whose
-        preconditioned residual vanishes stops early.
+        Conjugate-gradient steps (at least 0; 0 returns a copy of ``x0``, NaN rows as
+        above). A system whose preconditioned residual vanishes stops early.
 
     Returns
     -------
@@ -390,6 +391,7 @@ def weighted_cg(X: np.ndarray, wt: np.ndarray, B: np.ndarray, x0: np.ndarray,
     out = np.array(x0, dtype=np.float64)
     if k == 0 or r == 0:
         return out
+    finite_X = bool(np.isfinite(X).all())
     X2t = (X * X).T  # (n, k)
     # systems per block: the (s, n) products of a step within BLOCK_ENTRIES
     step_rows = max(1, BLOCK_ENTRIES // max(n, k, 1))
@@ -399,7 +401,9 @@ def weighted_cg(X: np.ndarray, wt: np.ndarray, B: np.ndarray, x0: np.ndarray,
             diag = w @ X2t  # (s, k): the diagonals of the systems
             ridge = 1e-12 * np.maximum(diag.sum(axis=1) / k, 1e-300)
             diag += ridge[:, None]
-            inv = np.where(diag > 0, 1.0 / diag, 0.0)  # Jacobi; a zero diagonal stays put
+            # Jacobi; an all-zero row of weights has the diagonal 1e-312 (the ridge's
+            # floor), whose inverse overflows: a NaN answer, as the exact solve's
+            inv = np.where(diag > 0, 1.0 / diag, 0.0)
 
             def apply(V, w=w, ridge=ridge):
                 return ((V @ X) * w) @ X.T + ridge[:, None] * V
@@ -424,7 +428,8 @@ def weighted_cg(X: np.ndarray, wt: np.ndarray, B: np.ndarray, x0: np.ndarray,
                 beta = np.where(ok, rz_new / np.where(ok, rz, 1.0), 0.0)
                 p = z + beta[:, None] * p
                 rz = np.where(ok, rz_new, 0.0)
-            bad = ~(np.isfinite(x).all(axis=1))
+            bad = ~(np.isfinite(x).all(axis=1) & np.isfinite(B[a:a + step_rows]).all(axis=1)
+                    & np.isfinite(w).all(axis=1)) | (not finite_X)
             x[bad] = np.nan  # no answer, and the callers see it
     return out
 

@@ -122,7 +122,7 @@ class HybridConstruction:
         lo, _ = ctx.window()
         # alone (the suites), h = 0 too: without heavy keys hybrid is the l1 refit itself
         hy = ctx.shared("hybrid", lambda: up_.Hybrid(ctx.A, plain=context is None))
-        return hy.least_rank(eps, lo, min(ctx.upper, ctx.p + 1) - 1)
+        return hy.least_rank(eps, lo, min(ctx.upper, ctx.p + 1) - 1, stop=ctx.past_deadline)
 
 
 class TrustRegionConstruction:

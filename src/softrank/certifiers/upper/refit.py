@@ -12,11 +12,23 @@ from ..linalg import EXACT_MAX_RANK, reweighted_step
 from ..lp import L1Regression
 from .basic import least_feasible, safe_target
 
-__all__ = ["l1_candidates", "L1Refit", "Hybrid"]
+__all__ = ["l1_candidates", "screening", "L1Refit", "Hybrid"]
 
 
-def l1_candidates(A: np.ndarray, W: np.ndarray, iters: int = 8, delta: float = 1e-8,
-                  U0: np.ndarray | None = None, target: float = -np.inf):
+def screening(k: int, N: int) -> dict:
+    """The reweighting of the screening at rank ``k`` over ``N`` keys: 8 steps with the floor
+    ``1e-8`` up to :data:`~softrank.certifiers.linalg.EXACT_MAX_RANK`; above it, where each LP
+    takes seconds (a rank-670 row of 1,024 keys: 4-14 s), 30 steps with the floor at 1 % of a
+    row's mean entry (``0.01 / N``: weights that stay within a few decades, where
+    conjugate-gradient steps move; docs/theory/witnesses.md#l1-refit)."""
+    if k <= EXACT_MAX_RANK:
+        return {"iters": 8, "delta": 1e-8}
+    return {"iters": 30, "delta": 0.01 / N}
+
+
+def l1_candidates(A: np.ndarray, W: np.ndarray, iters: int | None = None,
+                  delta: float | None = None, U0: np.ndarray | None = None,
+                  target: float = -np.inf):
     """Cheap candidates for ``min_u ||a_i - u W||_1`` on every row of ``A`` at once.
 
     Least squares (or the given start ``U0``), then up to ``iters`` steps of iteratively
@@ -35,10 +47,10 @@ def l1_candidates(A: np.ndarray, W: np.ndarray, iters: int = 8, delta: float = 1
     A : (m, N) float64 ndarray
     W : (k, N) float64 ndarray
         Basis (rows).
-    iters : int
-        Reweighting steps after the start.
-    delta : float
-        Floor of ``|r_ij|`` in the weights.
+    iters : int, optional
+        Reweighting steps after the start (default: :func:`screening`'s for this rank).
+    delta : float, optional
+        Floor of ``|r_ij|`` in the weights (default: :func:`screening`'s for this rank).
     U0 : (m, k) float64 ndarray, optional
         Start instead of least squares.
     target : float
@@ -53,6 +65,9 @@ def l1_candidates(A: np.ndarray, W: np.ndarray, iters: int = 8, delta: float = 1
     """
     m, N = A.shape
     k = W.shape[0]
+    dflt = screening(k, N)
+    iters = dflt["iters"] if iters is None else iters
+    delta = dflt["delta"] if delta is None else delta
     with np.errstate(all="ignore"):
         if U0 is None:
             try:
@@ -136,21 +151,10 @@ class L1Refit:
             st["cU"], st["cerr"] = l1_candidates(self.A, W, iters=0)
         rows = np.nonzero(~st["refined"] & np.isnan(st["err"]) & ~(st["cerr"] <= tgt))[0]
         if rows.size:
-            U, e = l1_candidates(self.A[rows], W, U0=st["cU"][rows], target=tgt,
-                                 **self._screening(k))
+            U, e = l1_candidates(self.A[rows], W, U0=st["cU"][rows], target=tgt)
             better = e < st["cerr"][rows]
             st["cU"][rows[better]], st["cerr"][rows[better]] = U[better], e[better]
             st["refined"][rows] = True
-
-    def _screening(self, k: int) -> dict:
-        """The reweighting of the screening at rank ``k``: 8 steps with the floor ``1e-8``
-        up to :data:`~softrank.certifiers.linalg.EXACT_MAX_RANK`; above it, where each LP
-        takes seconds (a rank-670 row of 1,024 keys: 4-14 s), 30 steps with the floor at 1 %
-        of a row's mean entry (``0.01 / N``: weights that stay within a few decades,
-        where conjugate-gradient steps move; docs/theory/witnesses.md#l1-refit)."""
-        if k <= EXACT_MAX_RANK:
-            return {"iters": 8, "delta": 1e-8}
-        return {"iters": 30, "delta": 0.01 / self.A.shape[1]}
 
     def _solve_row(self, st: dict, k: int, i: int) -> float | None:
         """Row ``i``'s exact l1 optimum (cached); None when its LP is not optimal."""
@@ -280,14 +284,16 @@ class Hybrid:
             _, _, Vt = np.linalg.svd(A[:, rest], full_matrices=False)
             self.options.append((H, rest, L1Refit(A[:, rest], Vt, method="hybrid")))
 
-    def least_rank(self, eps: float, lo: int, hi: int) -> UpperWitness | None:
+    def least_rank(self, eps: float, lo: int, hi: int, stop=None) -> UpperWitness | None:
         """The witness of the least total rank in ``[lo, hi]`` over the heavy-key options,
-        or None."""
+        or None; ``stop`` as in :func:`least_feasible`, also asked between options."""
         best = None
         for H, rest, fit in self.options:
+            if best is not None and stop is not None and stop():
+                break
             h = H.size
             cap = (best[0] - 1) if best else hi
-            k = fit.least_feasible_rank(eps, max(lo - h, 1), cap - h)
+            k = fit.least_feasible_rank(eps, max(lo - h, 1), cap - h, stop=stop)
             if k is None:
                 continue
             best = (h + k, H, rest, fit, k)
