@@ -283,6 +283,45 @@ class Checker(_Base):
         check(self.A, self.cert)
 
 
+class CheckerAtLength:
+    """Both arithmetics of the checker on a rank-``n/4`` witness of an ``n x n`` Gaussian
+    head at the long widths, where the interval check is midpoint-radius on BLAS
+    (docs/theory/checker.md#midpoint-radius-on-blas); ``flint`` times Arb's check of the
+    same witness beside it (skipped above 2,048: minutes and gigabytes)."""
+
+    params = (["float64", "midrad", "flint"], [1024, 2048, 4096])
+    param_names = ["arithmetic", "n"]
+    timeout = 1800
+    number = 1
+    repeat = (1, 3, 60.0)
+    warmup_time = 0.0
+
+    def setup(self, arithmetic, n):
+        from softrank.checker import UpperWitness
+
+        if arithmetic == "flint" and n > 2048:
+            raise NotImplementedError("Arb's check at this width: minutes and gigabytes")
+        self.A = _operator(n).A
+        rng = np.random.default_rng(0)
+        Q, _ = np.linalg.qr(self.A @ rng.standard_normal((n, n // 4)))  # a range finder
+        U, W = Q, Q.T @ self.A
+        err = float(np.abs(self.A - U @ W).sum(axis=1).max())
+        self.cert = UpperWitness(err * 1.001, U, W)
+
+    def _run(self, arithmetic):
+        from softrank.checker import check_float64, check_interval
+
+        if arithmetic == "float64":
+            return check_float64(self.A, self.cert)
+        return check_interval(self.A, self.cert, backend=arithmetic)
+
+    def time_check(self, arithmetic, n):
+        self._run(arithmetic)
+
+    def peakmem_check(self, arithmetic, n):
+        self._run(arithmetic)
+
+
 class Brackets:
     """Full brackets on fixed seeded operators: time, the gap, and time over one SVD."""
 

@@ -23,7 +23,7 @@ def test_a_hand_worked_causal_witness():
     A, M = _uniform_causal()
     U, W = np.ones((3, 1)), np.full((1, 3), 1 / 3)
     assert check(A, CausalUpperWitness(0.67, U, W, M)).ok
-    for backend in ("flint", "mpmath"):
+    for backend in ("flint", "midrad", "mpmath"):
         assert check_interval(A, CausalUpperWitness(0.67, U, W, M), backend=backend).ok
         assert not check_interval(A, CausalUpperWitness(0.66, U, W, M), backend=backend).ok
     r = check_float64(A, CausalUpperWitness(0.67, U, W, M))

@@ -469,7 +469,7 @@ def _agreement_cases():
     ]
 
 
-@pytest.mark.parametrize("backend", ["mpmath", "flint"])
+@pytest.mark.parametrize("backend", ["mpmath", "flint", "midrad"])
 @pytest.mark.parametrize("case", _agreement_cases(), ids=lambda c: c[0])
 def test_float64_and_interval_agree(case, backend):
     name, A, cert, expected = case
@@ -647,7 +647,7 @@ def test_loaded_certificate_is_rechecked_against_its_A(tmp_path):
     assert not check(A, c).ok
 
 
-@pytest.mark.parametrize("backend", ["mpmath", "flint"])
+@pytest.mark.parametrize("backend", ["mpmath", "flint", "midrad"])
 def test_interval_check_restores_the_callers_precision(backend):
     """mpmath's iv and flint's ctx are process-wide: a check must leave them as it found them
     (on success, on failure and on a malformed certificate)."""

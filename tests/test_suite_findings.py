@@ -21,7 +21,7 @@ def test_frobenius_interval_check_on_near_identity():
     A = np.array([[1.0, 5.7e-30], [1.9e-31, 1.0]])
     A = A / A.sum(axis=1, keepdims=True)
     cert = FrobeniusCertificate(1e-3, np.array([0, 1]), 1)
-    for backend in ("flint", "mpmath"):
+    for backend in ("flint", "midrad", "mpmath"):
         from softrank.checker.interval import check_interval
 
         assert check_interval(A, cert, backend=backend).ok, backend

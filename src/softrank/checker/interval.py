@@ -1,12 +1,17 @@
 """Interval cross-check of every certificate condition (docs/theory/checker.md#interval-cross-check).
 
 The conditions checked in :mod:`.float64` are recomputed here in interval arithmetic, from
-the exact float64 data, with outward rounding done by a library rather than by our own
-error analysis:
+the exact float64 data, with outward rounding done by a library rather than by the float64
+check's error analysis (above ``FLINT_MAX_SIZE``: by per-operation bounds of our own that
+share no code with it):
 
-* ``flint`` (python-flint ``arb_mat``: Arb's ball arithmetic in C) -- the default, at every
-  size: each matrix is converted once, and products, differences and row sums are
-  matrix-level operations in C;
+* ``flint`` (python-flint ``arb_mat``: Arb's ball arithmetic in C) -- the default on
+  operators with ``max(m, N) <= FLINT_MAX_SIZE``: each matrix is converted once, and
+  products, differences and row sums are matrix-level operations in C;
+* ``midrad`` (:mod:`.midrad`: midpoint-radius matrices on BLAS, Rump 2012) -- the default
+  above that size, where Arb's per-entry objects cost minutes and gigabytes: products,
+  differences and sums of whole matrices in float64 with a priori bounds of their rounding,
+  scalars in Arb;
 * ``mpmath`` (``mpmath.iv``, pure Python) -- on request (``backend="mpmath"``), a second
   library for cross-checks; on operators with ``max(m, N) > 64`` it checks a seeded sample
   of rows (``max_rows``) unless told otherwise.
@@ -26,14 +31,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import InvalidArgumentError
+from . import midrad as _mr
 from .certificates import structure_error
 
-__all__ = ["IntervalResult", "check_interval", "MPMATH_FULL_SIZE"]
+__all__ = ["IntervalResult", "check_interval", "MPMATH_FULL_SIZE", "FLINT_MAX_SIZE"]
 
 #: Largest ``max(m, N)`` that the mpmath back end checks in full by default (larger
 #: operators: a sample of ``max_rows`` rows).
 MPMATH_FULL_SIZE = 64
-PREC = 80  # working precision (bits) of both back ends
+#: Largest ``max(m, N)`` (of the operator, or of the block a block certificate is about) that
+#: the ``auto`` back end checks with python-flint; larger ones: midpoint-radius on BLAS.
+FLINT_MAX_SIZE = 512
+PREC = 80  # working precision (bits) of Arb and mpmath
 
 
 @dataclass(frozen=True)
@@ -106,13 +115,15 @@ class _Mp(_Precision):
     def get(self, M, i, j):
         return M[i, j]
 
-    def row_abs_sums(self, M) -> list:
-        """Enclosures of ``sum_j |M_ij|``, one per row."""
+    def row_abs_sums(self, M, mask=None) -> list:
+        """Enclosures of ``sum_j |M_ij|``, one per row (over the entries where the boolean
+        array ``mask`` is True, when one is given)."""
         out = []
         for i in range(M.rows):
             s = self.num(0.0)
             for j in range(M.cols):
-                s = s + abs(M[i, j])
+                if mask is None or mask[i, j]:
+                    s = s + abs(M[i, j])
             out.append(s)
         return out
 
@@ -185,15 +196,21 @@ class _Flint(_Precision):
     def _column(self, S) -> list:
         return [S[i, 0] for i in range(S.nrows())]
 
-    def row_abs_sums(self, M) -> list:
-        """Enclosures of ``sum_j |M_ij|``, one per row: ``|M|`` entry by entry (arb's abs of
-        a ball), then the sums as one product with a vector of ones, in C."""
+    def row_abs_sums(self, M, mask=None) -> list:
+        """Enclosures of ``sum_j |M_ij|``, one per row (over the entries where the boolean
+        array ``mask`` is True, when one is given): ``|M|`` entry by entry (arb's abs of a
+        ball), then the sums as one product with a vector of ones, in C."""
         r, c = M.nrows(), M.ncols()
         if r == 0:
             return []
         if c == 0:
             return [self.num(0.0)] * r
-        absM = self.flint.arb_mat(r, c, [abs(x) for x in M.entries()])
+        if mask is None:
+            absM = self.flint.arb_mat(r, c, [abs(x) for x in M.entries()])
+        else:
+            zero = self.num(0.0)
+            absM = self.flint.arb_mat(r, c, [abs(x) if k else zero for x, k in
+                                             zip(M.entries(), np.ravel(mask).tolist())])
         return self._column(absM * self._ones(c))
 
     def abs_row_sums_of(self, X) -> list:
@@ -233,12 +250,50 @@ class _Flint(_Precision):
         return _outward_down(float(x.lower()))
 
 
+class _MidRad(_Flint):
+    """Midpoint-radius matrices on BLAS (:mod:`.midrad`) for every matrix operation; the
+    scalars the conditions combine (row sums, norms, margins) are converted to Arb balls
+    exactly and combined by Arb, as in :class:`_Flint`."""
+
+    name = "midrad"
+
+    def _scalar(self, lo: float, hi: float):
+        """An Arb ball containing the float interval ``[lo, hi]``."""
+        return self.flint.arb(float(lo)).union(self.flint.arb(float(hi)))
+
+    def mat(self, X):
+        return _mr.ball(X)
+
+    def matmul(self, X, Y):
+        return _mr.matmul(X, Y)
+
+    def sub(self, X, Y):
+        return _mr.sub(X, Y)
+
+    def get(self, M, i, j):
+        rad = 0.0 if M.rad is None else float(M.rad[i, j])
+        return self.flint.arb(float(M.mid[i, j]), rad)
+
+    def row_abs_sums(self, M, mask=None) -> list:
+        lo, hi = _mr.row_abs_sum_bounds(M, mask)
+        return [self._scalar(a, b) for a, b in zip(lo.tolist(), hi.tolist())]
+
+    def abs_row_sums_of(self, X) -> list:
+        return self.row_abs_sums(_mr.ball(np.abs(np.asarray(X, dtype=np.float64))))
+
+    def sum_squares(self, M):
+        return self._scalar(*_mr.sum_squares_bounds(M))
+
+
 def _backend(name: str):
     if name == "mpmath":
         return _Mp()
     if name == "flint":
         return _Flint()
-    raise InvalidArgumentError(f"backend: expected 'mpmath' or 'flint', got {name!r}")
+    if name == "midrad":
+        return _MidRad()
+    raise InvalidArgumentError(
+        f"backend: expected 'auto', 'flint', 'midrad' or 'mpmath', got {name!r}")
 
 
 def _sample(m: int, max_rows: int | None, rng_seed: int = 0) -> np.ndarray:
@@ -258,20 +313,17 @@ def _upper(B, A, c, rows):
 
 def _causal_upper(B, A, c, rows):
     """``max_i (sum_{j in keep_i} |A_ij - (U W)_ij| + sum_{j in neither} |A_ij|) <= eps``
-    over the listed rows, row by row (``exact`` entries contribute nothing)."""
-    worst = float("-inf")
-    for i in rows:
-        keep = np.flatnonzero(c.keep[i])
-        drop = np.flatnonzero(~c.keep[i] & ~c.exact[i])
-        total = B.num(0.0)
-        if keep.size and c.rank:
-            P = B.matmul(B.mat(c.U[[i]]), B.mat(c.W[:, keep]))
-            total = total + B.row_abs_sums(B.sub(B.mat(A[[i]][:, keep]), P))[0]
-        elif keep.size:  # rank 0: the product is exactly 0
-            total = total + B.abs_row_sums_of(A[[i]][:, keep])[0]
-        if drop.size:
-            total = total + B.abs_row_sums_of(A[[i]][:, drop])[0]
-        worst = max(worst, B.hi(total))
+    over the listed rows (``exact`` entries contribute nothing): the whole product, its row
+    sums over ``keep``, and the exact row sums of ``A`` over neither mask."""
+    keep = c.keep[rows]
+    Ar = A[rows]
+    if c.rank:
+        D = B.sub(B.mat(Ar), B.matmul(B.mat(c.U[rows]), B.mat(c.W)))
+        kept = B.row_abs_sums(D, keep)
+    else:  # rank 0: the product is exactly 0
+        kept = B.abs_row_sums_of(np.where(keep, Ar, 0.0))
+    dropped = B.abs_row_sums_of(np.where(~keep & ~c.exact[rows], Ar, 0.0))
+    worst = max(B.hi(a + b) for a, b in zip(kept, dropped))
     return worst <= c.eps, f"max row l1 error (masked product) <= {worst:.17g}"
 
 
@@ -372,9 +424,13 @@ def check_interval(A, cert, backend: str = "auto", max_rows: int | None = 16) ->
     ----------
     A : (m, N) float64 ndarray
     cert : a certificate from :mod:`.certificates`
-    backend : {"auto", "flint", "mpmath"}
-        ``auto`` and ``flint``: python-flint, every row at every size. ``mpmath``: mpmath's
-        ``iv``, a second library (slow: about 1.5 s for a witness on a 64 x 64 operator).
+    backend : {"auto", "flint", "midrad", "mpmath"}
+        Every row is checked by all but ``mpmath``. ``flint``: python-flint's Arb.
+        ``midrad``: midpoint-radius matrices on BLAS with a priori rounding bounds
+        (:mod:`.midrad`), scalars in Arb. ``auto``: ``flint`` when ``max(m, N)`` of the
+        operator (of the block, for block certificates) is at most
+        :data:`FLINT_MAX_SIZE`, else ``midrad``. ``mpmath``: mpmath's ``iv``, a second
+        library (slow: about 1.5 s for a witness on a 64 x 64 operator).
     max_rows : int or None
         With the mpmath back end on an operator with ``max(m, N) > MPMATH_FULL_SIZE``,
         check this many rows (a seeded sample; rows of ``U`` for witnesses, rows of ``L``
@@ -395,8 +451,6 @@ def check_interval(A, cert, backend: str = "auto", max_rows: int | None = 16) ->
         return IntervalResult(False, backend, "-", f"check raised {type(exc).__name__}: {exc}")
     if err is not None:
         return IntervalResult(False, backend, "-", err)
-    if backend == "auto":
-        backend = "flint"
     if cert.kind in ("causal-lower", "block"):  # the inner condition on the block, rows as for it
         try:
             block = A[np.ix_(cert.rows, cert.cols)]
@@ -405,6 +459,8 @@ def check_interval(A, cert, backend: str = "auto", max_rows: int | None = 16) ->
         r = check_interval(block, cert.inner, backend, max_rows)
         return IntervalResult(r.ok, r.backend, r.rows_checked,
                               f"block {cert.rows.size}x{cert.cols.size}: {r.detail}")
+    if backend == "auto":
+        backend = "flint" if max(m, N) <= FLINT_MAX_SIZE else "midrad"
     fn, rowwise = _CONDITIONS[cert.kind]
     try:
         nrows = {"decoded": cert.rank, "subspace": N}.get(cert.kind, m)
@@ -413,8 +469,8 @@ def check_interval(A, cert, backend: str = "auto", max_rows: int | None = 16) ->
         else:
             rows = np.arange(nrows)
         covered = "all" if rows.size == nrows else f"{rows.size} of {nrows}"
-        with _backend(backend) as B:  # the caller's precision is restored on every exit
-            ok, detail = fn(B, A, cert, rows)
+        with _backend(backend) as B, np.errstate(all="ignore"):  # the caller's precision is
+            ok, detail = fn(B, A, cert, rows)  # restored on every exit; overflow raises
         return IntervalResult(bool(ok), backend, covered, detail)
     except Exception as exc:
         return IntervalResult(False, backend, "-", f"check raised {type(exc).__name__}: {exc}")
