@@ -8,7 +8,8 @@ certifiers (only numpy, mpmath, python-flint and the error classes of
 * :mod:`.files` -- the certificate file format;
 * :mod:`.arrays` -- reading ``.npy``/``.npz`` files that may be hostile, in bounded memory;
 * :mod:`.float64` -- each condition in float64 with an explicit rounding analysis;
-* :mod:`.interval` -- the same conditions in interval arithmetic (python-flint; mpmath on request).
+* :mod:`.interval` -- the same conditions in interval arithmetic (python-flint; above 512,
+  :mod:`.midrad`, midpoint-radius matrices on BLAS; mpmath on request).
 
 :func:`check` runs both and accepts a certificate only if both accept it. A disagreement
 is reported as such and is a rejection, never averaged away.
