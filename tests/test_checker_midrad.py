@@ -174,3 +174,60 @@ def test_midrad_and_flint_agree_on_a_causal_witness_of_every_mask_kind():
         c = CausalUpperWitness(float(eps), U, W, keep, exact)
         got = {b: check_interval(A, c, backend=b).ok for b in ("flint", "midrad", "mpmath")}
         assert got == {"flint": ok, "midrad": ok, "mpmath": ok}
+
+
+def test_selections_are_exact_so_exact_witnesses_pass_at_any_eps():
+    # the identity witness (U = A, W = I) and a key-support witness (W selects columns) have
+    # products computed exactly (a selection): no rounding allowance, as in float64
+    A = np.random.default_rng(0).dirichlet(np.full(520, 0.05), size=520)
+    for backend in ("midrad", "flint"):
+        assert check_interval(A, UpperWitness(1e-13, A, np.eye(520)), backend=backend).ok
+    rep = check(A, UpperWitness(1e-13, A, np.eye(520)))
+    assert rep.ok and not rep.disagree and rep.interval.backend == "midrad"
+    keys = np.arange(0, 520, 2)
+    U, W = A[:, keys], np.eye(520)[keys]
+    miss = np.abs(A[:, 1::2]).sum(axis=1).max()  # the exact error: the dropped keys' mass
+    rep = check(A, UpperWitness(float(miss) * (1 + 1e-12), U, W))  # row sums: ~N u
+    assert rep.ok and not rep.disagree
+    out = mr.matmul(mr.ball(U), mr.ball(W))
+    assert out.rad is None and np.array_equal(out.mid, A * np.isin(np.arange(520), keys))
+
+
+def test_key_group_margins_are_enclosed_as_tightly_as_float64_does():
+    # two witnesses whose exact margin is known; eps 1.5e-12 below it: float64 and
+    # midpoint-radius both accept (one enclosure per margin, no double counting)
+    from softrank.checker import KeyGroupCertificate
+
+    N, d = 4096, 1e-4
+    rng = np.random.default_rng(0)
+    A = np.empty((2, N))
+    A[0, :N // 2], A[0, N // 2:] = (1 + d) / N, (1 - d) / N
+    A[1] = A[0, ::-1]
+    A *= 1 + rng.random((2, N)) * 1e-3
+    A /= A.sum(axis=1, keepdims=True)
+    g0, g1 = np.arange(N // 2), np.arange(N // 2, N)
+    exact = min(sum(map(Fraction, A[0, g0])) - sum(map(Fraction, A[0, g1])),
+                sum(map(Fraction, A[1, g1])) - sum(map(Fraction, A[1, g0])))
+    eps = float(exact) - 1.5e-12
+    rep = check(A, KeyGroupCertificate(eps, [0, 1], (g0, g1)))
+    assert rep.ok and not rep.disagree and rep.interval.backend == "midrad", rep.summary()
+    above = float(exact) * (1 + 1e-12)
+    bad = check(A, KeyGroupCertificate(above, [0, 1], (g0, g1)))
+    assert not bad.ok and not bad.disagree
+
+
+def test_the_interval_check_refuses_under_flush_to_zero_and_a_bad_backend_is_an_error(
+        monkeypatch):
+    from softrank.checker import interval
+    from softrank.errors import InvalidArgumentError
+
+    A = np.full((2, 2), 0.5)
+    w = UpperWitness(0.5, np.ones((2, 1)), np.full((1, 2), 0.5))
+    assert check_interval(A, w, backend="midrad").ok
+    monkeypatch.setattr(interval, "_flush_to_zero", lambda: True)
+    for backend in ("midrad", "flint", "mpmath"):
+        r = check_interval(A, w, backend=backend)
+        assert not r.ok and "FTZ" in r.detail
+    monkeypatch.undo()
+    with pytest.raises(InvalidArgumentError, match="backend"):
+        check(A, w, backend="midrd")

@@ -38,7 +38,8 @@ from .certificates import (
 )
 from .files import load_certificate, save_certificate
 from .float64 import Float64Result, check_float64, distance_bound
-from .interval import IntervalResult, check_interval
+from ..errors import InvalidArgumentError
+from .interval import BACKENDS, IntervalResult, check_interval
 
 __all__ = [
     "check",
@@ -115,7 +116,15 @@ def check(A, cert, *, interval: bool = True, backend: str = "auto",
     -------
     CheckReport
         Never raises on malformed certificates: they are rejected.
+
+    Raises
+    ------
+    InvalidArgumentError
+        If ``backend`` is not one of :data:`.interval.BACKENDS`.
     """
+    if backend not in BACKENDS:
+        raise InvalidArgumentError(f"backend: expected one of {', '.join(BACKENDS)}, got "
+                                   f"{backend!r}")
     A = np.asarray(A, dtype=np.float64)
     f = check_float64(A, cert)
     if not interval:

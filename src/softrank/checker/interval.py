@@ -3,7 +3,7 @@
 The conditions checked in :mod:`.float64` are recomputed here in interval arithmetic, from
 the exact float64 data, with outward rounding done by a library rather than by the float64
 check's error analysis (above ``FLINT_MAX_SIZE``: by per-operation bounds of our own that
-share no code with it):
+share no code with it). Three back ends:
 
 * ``flint`` (python-flint ``arb_mat``: Arb's ball arithmetic in C) -- the default on
   operators with ``max(m, N) <= FLINT_MAX_SIZE``: each matrix is converted once, and
@@ -16,7 +16,7 @@ share no code with it):
   library for cross-checks; on operators with ``max(m, N) > 64`` it checks a seeded sample
   of rows (``max_rows``) unless told otherwise.
 
-Each condition is written once, in terms of a few operations that both back ends provide
+Each condition is written once, in terms of a few operations that every back end provides
 (matrices of exact float64 data, products, differences, row sums of absolute values, sums
 of squares); only the final comparison is made in float64, on enclosure endpoints converted
 with one step of outward rounding. The result is independent evidence: a certificate is
@@ -34,7 +34,7 @@ from ..errors import InvalidArgumentError
 from . import midrad as _mr
 from .certificates import structure_error
 
-__all__ = ["IntervalResult", "check_interval", "MPMATH_FULL_SIZE", "FLINT_MAX_SIZE"]
+__all__ = ["IntervalResult", "check_interval", "MPMATH_FULL_SIZE", "FLINT_MAX_SIZE", "BACKENDS"]
 
 #: Largest ``max(m, N)`` that the mpmath back end checks in full by default (larger
 #: operators: a sample of ``max_rows`` rows).
@@ -334,16 +334,17 @@ def _trivial(B, A, c, rows):
 
 
 def _key_groups(B, A, c, rows):
-    """Every witness query's margin ``own - other > eps``: with ``X = A[queries] R`` (``R``
-    the groups' 0/1 indicators), ``own = X_aa`` and ``own - other = 2 X_aa - sum_b X_ab``."""
+    """Every witness query's margin ``own - other > eps``: with ``V`` the signed indicators
+    (column ``a``: +1 on group ``a``, -1 on the other groups, 0 elsewhere), the margin of
+    witness ``a`` is ``(A[queries] V)_aa``, one product whose every entry is enclosed once."""
     k = c.rank
     N = A.shape[1]
     R = np.zeros((N, k))
     for a, g in enumerate(c.groups):
         R[np.asarray(g, dtype=np.int64), a] = 1.0
-    X = B.matmul(B.mat(A[np.asarray(c.queries, dtype=np.int64)]), B.mat(R))
-    total = B.matmul(X, B.mat(np.ones((k, 1))))
-    worst = min(B.lo(B.num(2.0) * B.get(X, a, a) - B.get(total, a, 0)) for a in range(k))
+    V = 2.0 * R - R.sum(axis=1, keepdims=True)  # entries -1, 0, 1, exactly
+    X = B.matmul(B.mat(A[np.asarray(c.queries, dtype=np.int64)]), B.mat(V))
+    worst = min(B.lo(B.get(X, a, a)) for a in range(k))
     return worst > c.eps, f"min diagonal-dominance margin >= {worst:.17g}"
 
 
@@ -417,6 +418,18 @@ _CONDITIONS = {
 }
 
 
+#: The back ends ``check_interval`` accepts.
+BACKENDS = ("auto", "flint", "midrad", "mpmath")
+
+
+def _flush_to_zero() -> bool:
+    """True if subnormal results are flushed to zero in this process (FTZ/DAZ), under which
+    neither the libraries' outward rounding nor the midpoint-radius bounds are guaranteed
+    (the same test as the float64 check's, written again: the two share no code)."""
+    tiny = np.array([2.0**-1022])
+    return bool((tiny / 2.0)[0] == 0.0 or (tiny * 0.5)[0] != 2.0**-1023)
+
+
 def check_interval(A, cert, backend: str = "auto", max_rows: int | None = 16) -> IntervalResult:
     """Recompute ``cert``'s condition for ``A`` in interval arithmetic.
 
@@ -441,6 +454,9 @@ def check_interval(A, cert, backend: str = "auto", max_rows: int | None = 16) ->
     IntervalResult
         ``ok`` False on any failure, malformed data or exception (never raises).
     """
+    if _flush_to_zero():
+        return IntervalResult(False, backend, "-", "floating point flushes subnormals to zero "
+                              "here (FTZ/DAZ): the interval arithmetic's model does not hold")
     try:
         A = np.asarray(A, dtype=np.float64)
         if A.ndim != 2 or A.size == 0 or not np.isfinite(A).all():

@@ -21,6 +21,8 @@ The model (each fact is cited where it is used):
   (Higham 2002, (3.13); ``n eta`` covers products that underflow).
 * (R4) Points of balls: if ``|X - M1| <= R1`` and ``|Y - M2| <= R2`` then
   ``|X Y - M1 M2| <= |M1| R2 + R1 (|M2| + R2)`` (Rump 1999, Theorem 2.1 / Rump 2012).
+* (R5) A product in which every column of ``Y`` (or every row of ``X``) has at most one
+  non-zero entry, equal to 1, is exact: each entry is one float times 1 plus exact zeros.
 
 This module shares no code with :mod:`.float64`: the two checks of a certificate are
 independent programs, one with an analysis per condition, this one with an analysis per
@@ -128,13 +130,21 @@ def _abs_down(b: Ball):
     return a if b.rad is None else np.maximum(_down(a - b.rad), 0.0)
 
 
+def _selects(M, axis: int) -> bool:
+    """Every column (``axis=0``) or row (``axis=1``) of ``M`` has at most one non-zero, = 1."""
+    nz = M != 0
+    return bool((nz.sum(axis=axis) <= 1).all() and (M[nz] == 1.0).all())
+
+
 def matmul(a: Ball, b: Ball) -> Ball:
     """A ball enclosing ``X Y`` for every ``X`` in ``a`` and ``Y`` in ``b``.
 
     Midpoint ``C = fl(M1 M2)``; radius an upper bound of
     ``gamma_n |M1||M2| + n eta + |M1| R2 + R1 (|M2| + R2)`` ((R3) for the rounding of ``C``,
     (R4) for the radii), each product of non-negative matrices bounded by
-    :func:`_nonneg_matmul_up`. Point inputs cost two BLAS products, ball inputs up to four.
+    :func:`_nonneg_matmul_up`; when a midpoint selects (R5), ``C`` is exact and only the
+    radii remain (key-support and identity witnesses: radius 0). Point inputs cost two BLAS
+    products, ball inputs up to four.
 
     Parameters
     ----------
@@ -157,13 +167,16 @@ def matmul(a: Ball, b: Ball) -> Ball:
     A1 = np.abs(a.mid)
     B1 = np.abs(b.mid)
     C = a.mid @ b.mid
-    g = 2.0 * _gamma(n + 2)  # >= gamma_n after the two roundings of g * Pi (R1)
-    terms = [_up(_nonneg_matmul_up(A1, B1) * g), n * _ETA]
+    if _selects(b.mid, 0) or _selects(a.mid, 1):  # (R5): C = M1 M2 exactly
+        terms = []
+    else:
+        g = 2.0 * _gamma(n + 2)  # >= gamma_n after the two roundings of g * Pi (R1)
+        terms = [_up(_nonneg_matmul_up(A1, B1) * g), n * _ETA]
     if b.rad is not None:
         terms.append(_nonneg_matmul_up(A1, b.rad))
     if a.rad is not None:
         terms.append(_nonneg_matmul_up(a.rad, _abs_up(b)))
-    return _checked(C, _add_up(*terms))
+    return _checked(C, _add_up(*terms) if terms else None)
 
 
 def sub(a: Ball, b: Ball) -> Ball:
