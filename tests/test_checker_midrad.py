@@ -231,3 +231,11 @@ def test_the_interval_check_refuses_under_flush_to_zero_and_a_bad_backend_is_an_
     monkeypatch.undo()
     with pytest.raises(InvalidArgumentError, match="backend"):
         check(A, w, backend="midrd")
+
+
+def test_check_rejects_non_numeric_data_and_reports_python_bools():
+    w = UpperWitness(0.5, np.ones((2, 1)), np.full((1, 2), 0.5))
+    rep = check([["a", "b"], ["c", "d"]], w)
+    assert not rep.ok and not rep.float64.ok and not rep.interval.ok
+    rep = check(np.full((2, 2), 0.5), UpperWitness(np.float32(0.5), w.U, w.W))
+    assert type(rep.ok) is bool and type(rep.disagree) is bool and rep.ok

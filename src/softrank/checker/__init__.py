@@ -19,8 +19,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from .certificates import (
     Certificate,
     DecodedInverseCertificate,
@@ -125,14 +123,13 @@ def check(A, cert, *, interval: bool = True, backend: str = "auto",
     if backend not in BACKENDS:
         raise InvalidArgumentError(f"backend: expected one of {', '.join(BACKENDS)}, got "
                                    f"{backend!r}")
-    A = np.asarray(A, dtype=np.float64)
-    f = check_float64(A, cert)
+    f = check_float64(A, cert)  # each check converts A itself: bad data is a rejection
     if not interval:
-        return CheckReport(f.ok, f, None, False)
+        return CheckReport(bool(f.ok), f, None, False)
     # The interval check runs even after a float64 rejection, so that the report states
     # whether the two arithmetics agree.
     iv = check_interval(A, cert, backend=backend, max_rows=max_rows)
     # A float64 rejection next to an interval pass on a sample of rows is no disagreement:
     # the sample may miss the failing row. Every other mismatch is one.
-    disagree = f.ok != iv.ok and not (iv.ok and iv.rows_checked != "all")
-    return CheckReport(f.ok and iv.ok, f, iv, disagree)
+    disagree = bool(f.ok != iv.ok and not (iv.ok and iv.rows_checked != "all"))
+    return CheckReport(bool(f.ok and iv.ok), f, iv, disagree)

@@ -142,7 +142,7 @@ def matmul(a: Ball, b: Ball) -> Ball:
     Midpoint ``C = fl(M1 M2)``; radius an upper bound of
     ``gamma_n |M1||M2| + n eta + |M1| R2 + R1 (|M2| + R2)`` ((R3) for the rounding of ``C``,
     (R4) for the radii), each product of non-negative matrices bounded by
-    :func:`_nonneg_matmul_up`; when a midpoint selects (R5), ``C`` is exact and only the
+    ``_nonneg_matmul_up``; when a midpoint selects (R5), ``C`` is exact and only the
     radii remain (key-support and identity witnesses: radius 0). Point inputs cost two BLAS
     products, ball inputs up to four.
 
