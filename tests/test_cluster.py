@@ -258,8 +258,12 @@ def test_a_cell_that_kills_every_worker_is_an_error_cell(tmp_path, capsys):
 
     client_dir = tmp_path / "client"
     client_dir.mkdir()
+    # worker-saturation 1.0: one task on the one-thread worker at a time, so that the task
+    # that ends the process is the only one it takes down (at the default 1.1 a second task
+    # queued there was counted as killed too when the machine was loaded)
     c = Cluster(tmp_path / "cluster", client_dir,
-                DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES="0")
+                DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES="0",
+                DASK_DISTRIBUTED__SCHEDULER__WORKER_SATURATION="1.0")
     try:
         # one worker, restarted by its nanny each time the cell ends its process
         c.add_worker("w1", nanny=True, SOFTRANK_TEST_KILL="grid-d1-n16-c1")
