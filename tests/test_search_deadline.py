@@ -119,3 +119,36 @@ def test_an_l1_refit_rank_cut_between_two_lps_is_left_undecided():
     assert np.isnan(st["err"]).all() and not st["failed"] and not st["complete"]
     assert fit._hardest is None
     assert fit.feasible(k, 0.1) is decided_by_lps(k)[0]
+
+
+def test_the_l1_refit_screening_stops_at_the_deadline_and_leaves_its_rows_unrefined():
+    # the reweighting steps ask stop before each step: never True -> the same candidates as
+    # without it; True at once -> the start's; True midway -> the rank is undecided and its
+    # rows are left for a later call to refine
+    from softrank.certifiers.upper import L1Refit
+    from softrank.certifiers.upper.refit import l1_candidates
+    from softrank.generators.synthetic import gaussian_head
+
+    A = gaussian_head(40, 40, 8, 2.0, seed=3).A
+    Vt = np.linalg.svd(A, full_matrices=False)[2]
+    W = Vt[:6]
+    U0, e0 = l1_candidates(A, W, iters=0)
+    U1, e1 = l1_candidates(A, W, U0=U0, iters=8)
+    U2, e2 = l1_candidates(A, W, U0=U0, iters=8, stop=lambda: False)
+    assert np.array_equal(U1, U2) and np.array_equal(e1, e2) and (e1 < e0).any()
+    U3, e3 = l1_candidates(A, W, U0=U0, iters=8, stop=lambda: True)
+    assert np.array_equal(U3, U0) and np.array_equal(e3, e0)
+
+    asked = []
+
+    def after_two():  # True from the third question on
+        asked.append(1)
+        return len(asked) > 2
+
+    k = 6
+    fit = L1Refit(A, Vt)
+    assert fit.feasible(k, 0.05, stop=after_two) is False
+    st = fit._state(k)
+    assert len(asked) >= 3  # the screening ran two steps, then stopped
+    assert not st["refined"].any() and np.isnan(st["err"]).all() and not st["complete"]
+    assert fit.feasible(k, 0.05) is L1Refit(A, Vt).feasible(k, 0.05)

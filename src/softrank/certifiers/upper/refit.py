@@ -28,7 +28,7 @@ def screening(k: int, N: int) -> dict:
 
 def l1_candidates(A: np.ndarray, W: np.ndarray, iters: int | None = None,
                   delta: float | None = None, U0: np.ndarray | None = None,
-                  target: float = -np.inf):
+                  target: float = -np.inf, stop=None):
     """Cheap candidates for ``min_u ||a_i - u W||_1`` on every row of ``A`` at once.
 
     Least squares (or the given start ``U0``), then up to ``iters`` steps of iteratively
@@ -55,6 +55,9 @@ def l1_candidates(A: np.ndarray, W: np.ndarray, iters: int | None = None,
         Start instead of least squares.
     target : float
         A row whose best error is at most ``target`` stops iterating.
+    stop : callable, optional
+        Asked before each reweighting step; when it answers True the steps end there (the
+        candidates found so far are returned: any coefficients bound a row's optimum).
 
     Returns
     -------
@@ -81,6 +84,8 @@ def l1_candidates(A: np.ndarray, W: np.ndarray, iters: int | None = None,
         best_U, best_err = U.copy(), err.copy()
         idx = np.arange(m)
         for _ in range(iters):
+            if stop is not None and stop():
+                break
             keep = best_err[idx] > target
             if not keep.any():
                 break
@@ -143,18 +148,19 @@ class L1Refit:
             self._cache[k] = st
         return st
 
-    def _screen(self, st: dict, k: int, tgt: float) -> None:
+    def _screen(self, st: dict, k: int, tgt: float, stop=None) -> None:
         """Candidates for every row (least squares, once per ``k``), refined by reweighted
-        least squares on the unsolved rows still above ``tgt``."""
+        least squares on the unsolved rows still above ``tgt``; steps cut by ``stop`` leave
+        the rows unrefined (a later call without a deadline refines them)."""
         W = self.Vt[:k]
         if st["cU"] is None:
             st["cU"], st["cerr"] = l1_candidates(self.A, W, iters=0)
         rows = np.nonzero(~st["refined"] & np.isnan(st["err"]) & ~(st["cerr"] <= tgt))[0]
         if rows.size:
-            U, e = l1_candidates(self.A[rows], W, U0=st["cU"][rows], target=tgt)
+            U, e = l1_candidates(self.A[rows], W, U0=st["cU"][rows], target=tgt, stop=stop)
             better = e < st["cerr"][rows]
             st["cU"][rows[better]], st["cerr"][rows[better]] = U[better], e[better]
-            st["refined"][rows] = True
+            st["refined"][rows] = not (stop is not None and stop())
 
     def _solve_row(self, st: dict, k: int, i: int) -> float | None:
         """Row ``i``'s exact l1 optimum (cached); None when its LP is not optimal."""
@@ -180,9 +186,10 @@ class L1Refit:
     def feasible(self, k: int, eps: float, stop=None) -> bool:
         """True when every row's l1 optimum at rank ``k`` is ``<= eps`` (with slack).
 
-        ``stop`` (optional) is asked before each exact row solve; when it answers True the
-        rank is left undecided and False returned (not shown to hold; nothing is recorded
-        against the rank, and the rows solved so far stay cached)."""
+        ``stop`` (optional) is asked before each exact row solve and each reweighting step of
+        the screening; when it answers True the rank is left undecided and False returned
+        (not shown to hold; nothing is recorded against the rank, and the rows solved so far
+        stay cached)."""
         tgt = safe_target(eps)
         if k == 0:
             return bool(self.A.sum(axis=1).max() <= tgt)
@@ -194,13 +201,15 @@ class L1Refit:
             return False  # a solved row's optimum is above the target
         h = self._hardest
         if h is not None and not self._best(st, h) <= tgt:
+            if stop is not None and stop():
+                return False  # undecided
             e = self._solve_row(st, k, h)
             if e is None:
                 st["failed"] = True
                 return False
             if self._best(st, h) > tgt:
                 return False
-        self._screen(st, k, tgt)
+        self._screen(st, k, tgt, stop)
         need = np.nonzero(np.isnan(st["err"]) & ~(st["cerr"] <= tgt))[0]
         for i in need[np.argsort(-st["cerr"][need], kind="stable")]:  # hardest first
             if stop is not None and stop():
