@@ -5,12 +5,15 @@ SVD at every rank, the greedy key cover and ``B = A`` itself (docs/theory/witnes
 
 from __future__ import annotations
 
+import heapq
+
 import numpy as np
 
 from ...checker import UpperWitness
+from ..linalg import compiled
 
 __all__ = ["SAFETY", "safe_target", "least_feasible", "TruncatedSVD", "identity_witness",
-           "key_support"]
+           "key_support", "truncation_errors"]
 
 
 #: Relative slack kept below ``eps`` when selecting a candidate, so that the checker's
@@ -120,15 +123,8 @@ class TruncatedSVD:
     def __init__(self, A: np.ndarray, svd):
         self.A = A
         self.U, self.s, self.Vt = svd
-        p = self.s.size
-        errs = np.empty(p + 1)
-        R = A.copy()
-        errs[0] = np.abs(R).sum(axis=1).max()
-        for k in range(p):
-            R -= np.outer(self.U[:, k] * self.s[k], self.Vt[k])
-            errs[k + 1] = np.abs(R).sum(axis=1).max()
         #: errors[k] = max row l1 error of the rank-k truncation (float64, unchecked)
-        self.errors = errs
+        self.errors = truncation_errors(A, self.U * self.s, self.Vt)
 
     def least_rank(self, eps: float, lo: int = 1, hi: int | None = None) -> UpperWitness | None:
         """The truncation of the least rank ``k`` in ``[lo, hi]`` (default ``[1, min(m,
@@ -142,6 +138,93 @@ class TruncatedSVD:
 
     def witness(self, eps: float, k: int) -> UpperWitness:
         return UpperWitness(eps, self.U[:, :k] * self.s[:k], self.Vt[:k], self.method)
+
+
+#: Entries of the block of residual rows that :func:`truncation_errors` keeps while it
+#: runs through every rank: 2^17 (1 MiB), so that the block stays in a core's L2 cache.
+ERROR_BLOCK_ENTRIES = 2**17
+
+#: Multiply-adds ``m N p`` up to which :func:`truncation_errors` takes one numpy pass per
+#: rank (a width-256 head, 0.03 s) rather than load its compiled code (about 0.2 s, once
+#: per process).
+ERROR_NUMPY_WORK = 2**24
+
+
+def truncation_errors(A: np.ndarray, P: np.ndarray, Vt: np.ndarray) -> np.ndarray:
+    """The max-row-l1 error of every truncation ``A - P[:, :k] Vt[:k]``, ``k = 0..p``.
+
+    Parameters
+    ----------
+    A : (m, N) float64 ndarray
+    P : (m, p) float64 ndarray
+        The left factor, ``U_p S_p`` for the truncated SVD.
+    Vt : (p, N) float64 ndarray
+        The right factor.
+
+    Returns
+    -------
+    (p + 1,) float64 ndarray
+        Entry ``k``: ``max_i sum_j |A - P[:, :k] Vt[:k]|_{ij}``, in float64 without a bound
+        on its rounding (a search's estimate: every witness chosen by it is checked).
+        ``nan`` where a residual is not a number.
+
+    Notes
+    -----
+    Every rank needs the whole residual, so the table costs ``m N p`` multiply-adds,
+    ``N^3`` for a square head. They are taken one block of rows at a time
+    (:data:`ERROR_BLOCK_ENTRIES`), through every rank, in compiled code: the block is
+    updated and summed in cache where one ``m x N`` pass per rank through memory took
+    375 s at ``N = 4,096`` (docs/benchmarks.md, "Long heads at 2,048 and 4,096 tokens").
+    Up to :data:`ERROR_NUMPY_WORK` it is one numpy pass per rank, as it was before.
+    """
+    A = np.ascontiguousarray(A, dtype=np.float64)
+    P = np.ascontiguousarray(P, dtype=np.float64)
+    Vt = np.ascontiguousarray(Vt, dtype=np.float64)
+    m, N = A.shape
+    p = Vt.shape[0]
+    if m * N * p <= ERROR_NUMPY_WORK:
+        errs = np.empty(p + 1)
+        R = A.copy()
+        errs[0] = np.abs(R).sum(axis=1).max()
+        for k in range(p):
+            R -= np.outer(P[:, k], Vt[k])
+            errs[k + 1] = np.abs(R).sum(axis=1).max()
+        return errs
+    rows = max(1, min(A.shape[0], ERROR_BLOCK_ENTRIES // max(A.shape[1], 1)))
+    errs = np.zeros(Vt.shape[0] + 1)
+    _truncation_errors(A, P, Vt, rows, errs)
+    return errs
+
+
+@compiled(fastmath={"reassoc", "contract"})
+def _truncation_errors(A, P, Vt, rows, errs):  # pragma: no cover - compiled
+    """``errs[k] = max(errs[k], row l1 norms of A - P[:, :k] Vt[:k])`` for ``k = 0..p``,
+    ``rows`` rows of the residual at a time; a ``nan`` norm makes ``errs[k]`` ``nan``."""
+    m, N = A.shape
+    p = Vt.shape[0]
+    R = np.empty((rows, N))
+    for r0 in range(0, m, rows):
+        nr = min(rows, m - r0)
+        for i in range(nr):
+            acc = 0.0
+            for j in range(N):
+                x = A[r0 + i, j]
+                R[i, j] = x
+                acc += abs(x)
+            e = errs[0]
+            if e == e and not (acc <= e):
+                errs[0] = acc
+        for k in range(p):
+            for i in range(nr):
+                a = P[r0 + i, k]
+                acc = 0.0
+                for j in range(N):
+                    x = R[i, j] - a * Vt[k, j]
+                    R[i, j] = x
+                    acc += abs(x)
+                e = errs[k + 1]
+                if e == e and not (acc <= e):
+                    errs[k + 1] = acc
 
 
 def identity_witness(A: np.ndarray, eps: float) -> UpperWitness:
@@ -159,23 +242,48 @@ def key_support(A: np.ndarray, eps: float) -> UpperWitness | None:
     ``max(0, (1 - eps) - mass_S(i))`` until every row has mass ``>= 1 - eps`` on ``S``;
     ``B = A[:, S] E_S`` has rank ``<= |S|`` and error ``1 - mass_S(i)`` on row ``i``.
     Returns None when the cover would need more than ``min(m, N)`` keys.
+
+    A key's gain ``sum_i min(A_ij, deficit_i)`` only falls as keys are added (the deficits
+    fall and ``A >= 0``), so on a nonnegative ``A`` the gains are kept as bounds and only
+    the best key's is recomputed until it stays the best (lazy greedy, Minoux 1978): the
+    same keys as recomputing every gain at every step, in about ``m`` work per step where
+    that took ``m N`` (132 s at ``N = 4,096``). Each gain is summed over the rows in order,
+    so the bounds and the recomputed gains are rounded alike and fall in floating point too.
     """
     m, N = A.shape
     need_total = 1.0 - safe_target(eps)
     mass = np.zeros(m)
     chosen: list[int] = []
-    free = np.ones(N, dtype=bool)
+    lazy = not (A < 0).any()
+    if lazy:
+        bound = np.minimum(A, need_total).sum(axis=0)  # the gains at mass 0, rows in order
+        heap = [(-float(g), j) for j, g in enumerate(bound)]
+        heapq.heapify(heap)
+    else:
+        free = np.ones(N, dtype=bool)
     while True:
         deficit = np.maximum(need_total - mass, 0.0)
         if not (deficit > 0).any():
             break
-        gain = np.minimum(A, deficit[:, None]).sum(axis=0)
-        gain[~free] = -1.0
-        j = int(gain.argmax())
-        if gain[j] <= 0:
+        if lazy:
+            while True:
+                if not heap:
+                    return None
+                _, j = heapq.heappop(heap)
+                best = (-_key_gain(A, deficit, j), j)
+                if not heap or best <= heap[0]:
+                    break
+                heapq.heappush(heap, best)
+            gain = -best[0]
+        else:
+            gains = np.minimum(A, deficit[:, None]).sum(axis=0)
+            gains[~free] = -1.0
+            j = int(gains.argmax())
+            gain = gains[j]
+            free[j] = False
+        if gain <= 0:
             return None
         chosen.append(j)
-        free[j] = False
         mass += A[:, j]
         if len(chosen) > min(m, N):
             return None  # such a cover cannot beat rank min(m, N), which any B reaches
@@ -183,3 +291,14 @@ def key_support(A: np.ndarray, eps: float) -> UpperWitness | None:
     W = np.zeros((S.size, N))
     W[np.arange(S.size), S] = 1.0
     return UpperWitness(eps, A[:, S].copy(), W, "key-support")
+
+
+@compiled
+def _key_gain(A, deficit, j):  # pragma: no cover - compiled
+    """``sum_i min(A[i, j], deficit[i])``, summed over ``i`` in order."""
+    acc = 0.0
+    for i in range(A.shape[0]):
+        a = A[i, j]
+        d = deficit[i]
+        acc += a if a < d else d
+    return acc

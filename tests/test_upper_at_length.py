@@ -1,0 +1,133 @@
+"""The basic constructions at long widths (docs/theory/witnesses.md#truncated-svd,
+docs/theory/witnesses.md#key-support): the truncation-error table in compiled blocks of
+rows, and the greedy key cover with lazily recomputed gains.
+
+Independent references: integer factors, whose residuals and row sums are exact in float64
+and are computed here in int64; the greedy cover as first written, every gain recomputed at
+every step, on matrices built to have ties.
+"""
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from softrank.certifiers.upper import basic
+from softrank.checker import check
+from softrank.generators.synthetic import gaussian_head
+
+
+def _int_errors(P, Vt):
+    """Row-l1 errors of ``P Vt - P[:, :k] Vt[:k]`` for every ``k``, in integers."""
+    p = Vt.shape[0]
+    return np.array([np.abs(P[:, k:] @ Vt[k:]).sum(axis=1).max() for k in range(p + 1)],
+                    dtype=np.float64)
+
+
+@pytest.mark.parametrize("numpy_work, block", [(None, None), (0, None), (0, 3)])
+def test_truncation_errors_are_exact_on_integer_factors(monkeypatch, numpy_work, block):
+    # entries are small integers: every product, difference and sum is exact, so the
+    # compiled blocks (any row block, any order of the sums) give the integer table
+    rng = np.random.default_rng(0)
+    P = rng.integers(-3, 4, size=(37, 11))
+    Vt = rng.integers(-2, 3, size=(11, 29))
+    if numpy_work is not None:
+        monkeypatch.setattr(basic, "ERROR_NUMPY_WORK", numpy_work)
+    if block is not None:  # 3 rows a block: 12 full blocks and a partial one of 1 row
+        monkeypatch.setattr(basic, "ERROR_BLOCK_ENTRIES", block * 29)
+    errs = basic.truncation_errors((P @ Vt).astype(float), P.astype(float), Vt.astype(float))
+    np.testing.assert_array_equal(errs, _int_errors(P, Vt))
+    assert errs[-1] == 0.0
+
+
+def test_truncation_errors_of_the_identity(monkeypatch):
+    # I_N with P = Vt = I: rank k leaves rows k.. with their 1, so the error is 1 up to N
+    monkeypatch.setattr(basic, "ERROR_NUMPY_WORK", 0)
+    eye = np.eye(40)
+    errs = basic.truncation_errors(eye, eye, eye)
+    np.testing.assert_array_equal(errs, np.r_[np.ones(40), 0.0])
+
+
+@pytest.mark.parametrize("numpy_work", [None, 0])
+def test_a_nan_residual_makes_the_error_nan(monkeypatch, numpy_work):
+    if numpy_work is not None:
+        monkeypatch.setattr(basic, "ERROR_NUMPY_WORK", numpy_work)
+    eye = np.eye(6)
+    A = eye.copy()
+    A[4, 2] = np.nan
+    errs = basic.truncation_errors(A, eye, eye)
+    assert np.isnan(errs).all()  # the row keeps its nan at every rank
+
+
+def test_the_compiled_table_agrees_with_one_pass_per_rank(monkeypatch):
+    op = gaussian_head(300, 280, 16, 2.0, seed=4)
+    A = np.asarray(op.A, dtype=float)
+    U, s, Vt = np.linalg.svd(A, full_matrices=False)
+    assert A.shape[0] * A.shape[1] * s.size > basic.ERROR_NUMPY_WORK  # the compiled path
+    fast = basic.truncation_errors(A, U * s, Vt)
+    monkeypatch.setattr(basic, "ERROR_NUMPY_WORK", 10**12)
+    slow = basic.truncation_errors(A, U * s, Vt)
+    np.testing.assert_allclose(fast, slow, rtol=0, atol=1e-13)
+    # and the construction picks its rank from the table, its witness passing the checker
+    ts = basic.TruncatedSVD(A, (U, s, Vt))
+    w = ts.least_rank(0.25)
+    assert w is not None and check(A, w).ok
+    assert slow[w.rank] <= 0.25 and (w.rank == 1 or slow[w.rank - 1] > 0.25 - 1e-9)
+
+
+def _eager_cover(A, eps):
+    """The greedy cover recomputing every key's gain at every step (lowest key on ties)."""
+    m, N = A.shape
+    need = 1.0 - basic.safe_target(eps)
+    mass, chosen, free = np.zeros(m), [], np.ones(N, dtype=bool)
+    while True:
+        deficit = np.maximum(need - mass, 0.0)
+        if not (deficit > 0).any():
+            return sorted(chosen)
+        gain = np.minimum(A, deficit[:, None]).sum(axis=0)
+        gain[~free] = -1.0
+        j = int(gain.argmax())
+        if gain[j] <= 0:
+            return None
+        chosen.append(j)
+        free[j] = False
+        mass += A[:, j]
+        if len(chosen) > min(m, N):
+            return None
+
+
+def _keys(w):
+    return None if w is None else np.nonzero(w.W.any(axis=0))[0].tolist()
+
+
+@given(st.integers(2, 12), st.integers(2, 14), st.integers(0, 2**32 - 1),
+       st.sampled_from([0.05, 0.25, 0.5, 0.75]), st.booleans())
+def test_lazy_cover_picks_the_eager_covers_keys(m, N, seed, eps, duplicate):
+    # entries are multiples of 1/16, and duplicated columns, so gains tie exactly
+    rng = np.random.default_rng(seed)
+    counts = rng.multinomial(16, rng.dirichlet(np.full(N, 0.5)), size=m)
+    if duplicate:
+        counts[:, N // 2:] = counts[:, :N - N // 2][:, :N // 2]
+    A = counts / 16.0
+    A = A[A.sum(axis=1) > 0] if duplicate else A
+    if A.shape[0] == 0:
+        return
+    w = basic.key_support(A, eps)
+    assert _keys(w) == _eager_cover(A, eps)
+    if w is not None:
+        assert check(A, w).ok
+
+
+@pytest.mark.parametrize("temperature", [0.5, 2.0, 8.0])
+@pytest.mark.parametrize("eps", [0.05, 0.25, 0.5])
+def test_lazy_cover_on_gaussian_heads(temperature, eps):
+    A = np.asarray(gaussian_head(160, 200, 16, temperature, seed=7).A, dtype=float)
+    w = basic.key_support(A, eps)
+    assert _keys(w) == _eager_cover(A, eps)
+    assert w is None or check(A, w).ok  # None: the cover needs more than 160 keys
+
+
+def test_the_cover_of_a_matrix_with_negative_entries_recomputes_every_gain():
+    # gains need not fall where A < 0, so the cover keeps the eager steps there
+    A = np.array([[0.7, 0.5, -0.2], [0.1, 0.6, 0.3], [-0.1, 0.3, 0.8]])
+    assert _keys(basic.key_support(A, 0.3)) == _eager_cover(A, 0.3)
