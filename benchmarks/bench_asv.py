@@ -414,3 +414,39 @@ class WidthCell:
 
         (b,) = bracket(self.A, EPS)
         return b.upper - b.lower
+
+
+class LongCell:
+    """One full-effort cell of the ``long`` panel's Gaussian head (``d = 32``, temperature
+    2) at 1,024 and 2,048 tokens, eps 0.25, under the panel's time limit per cell (540 s),
+    beyond :class:`WidthCell`'s MiniLM heads, whose model stops at 512 tokens: how a long
+    cell's time, memory and gap move from commit to commit (docs/benchmarks.md, "The long
+    panel"). About 10 minutes a sample at 2,048; ``SOFTRANK_BENCH_LONG=1024`` keeps a run
+    shorter, ``1024,2048,4096`` adds the 4,096-token head (about 25 minutes a sample)."""
+
+    params = ([int(s) for s in os.environ.get("SOFTRANK_BENCH_LONG", "1024,2048").split(",")],)
+    param_names = ["n"]
+    timeout = 3600
+    number = 1
+    repeat = (1, 1, 0.0)
+
+    def setup(self, n):
+        from softrank.harness.panel_specs import LONG_CELL_TIMEOUT
+
+        self.A, self.limit = _operator(n).A, LONG_CELL_TIMEOUT
+
+    def _bracket(self):
+        from softrank import bracket
+
+        (b,) = bracket(self.A, EPS, time_limit=self.limit)
+        return b
+
+    def time_bracket(self, n):
+        self._bracket()
+
+    def peakmem_bracket(self, n):
+        self._bracket()
+
+    def track_gap(self, n):
+        b = self._bracket()
+        return b.upper - b.lower

@@ -221,3 +221,37 @@ def test_tiny_sliding_window_arguments(tmp_path, capsys):
     cfg = json.loads((tmp_path / "q" / "config.json").read_text())
     assert cfg["use_sliding_window"] is True and cfg["sliding_window"] == 6
     assert cfg["layer_types"] == ["full_attention", "sliding_attention"]
+
+
+@pytest.mark.parametrize("family", ["gpt2", "qwen2"])
+def test_whole_heads_past_512_tokens_with_max_positions(tmp_path, family):
+    # the long panel's lengths: a tiny decoder with 1,100 positions gives whole causal
+    # heads of 1,024 tokens, checked by the capture against its own eager forward pass
+    d = save_tiny_checkpoint(family, tmp_path / family, max_positions=1100)
+    cfg = json.loads((d / "config.json").read_text())
+    assert cfg["n_positions" if family == "gpt2" else "max_position_embeddings"] == 1100
+    tok = json.loads((d / "tokenizer_config.json").read_text())
+    assert tok["model_max_length"] == 1100
+    ck = load_checkpoint(d)
+    (op,) = capture(ck, read_sources("stdlib:argparse"), width=1024, full=True, layers=[1],
+                    heads=[2])
+    assert op.shape == (1024, 1024) and np.array_equal(op.mask, causal_mask(1024))
+    assert op.meta["eager_max_abs_diff"] <= 1e-5
+    assert np.abs(op.A - _masked_softmax(op.Q, op.K, op.beta, causal_mask(1024))).max() <= 1e-12
+
+
+def test_tiny_max_positions_arguments(tmp_path, capsys):
+    with pytest.raises(InvalidArgumentError, match="^max_positions: 'vit' has one position"):
+        save_tiny_checkpoint("vit", tmp_path / "v", max_positions=1024)
+    with pytest.raises(InvalidArgumentError, match="^max_positions: expected an integer"):
+        save_tiny_checkpoint("gpt2", tmp_path / "g", max_positions=1)
+    with pytest.raises(InvalidArgumentError, match="^sliding_window: expected an integer"):
+        save_tiny_checkpoint("qwen2", tmp_path / "q", max_positions=64, sliding_window=65)
+    assert not any(tmp_path.iterdir())  # refused before anything is written
+    assert main(["tiny-checkpoint", "vit", str(tmp_path / "v"), "--max-positions", "600"]) == 2
+    err = capsys.readouterr().err
+    assert "--max-positions" in err and "'vit'" in err
+    assert main(["tiny-checkpoint", "llama", str(tmp_path / "l"), "--max-positions", "2048"]) == 0
+    assert "2048 positions" in capsys.readouterr().out
+    cfg = json.loads((tmp_path / "l" / "config.json").read_text())
+    assert cfg["max_position_embeddings"] == 2048

@@ -308,7 +308,9 @@ def test_memory_estimate_formula():
     assert memory_estimate(384, 384) == 272 * 2**20 + 42 * 384**3
     # past min(m, N) = 384 the growth is m N only: 42 x 512 x 512 x 384 bytes = 4032 MiB
     assert memory_estimate(512, 512) == (272 + 4032) * 2**20
-    assert memory_estimate(800, 800) == 272 * 2**20 + 42 * 800 * 800 * 384  # 9.9 GiB
+    # past 4 GiB + 224 bytes per entry (512 x 512: 4,152 MiB, above 4,032) it grows as m N
+    assert memory_estimate(800, 800) == (272 + 4096) * 2**20 + 224 * 800 * 800  # 4.40 GiB
+    assert memory_estimate(4096, 4096) == (272 + 4096 + 3584) * 2**20  # 224 x 16 Mi = 3.5 GiB
 
 
 def test_bracket_refuses_above_max_memory_before_any_work(tmp_path, capsys):
@@ -357,14 +359,21 @@ def test_audit_refuses_a_panel_above_max_memory_naming_the_operator(tmp_path, ca
 
 
 def test_audit_checks_the_operator_with_the_largest_estimate(tmp_path, capsys):
-    # 600 x 600: 272 MiB + 42 x 600 x 600 x 384 bytes = 5.67 GiB; 384 x 1200: 272 MiB +
-    # 42 x 384 x 1200 x 384 bytes = 7.19 GiB, though 600^3 > 384^2 x 1200
+    # 300 x 300: 272 MiB + 42 x 300^3 bytes = 1.32 GiB; 200 x 720: 272 MiB + 42 x 200 x
+    # 720 x 200 bytes = 1.39 GiB. Past the searches' 4 GiB: 600 x 600, 272 MiB + 4 GiB +
+    # 224 x 600^2 bytes = 4.34 GiB; 384 x 1200, with more entries, 4.36 GiB, though
+    # 600^3 > 384^2 x 1200
     BASE_MEMORY, memory_estimate = [_new()[n] for n in ('BASE_MEMORY', 'memory_estimate')]
-    assert memory_estimate(600, 600) == BASE_MEMORY + 42 * 600 * 600 * 384
-    assert memory_estimate(384, 1200) == BASE_MEMORY + 42 * 384 * 1200 * 384
+    assert memory_estimate(300, 300) == BASE_MEMORY + 42 * 300**3
+    assert memory_estimate(200, 720) == BASE_MEMORY + 42 * 200 * 720 * 200
+    err = _audit_refused(tmp_path, capsys, {"square": (300, 300), "long": (200, 720)}, "1",
+                         "1.35GiB")
+    assert "'matrix-long'" in err and "200 x 720" in err and "1.39 GiB" in err, err
+    assert memory_estimate(600, 600) == BASE_MEMORY + 4 * 2**30 + 224 * 600 * 600
+    assert memory_estimate(384, 1200) == BASE_MEMORY + 4 * 2**30 + 224 * 384 * 1200
     err = _audit_refused(tmp_path, capsys, {"square": (600, 600), "long": (384, 1200)}, "1",
-                         "6.5GiB")
-    assert "'matrix-long'" in err and "384 x 1200" in err and "7.19 GiB" in err, err
+                         "4.35GiB")
+    assert "'matrix-long'" in err and "384 x 1200" in err and "4.36 GiB" in err, err
 
 
 def test_memory_estimate_refuses_bad_sizes():

@@ -1,6 +1,7 @@
 """The built-in panels' operator specs (softrank.harness.panels): what each one holds,
 worked out by hand from its documented rule."""
 
+import numpy as np
 import pytest
 
 from softrank.errors import PanelError
@@ -58,3 +59,55 @@ def test_wide_panel_moves_past_a_short_source():
 def test_unknown_panel_names_wide_among_the_choices():
     with pytest.raises(PanelError, match="'quick', 'default', 'wide', 'causal', 'paper'"):
         build_panel("widest")
+
+
+# ------------------------------------------------------------------------ the long panel
+
+
+def test_long_panel_by_hand():
+    from softrank.harness.panels import long_specs
+
+    p = build_panel("long")
+    assert "long" in PANELS and p.name == "long" and p.specs == long_specs(0)
+    assert p.eps == (0.25,) and p.cell_timeout == 540.0 and p.rank == "plain"
+    got = [(s["family"], s["m"], s["N"], s.get("causal", False), s["seed"]) for s in p.specs]
+    want = []
+    for n in (1024, 2048, 4096):
+        want += [("gaussian_head", n, n, False, 0), ("gaussian_head", n, n, True, 0),
+                 ("planted", n, n, False, 16), ("sphere", n, n, False, 0)]
+    assert got == want
+    assert all(s["k"] == 16 and s["delta"] == 0.04 for s in p.specs if s["family"] == "planted")
+    assert [s["seed"] for s in build_panel("long", seed=3).specs][:3] == [3, 3, 19]
+
+
+def test_long_panel_materialises_distinct_operators(monkeypatch):
+    # at a width of 64 (the rule is the same at every width): 4 operators, distinct ids
+    from softrank.harness import panel_specs
+    from softrank.harness.panels import materialize
+
+    monkeypatch.setattr(panel_specs, "LONG_WIDTHS", (32, 64))
+    ops = materialize(panel_specs.long_specs(0))
+    assert [op.shape for op in ops] == [(32, 32)] * 4 + [(64, 64)] * 4
+    assert [op.operator_id for op in ops[4:]] == [
+        "gaussian-d32-t2-s0-n64", "gaussian-d32-t2-s0-causal64", "planted-64x64-k16-d0.04-s16",
+        "sphere-d3-b16-s0-n64"]  # every id names the width: none repeats across widths
+    assert len({op.operator_id for op in ops}) == 8
+    assert ops[1].mask is not None and ops[0].mask is None  # the causal head carries its mask
+    # the same matrices as the generators give under their own ids
+    from softrank.generators.synthetic import gaussian_head, sphere
+
+    np.testing.assert_array_equal(ops[4].A, gaussian_head(64, 64, 32, 2.0, seed=0).A)
+    np.testing.assert_array_equal(ops[7].A, sphere(3, 16.0, m=64, N=64, seed=0).A)
+
+
+def test_the_long_panels_time_limit_is_a_default_that_the_option_overrides():
+    from softrank.harness.cli.audit_cmd import _config
+    from softrank.harness.cli.parser import build_parser
+
+    parse = build_parser().parse_args
+    long, default = build_panel("long"), build_panel("default")
+    assert _config(parse(["audit", "--panel", "long"]), long).cell_timeout == 540.0
+    assert _config(parse(["audit", "--panel", "long", "--cell-timeout", "60"]),
+                   long).cell_timeout == 60.0
+    assert _config(parse(["audit"]), default).cell_timeout is None
+    assert _config(parse(["audit", "--panel", "long"]), long).eps == (0.25,)

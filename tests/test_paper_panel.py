@@ -212,6 +212,22 @@ def test_expected_cost_by_hand(tmp_path):
     assert (cost.finished, cost.stored, cost.to_compute) == (2, 5, 9)
 
 
+def test_a_time_limit_per_cell_caps_each_computed_cell():
+    # widths 64, 128, 256 (table: 1, 4 and, by its slope, 16 s) at 2 tolerances, limit 5 s:
+    # the width-256 cells count 5 s each, the others their curve value
+    ops = [planted(64, 64, 2, 0.04, seed=0), planted(128, 128, 2, 0.04, seed=0),
+           planted(8, 256, 2, 0.04, seed=0)]
+    cost = expected_cost(ops, [0.25, 0.5], table=TABLE, check_table=CHECKS, cell_timeout=5.0)
+    assert cost.core_seconds == pytest.approx(2 * (1.0 + 4.0 + 5.0))
+    assert (cost.capped, cost.cell_timeout) == (2, 5.0)
+    assert "2 cells counted at the 5.0 s time limit per cell" in cost.line(1)
+    free = expected_cost(ops, [0.25, 0.5], table=TABLE, check_table=CHECKS)
+    assert free.core_seconds == pytest.approx(2 * (1.0 + 4.0 + 16.0)) and free.capped == 0
+    assert "time limit" not in free.line(1)
+    with pytest.raises(InvalidArgumentError, match="cell_timeout"):
+        expected_cost(ops, [0.25], cell_timeout=0)
+
+
 def test_fewer_than_five_stored_operators_leave_the_table(tmp_path):
     store = ReferenceStore(tmp_path / "store")
     ops = [planted(16, 16, 2, 0.04, seed=s) for s in range(5)]

@@ -8,6 +8,7 @@ and the bracket's diagnostics as the row's columns.
 
 from __future__ import annotations
 
+import logging
 import time
 
 import numpy as np
@@ -15,7 +16,37 @@ import numpy as np
 from ..certifiers.bracket import Bracket, bracket
 from .record import encode_diagnostics, number, register_column
 
-__all__ = ["BracketStage", "svd_seconds"]
+__all__ = ["BracketStage", "svd_seconds", "PROGRESS_AFTER", "PROGRESS_LOGGER"]
+
+#: Seconds a cell runs before its methods' progress lines are shown: a cell of the default
+#: panel takes 1-3 s and stays silent; a cell of 2,048 tokens shows every method as it ends.
+PROGRESS_AFTER = 10.0
+
+#: The logger the lines go to, at level INFO (``softrank audit`` without ``--quiet`` shows
+#: it on stderr, in the worker processes too; on a cluster it is the worker's logging).
+PROGRESS_LOGGER = "softrank.audit.progress"
+
+
+class _CellProgress:
+    """:func:`bracket`'s ``progress`` for one operator's cells: its lines are held until
+    the operator has run :data:`PROGRESS_AFTER` seconds, then logged, and every later one at
+    once, each prefixed with the operator's id."""
+
+    def __init__(self, operator_id: str):
+        self.log = logging.getLogger(PROGRESS_LOGGER)
+        self.prefix = operator_id
+        self.t0 = time.perf_counter()
+        self.held: list[str] | None = []
+
+    def __call__(self, line: str) -> None:
+        if self.held is None:
+            self.log.info("%s: %s", self.prefix, line)
+            return
+        self.held.append(line)
+        if time.perf_counter() - self.t0 >= PROGRESS_AFTER:
+            for held in self.held:
+                self.log.info("%s: %s", self.prefix, held)
+            self.held = None
 
 
 def svd_seconds(A: np.ndarray, repeats: int = 3) -> float:
@@ -42,7 +73,9 @@ class BracketStage:
 
     Runs :func:`bracket` once for all tolerances of the operator, with softrank's own
     methods and the third-party ones named by ``certifiers``. An operator whose bracket
-    raises is recorded as ``error`` cells with the reason, never as a bound.
+    raises is recorded as ``error`` cells with the reason, never as a bound. Where the
+    logger :data:`PROGRESS_LOGGER` shows INFO, each method's outcome and seconds go to it
+    once the operator has run :data:`PROGRESS_AFTER` seconds.
 
     Parameters
     ----------
@@ -89,10 +122,12 @@ class BracketStage:
     def run(self, cells) -> list[dict]:
         op = cells.operator
         validated = cells.validated and op.Q is not None
+        on = logging.getLogger(PROGRESS_LOGGER).isEnabledFor(logging.INFO)
         try:
             brs = bracket(op, list(cells.eps), validated=validated, time_limit=self.cell_timeout,
                           constructions=self.constructions, lower_tests=self.lower_tests,
-                          effort=self.effort, store=self.store)
+                          effort=self.effort, store=self.store,
+                          progress=_CellProgress(op.operator_id) if on else None)
         except Exception as exc:  # an operator that crashes is recorded, never a bound
             brs = [Bracket.failed(e, f"{type(exc).__name__}: {exc}") for e in cells.eps]
         cells.publish(self.name, brs)

@@ -32,6 +32,7 @@ __all__ = [
     "NUM_KV_HEADS",
     "INTERMEDIATE_SIZE",
     "MAX_POSITIONS",
+    "MAX_POSITIONS_LIMIT",
     "VOCAB_SIZE",
     "TOKENIZER_SOURCES",
     "IMAGE_SIZE",
@@ -50,7 +51,11 @@ NUM_LAYERS = 2
 NUM_HEADS = 4  # head dimension HIDDEN_SIZE // NUM_HEADS = 8
 NUM_KV_HEADS = 2  # qwen2, llama: grouped-query attention, 2 query heads per key/value head
 INTERMEDIATE_SIZE = 64
-MAX_POSITIONS = 512  # text families
+MAX_POSITIONS = 512  # text families: the default of ``max_positions``
+
+#: The largest ``max_positions`` accepted: the longest heads softrank brackets are 4,096
+#: tokens, and users' run to 32,768.
+MAX_POSITIONS_LIMIT = 32768
 
 #: Target vocabulary size of the trained text tokenizers (special tokens included).
 VOCAB_SIZE = 1000
@@ -87,7 +92,8 @@ _BERT_SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
 
 def _check_arguments(
-    family: Any, directory: Any, seed: Any, initializer_range: Any, sliding_window: Any = None
+    family: Any, directory: Any, seed: Any, initializer_range: Any, sliding_window: Any = None,
+    max_positions: Any = None,
 ) -> pathlib.Path:
     if not isinstance(family, str) or family not in FAMILIES:
         allowed = ", ".join(repr(f) for f in FAMILIES)
@@ -100,7 +106,15 @@ def _check_arguments(
                 f"sliding_window: {family!r} has no sliding window (families with one: "
                 f"{', '.join(repr(f) for f in SLIDING_WINDOW_FAMILIES)}), got {sliding_window!r}"
             )
-        check_int(sliding_window, "sliding_window", 1, MAX_POSITIONS)
+    if max_positions is not None:
+        if family == "vit":
+            raise InvalidArgumentError(
+                f"max_positions: 'vit' has one position per patch ({IMAGE_SIZE // PATCH_SIZE}^2 "
+                f"+ 1), set by its image size, got {max_positions!r}"
+            )
+        check_int(max_positions, "max_positions", 2, MAX_POSITIONS_LIMIT)
+    if sliding_window is not None:
+        check_int(sliding_window, "sliding_window", 1, max_positions or MAX_POSITIONS)
     if not isinstance(directory, (str, os.PathLike)):
         raise InvalidArgumentError(
             f"directory: expected a str or os.PathLike, got {type(directory).__name__}"
@@ -126,7 +140,7 @@ def _corpus() -> list[str]:
 _CONTINUATION_OFFSET = 0x100000
 
 
-def _bert_tokenizer() -> Any:
+def _bert_tokenizer(max_positions: int = MAX_POSITIONS) -> Any:
     """WordPiece tokenizer in BERT's pipeline; ``tokenizer(text)`` gives ``[CLS] ... [SEP]``.
 
     The ``tokenizers`` WordPiece trainer is not deterministic: it names continuation pieces
@@ -188,11 +202,11 @@ def _bert_tokenizer() -> Any:
         pad_token="[PAD]",
         cls_token="[CLS]",
         mask_token="[MASK]",
-        model_max_length=MAX_POSITIONS,
+        model_max_length=max_positions,
     )
 
 
-def _byte_level_tokenizer(family: str) -> Any:
+def _byte_level_tokenizer(family: str, max_positions: int = MAX_POSITIONS) -> Any:
     """Byte-level BPE (every byte encodable); no special tokens added around text.
 
     qwen2 is trained in ``Qwen2Tokenizer``'s own pipeline (NFC, its split regex, then byte-level)
@@ -238,7 +252,7 @@ def _byte_level_tokenizer(family: str) -> Any:
         "bos_token": bos,
         "eos_token": eos,
         "pad_token": pad,
-        "model_max_length": MAX_POSITIONS,
+        "model_max_length": max_positions,
     }
     extra = [t for t in specials if t not in (bos, eos, pad)]
     if extra:
@@ -262,7 +276,8 @@ def _token_ids(tokenizer: Any) -> dict[str, int]:
 
 
 def _config(
-    family: str, initializer_range: float, tokenizer: Any, sliding_window: int | None = None
+    family: str, initializer_range: float, tokenizer: Any, sliding_window: int | None = None,
+    max_positions: int = MAX_POSITIONS,
 ) -> Any:
     import transformers
 
@@ -285,7 +300,7 @@ def _config(
             num_hidden_layers=NUM_LAYERS,
             num_attention_heads=NUM_HEADS,
             intermediate_size=INTERMEDIATE_SIZE,
-            max_position_embeddings=MAX_POSITIONS,
+            max_position_embeddings=max_positions,
             pad_token_id=int(tokenizer.pad_token_id),
             **common,
         )
@@ -296,7 +311,7 @@ def _config(
             n_layer=NUM_LAYERS,
             n_head=NUM_HEADS,
             n_inner=INTERMEDIATE_SIZE,
-            n_positions=MAX_POSITIONS,
+            n_positions=max_positions,
             **ids,
             **common,
         )
@@ -312,7 +327,7 @@ def _config(
         num_attention_heads=NUM_HEADS,
         num_key_value_heads=NUM_KV_HEADS,
         intermediate_size=INTERMEDIATE_SIZE,
-        max_position_embeddings=MAX_POSITIONS,
+        max_position_embeddings=max_positions,
         tie_word_embeddings=False,
         **ids,
         **common,
@@ -335,6 +350,7 @@ def save_tiny_checkpoint(
     seed: int = 0,
     initializer_range: float = 0.5,
     sliding_window: int | None = None,
+    max_positions: int | None = None,
 ) -> pathlib.Path:
     """Write a tiny random-initialised, offline-loadable Hugging Face checkpoint (docs/theory/heads.md).
 
@@ -387,6 +403,12 @@ def save_tiny_checkpoint(
         ``i - W < j <= i``; ``config.layer_types`` is ``["full_attention",
         "sliding_attention"]``). A small ``W`` (e.g. 8) makes inputs of a few dozen tokens
         slide. Default: no window.
+    max_positions : int, optional
+        Text families: the longest input, in tokens (``max_position_embeddings``,
+        ``n_positions`` and the tokenizer's ``model_max_length``), in ``[2, 32768]``; default
+        512. Whole heads of 1,024 to 4,096 tokens (the ``long`` heads of
+        docs/benchmarks.md) need it above 512. The position table is part of the random
+        initialisation, so another value gives other weights throughout, for the same seed.
 
     Returns
     -------
@@ -403,10 +425,13 @@ def save_tiny_checkpoint(
         If ``family`` is not one of the families; if ``directory`` is not a path, exists as a
         file or is a non-empty directory; if ``seed`` is not an int in ``[0, 2**63)``; if
         ``initializer_range`` is not a finite number ``> 0``; if ``sliding_window`` is given
-        for a family without one or is not an int in ``[1, 512]``. Checked before anything
-        is written.
+        for a family without one or is not an int in ``[1, max_positions]``; if
+        ``max_positions`` is given for ``vit`` or is not an int in ``[2, 32768]``. Checked
+        before anything is written.
     """
-    path = _check_arguments(family, directory, seed, initializer_range, sliding_window)
+    path = _check_arguments(family, directory, seed, initializer_range, sliding_window,
+                            max_positions)
+    positions = MAX_POSITIONS if max_positions is None else int(max_positions)
 
     import torch
     import transformers
@@ -421,11 +446,11 @@ def save_tiny_checkpoint(
             size={"height": IMAGE_SIZE, "width": IMAGE_SIZE}
         )
     elif family == "bert":
-        tokenizer = _bert_tokenizer()
+        tokenizer = _bert_tokenizer(positions)
     else:
-        tokenizer = _byte_level_tokenizer(family)
+        tokenizer = _byte_level_tokenizer(family, positions)
 
-    config = _config(family, initializer_range, tokenizer, sliding_window)
+    config = _config(family, initializer_range, tokenizer, sliding_window, positions)
     model_cls = getattr(transformers, _MODEL_CLASSES[family])
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InvalidArgumentError
+from ..validation import check_positive
 from ..refstore.layout import ENTRY_FORMAT, IMPORTED_NAME, MAX_RECORD_BYTES, eps_name, is_seconds
 
 __all__ = ["Cost", "WidthMedian", "expected_cost", "seconds_at", "CELL_SECONDS",
@@ -119,6 +120,10 @@ class Cost:
         The part of ``core_seconds`` that checks stored cells.
     medians : tuple of WidthMedian
         The curve's measured points, by width.
+    capped : int
+        Computed cells whose curve value is above ``cell_timeout``, counted at it.
+    cell_timeout : float or None
+        The audit's time limit per cell (``--cell-timeout``), None without one.
     """
 
     operators: int
@@ -130,6 +135,8 @@ class Cost:
     core_seconds: float
     check_seconds: float
     medians: tuple
+    capped: int = 0
+    cell_timeout: float | None = None
 
     @property
     def to_compute(self) -> int:
@@ -174,9 +181,13 @@ class Cost:
                 f"{'s' if self.tolerances != 1 else ''})" + "".join(f", {d}" for d in done))
         table = any(m.source == "table" for m in self.medians)
         curve = ", ".join(m.label() for m in self.medians)
+        limit = ("" if not self.capped else
+                 f", {self.capped:,} cell{'s' if self.capped != 1 else ''} counted at the "
+                 f"{_seconds(self.cell_timeout)} time limit per cell")
         out = (f"{head}; about {_core_time(self.core_seconds)} at effort {self.effort} "
                f"(median seconds of a cell by width: {curve}"
-               f"{'; table measured on a 2-core machine, docs/benchmarks.md' if table else ''})")
+               f"{'; table measured on a 2-core machine, docs/benchmarks.md' if table else ''}"
+               f"{limit})")
         if cores is not None:
             wall = self.core_seconds / cores
             out += f" -- about {_duration(wall)} on {cores} core{'s' if cores != 1 else ''} here"
@@ -229,7 +240,8 @@ def seconds_at(width: float, points) -> float:
 
 
 def expected_cost(operators, eps, effort: str = "full", validated: bool = False, store=None,
-                  finished=(), table=None, check_table=None) -> Cost:
+                  finished=(), table=None, check_table=None,
+                  cell_timeout: float | None = None) -> Cost:
     """The expected cost of auditing ``operators`` at ``eps`` (module docstring).
 
     Parameters
@@ -252,6 +264,10 @@ def expected_cost(operators, eps, effort: str = "full", validated: bool = False,
         :data:`CELL_SECONDS`).
     check_table : mapping of int to float, optional
         Median seconds to check a stored cell by width (default :data:`CHECK_SECONDS`).
+    cell_timeout : float, optional
+        The audit's time limit per cell in seconds: a computed cell counts at most that
+        (a cell cut short ends a little after it, at the end of an LP or a step already
+        going). None: no limit.
 
     Returns
     -------
@@ -261,8 +277,10 @@ def expected_cost(operators, eps, effort: str = "full", validated: bool = False,
     ------
     InvalidArgumentError
         ``effort`` not ``"full"`` or ``"fast"``, no operators or no tolerances, a table
-        that :func:`seconds_at` refuses.
+        that :func:`seconds_at` refuses, ``cell_timeout`` not None or a number > 0.
     """
+    if cell_timeout is not None:
+        cell_timeout = check_positive(cell_timeout, "cell_timeout")
     if effort not in ("full", "fast"):
         raise InvalidArgumentError(f"effort: expected 'full' or 'fast', got {effort!r}")
     operators, eps = list(operators), [float(e) for e in eps]
@@ -301,13 +319,16 @@ def expected_cost(operators, eps, effort: str = "full", validated: bool = False,
             medians[w] = WidthMedian(int(w), float(s) * scale, "table")
     points = [(m.width, m.seconds) for m in medians.values()]
     checks = [(w, s) for w, s in check_table.items()]
-    compute = sum(seconds_at(w, points) for w in widths)
+    each = [seconds_at(w, points) for w in widths]
+    capped = 0 if cell_timeout is None else sum(x > cell_timeout for x in each)
+    compute = sum(each if cell_timeout is None else (min(x, cell_timeout) for x in each))
     check = sum(seconds_at(w, checks) for w in stored_at)
     n_finished = (len(operators) - len(todo)) * len(eps)
     return Cost(operators=len(operators), tolerances=len(eps), cells=len(operators) * len(eps),
                 finished=n_finished, stored=len(stored_at), effort=effort,
                 core_seconds=compute + check, check_seconds=check,
-                medians=tuple(medians[w] for w in sorted(medians)))
+                medians=tuple(medians[w] for w in sorted(medians)), capped=capped,
+                cell_timeout=cell_timeout)
 
 
 #: What :func:`_recorded` returns for an entry imported from a bundle.

@@ -24,6 +24,10 @@ Built-in panels (``softrank audit --panel NAME``):
   ``seed + 4``), the grids (which have no seed) at scales ``c`` = 1, 0.5, 2, 0.25, 4. Days
   of work on one machine: ``softrank audit`` prints the expected cost first
   (:mod:`softrank.harness.cost`).
+* ``long`` -- synthetic heads at the lengths users run (:func:`long_specs`): Gaussian
+  (plain and causal), planted and sphere heads of 1,024, 2,048 and 4,096 tokens, 12
+  operators at eps 0.25 only, each cell limited to 540 s (``--eps`` and ``--cell-timeout``
+  override both). About two hours on 2 cores.
 
 A panel file (TOML) lists the same things::
 
@@ -84,33 +88,16 @@ from ..ids import check_id_part
 from ..operators import Operator
 from ..operator_files import load_operator
 from ..validation import parse_rank, validate_eps
+from .panel_specs import (LONG_CELL_TIMEOUT, LONG_EPS, N_SOURCES, PAPER_GRID_SCALES,
+                          PAPER_SOURCES_PER_HEAD, PAPER_WIDTHS, SHORT_SOURCES, causal_specs,
+                          long_specs, minilm_specs, paper_specs, synthetic_specs, wide_specs)
 
 __all__ = ["Panel", "build_panel", "materialize", "minilm_specs", "wide_specs", "paper_specs",
-           "DEFAULT_EPS", "PANELS", "SHORT_SOURCES", "PAPER_WIDTHS", "PAPER_SOURCES_PER_HEAD",
-           "PAPER_GRID_SCALES"]
+           "long_specs", "DEFAULT_EPS", "PANELS", "SHORT_SOURCES", "PAPER_WIDTHS",
+           "PAPER_SOURCES_PER_HEAD", "PAPER_GRID_SCALES", "N_SOURCES"]
 
 DEFAULT_EPS = (0.1, 0.25, 0.5)
-PANELS = ("quick", "default", "wide", "causal", "paper")
-N_SOURCES = 64
-
-#: Indices (into :func:`~softrank.generators.text.stdlib_sources` of 64) of the sources with
-#: fewer than 512 MiniLM WordPiece tokens, ``[CLS]`` and ``[SEP]`` included, on CPython 3.11:
-#: codeop (475), copy (424), dis (494), hmac (380), runpy (379). A width-512 head needs 512
-#: tokens, so :func:`wide_specs` passes over them (tests/test_heads.py counts them again).
-SHORT_SOURCES = frozenset({9, 14, 18, 30, 58})
-
-#: Widths of the ``paper`` panel's MiniLM heads (:func:`paper_specs`): the seed paper's
-#: block-width study ran common-prefix blocks of widths 64 to 512; the panel takes the same
-#: number of heads at each.
-PAPER_WIDTHS = (64, 128, 256, 512)
-
-#: Sources per (width, layer, head) in the ``paper`` panel: 72 heads x 11 = 792 per width.
-PAPER_SOURCES_PER_HEAD = 11
-
-#: The grid scale ``c`` (``beta = c (n - 1)^2``) of the ``paper`` panel's synthetic seed
-#: ``seed + j``, for ``j`` = 0..4: grids have no seed, so each seed's grids take another
-#: scale (``c = 1`` is the ``default`` panel's) and their ids ``grid-dD-nN-cC`` stay distinct.
-PAPER_GRID_SCALES = (1.0, 0.5, 2.0, 0.25, 4.0)
+PANELS = ("quick", "default", "wide", "causal", "paper", "long")
 
 _SYNTHETIC = ("grid", "sphere", "ball", "gaussian_head", "planted", "planted_blocks",
               "planted_causal", "planted_segments")
@@ -128,147 +115,11 @@ class Panel:
     #: The rank bracketed beside ``r_eps`` on causal heads (``plain``: none; ``causal``,
     #: ``window:W``; ``softrank audit --rank`` overrides it).
     rank: str = "plain"
+    #: Seconds per cell when ``softrank audit --cell-timeout`` is not given (None: no limit).
+    cell_timeout: float | None = None
 
     def __len__(self) -> int:
         return len(self.specs)
-
-
-def minilm_specs(widths, layers, heads, sources_per_head: int, seed: int) -> list[dict]:
-    """Operator specs of MiniLM heads: every (width, layer, head) with ``sources_per_head``
-    stdlib sources each, the source chosen by a fixed rotation of ``seed`` (so that heads of
-    one layer see different sources); the built-in panels and ``softrank study`` use it.
-
-    Returns
-    -------
-    list of dict
-        ``{"kind": "minilm", "width", "layer", "head", "source_index"}`` in the order of the
-        loops (width, layer, head, source); materialised by :func:`materialize`.
-    """
-    specs = []
-    for w_i, w in enumerate(widths):
-        for l in layers:
-            for h in heads:
-                for s in range(sources_per_head):
-                    idx = (12 * l + h + 32 * w_i + 7 * s + seed) % N_SOURCES
-                    specs.append({"kind": "minilm", "width": int(w), "layer": int(l),
-                                  "head": int(h), "source_index": int(idx)})
-    return specs
-
-
-def wide_specs(seed: int = 0) -> list[dict]:
-    """Operator specs of the ``wide`` panel: MiniLM heads at widths 256 and 512, one per layer
-    at each width: layer ``l`` gets head ``(7 l + seed) mod 12`` at width 256 and head
-    ``(7 l + 6 + seed) mod 12`` at width 512, so the 12 heads are each used once. The source
-    of each follows the rotation of :func:`minilm_specs` (``12 l + h + 32 w_i + seed`` mod 64),
-    moved on to the next source past :data:`SHORT_SOURCES` at width 512.
-
-    Returns
-    -------
-    list of dict
-        12 ``{"kind": "minilm", "width", "layer", "head", "source_index"}``, width 256 first.
-    """
-    specs = []
-    for w_i, w in enumerate((256, 512)):
-        for l in range(6):
-            h = (7 * l + 6 * w_i + seed) % 12
-            idx = (12 * l + h + 32 * w_i + seed) % N_SOURCES
-            while w > 256 and idx in SHORT_SOURCES:
-                idx = (idx + 1) % N_SOURCES
-            specs.append({"kind": "minilm", "width": w, "layer": l, "head": h,
-                          "source_index": idx})
-    return specs
-
-
-def paper_specs(seed: int = 0) -> list[dict]:
-    """Operator specs of the ``paper`` panel: the seed paper's size, 3,343 operators.
-
-    * MiniLM heads, 3,168: every (layer, head) of the 6 x 12 at each width of
-      :data:`PAPER_WIDTHS` (64, 128, 256, 512) with :data:`PAPER_SOURCES_PER_HEAD` (11)
-      sources, 792 per width. Source ``s`` (0..10) of head ``h`` of layer ``l`` at the
-      ``w_i``-th width is entry ``(12 l + h + 32 w_i + 7 s + seed) mod n`` of the pool of
-      sources long enough for the width: at widths 64 to 256 all 64 (the rotation of
-      :func:`minilm_specs`, so ``s = 0`` at widths 64 and 128 gives the ``default``
-      panel's heads), at width 512 the ``n = 59`` outside :data:`SHORT_SOURCES`, in index
-      order. As 7 is invertible mod 64 and mod 59, the 11 sources of a head are distinct,
-      and the heads of a layer see different sources at each ``s``.
-    * Synthetic operators, 175: the ``default`` panel's 35 (grids, sphere and ball
-      supports, Gaussian heads, planted instances) at the seeds ``seed + j``, ``j`` = 0..4,
-      the grids at scale ``c = PAPER_GRID_SCALES[j]`` (1, 0.5, 2, 0.25, 4).
-
-    Every operator id is distinct: ``minilm-wW-LlHh-SOURCE`` by its (width, layer, head,
-    source), the synthetic ids by their seed (``-sS``; the Gaussian and planted ones carry
-    ``seed + j + i`` beside their temperature or rank ``i`` names) or grid scale (``-cC``).
-
-    Parameters
-    ----------
-    seed : int, >= 0
-        Rotation of the sources and first seed of the synthetic operators.
-
-    Returns
-    -------
-    list of dict
-        3,343 specs: the MiniLM heads in the order (width, layer, head, source), then the
-        synthetic operators seed by seed; materialised by :func:`materialize`.
-    """
-    specs = minilm_specs(PAPER_WIDTHS[:3], range(6), range(12), PAPER_SOURCES_PER_HEAD, seed)
-    w_i, w = len(PAPER_WIDTHS) - 1, PAPER_WIDTHS[-1]
-    pool = [i for i in range(N_SOURCES) if i not in SHORT_SOURCES]
-    for layer in range(6):
-        for h in range(12):
-            for s in range(PAPER_SOURCES_PER_HEAD):
-                idx = pool[(12 * layer + h + 32 * w_i + 7 * s + seed) % len(pool)]
-                specs.append({"kind": "minilm", "width": w, "layer": layer, "head": h,
-                              "source_index": idx})
-    for j, c in enumerate(PAPER_GRID_SCALES):
-        for s in _synthetic_default(seed + j, quick=False):
-            specs.append({**s, "c": c} if s["family"] == "grid" else s)
-    return specs
-
-
-def _synthetic_default(seed: int, quick: bool):
-    S = []
-    if quick:
-        S += [{"family": "grid", "d": 1, "n": 32}, {"family": "grid", "d": 2, "n": 6},
-              {"family": "sphere", "d": 3, "beta": 16.0, "m": 48, "N": 48, "seed": seed},
-              {"family": "gaussian_head", "m": 48, "N": 48, "seed": seed},
-              {"family": "planted", "m": 48, "N": 48, "k": 4, "delta": 0.04, "seed": seed},
-              {"family": "planted_blocks", "m": 48, "N": 48, "k": 6, "delta": 0.05, "seed": seed}]
-        return [{"kind": "synthetic", **s} for s in S]
-    S += [{"family": "grid", "d": 1, "n": n} for n in (32, 64, 128)]
-    S += [{"family": "grid", "d": 2, "n": n} for n in (6, 8, 11)]
-    S += [{"family": "grid", "d": 3, "n": n} for n in (4, 5)]
-    for fam in ("sphere", "ball"):
-        for d in (2, 3, 4):
-            for beta in (4.0, 16.0, 64.0):
-                S.append({"family": fam, "d": d, "beta": beta, "m": 64, "N": 64, "seed": seed})
-    S += [{"family": "gaussian_head", "m": 64, "N": 64, "d": 32, "temperature": t, "seed": seed + i}
-          for i, t in enumerate((1.0, 2.0, 4.0))]
-    S += [{"family": "planted", "m": 64, "N": 64, "k": k, "delta": 0.04, "seed": seed + k}
-          for k in (2, 4, 8, 16)]
-    S += [{"family": "planted_blocks", "m": 64, "N": 64, "k": k, "delta": 0.04, "seed": seed + k}
-          for k in (4, 16)]
-    return [{"kind": "synthetic", **s} for s in S]
-
-
-def _synthetic_causal(seed: int) -> list[dict]:
-    """The ``causal`` panel: causal Gaussian heads (``d = 32``, three temperatures; ``d = 8``
-    at temperatures 0.25 and 0.5, smooth enough for feature maps of ``exp`` to reach eps), a sliding-window one and planted causal instances (planted
-    causal rank 2, 4, 8 at delta 0.04; planted plain and causal rank 4, 8), at widths 64 and
-    128."""
-    S = []
-    for n in (64, 128):
-        S += [{"family": "gaussian_head", "m": n, "N": n, "d": 32, "temperature": t,
-               "seed": seed + i, "causal": True} for i, t in enumerate((1.0, 2.0, 4.0))]
-        S.append({"family": "gaussian_head", "m": n, "N": n, "d": 32, "temperature": 2.0,
-                  "seed": seed, "causal": True, "window": 16})
-        # a smooth low-dimensional head, where feature maps of exp can reach eps
-        S += [{"family": "gaussian_head", "m": n, "N": n, "d": 8, "temperature": t,
-               "seed": seed, "causal": True} for t in (0.25, 0.5)]
-        S += [{"family": "planted_causal", "N": n, "k": k, "delta": 0.04, "seed": seed + k}
-              for k in (2, 4, 8)]
-        S += [{"family": "planted_segments", "N": n, "k": k, "delta": 0.04, "seed": seed + k}
-              for k in (4, 8)]
-    return [{"kind": "synthetic", **s} for s in S]
 
 
 def _tables(data: dict, key: str, path: Path) -> list[dict]:
@@ -485,8 +336,8 @@ def build_panel(panel: str, seed: int = 0) -> Panel:
     Parameters
     ----------
     panel : str
-        ``quick``, ``default``, ``wide``, ``causal``, ``paper`` (:data:`PANELS`) or the path
-        of a ``.toml`` panel file. ``paper`` is the seed paper's size, 3,343 operators
+        ``quick``, ``default``, ``wide``, ``causal``, ``paper``, ``long`` (:data:`PANELS`)
+        or the path of a ``.toml`` panel file. ``paper`` is the seed paper's size, 3,343 operators
         (:func:`paper_specs`: 792 MiniLM heads at each of the widths 64, 128, 256 and 512,
         and the ``default`` panel's 35 synthetic operators at 5 seeds).
     seed : int, >= 0
@@ -495,8 +346,9 @@ def build_panel(panel: str, seed: int = 0) -> Panel:
     Returns
     -------
     Panel
-        Its specs (nothing is materialised) and default tolerances (0.1, 0.25, 0.5 for every
-        built-in panel).
+        Its specs (nothing is materialised), default tolerances (0.1, 0.25, 0.5 for every
+        built-in panel but ``long``'s 0.25) and time limit per cell (none but ``long``'s
+        540 s).
 
     Raises
     ------
@@ -506,22 +358,24 @@ def build_panel(panel: str, seed: int = 0) -> Panel:
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise PanelError(f"seed: expected an integer >= 0, got {seed!r}")
     if panel == "causal":
-        return Panel(panel, _synthetic_causal(seed), rank="causal")
+        return Panel(panel, causal_specs(seed), rank="causal")
     if panel == "wide":
         return Panel(panel, wide_specs(seed))
     if panel == "paper":
         return Panel(panel, paper_specs(seed))
+    if panel == "long":
+        return Panel(panel, long_specs(seed), eps=LONG_EPS, cell_timeout=LONG_CELL_TIMEOUT)
     if panel in ("quick", "default"):
         quick = panel == "quick"
         if quick:
             specs = minilm_specs([64], [0, 2, 5], [0, 5, 11], 1, seed)
         else:
             specs = minilm_specs([64, 128], range(6), range(12), 1, seed)
-        return Panel(panel, specs + _synthetic_default(seed, quick))
+        return Panel(panel, specs + synthetic_specs(seed, quick))
     p = Path(panel)
     if p.suffix.lower() != ".toml" and not p.is_file():
-        raise PanelError(f"panel: expected 'quick', 'default', 'wide', 'causal', 'paper' or a "
-                         f".toml file, got {panel!r}")
+        raise PanelError(f"panel: expected 'quick', 'default', 'wide', 'causal', 'paper', "
+                         f"'long' or a .toml file, got {panel!r}")
     return _panel_file(p, seed)
 
 
@@ -564,10 +418,12 @@ def materialize(specs: list[dict], cache=None) -> list[Operator]:
         _materialize_heads(heads, out)
     for i, s in enumerate(specs):
         if s["kind"] == "synthetic":
-            kw = {k: v for k, v in s.items() if k not in ("kind", "family", "entry")}
+            kw = {k: v for k, v in s.items() if k not in ("kind", "family", "entry", "id")}
             where = f"[[synthetic]] entry {s.get('entry', i)} ({s['family']})"
             try:
                 out[i] = getattr(synthetic, s["family"])(**kw)
+                if "id" in s:  # the long panel's: the generator's id with the width
+                    out[i] = dataclasses.replace(out[i], operator_id=s["id"])
             except TypeError as exc:  # unknown keyword
                 raise PanelError(f"panel: {where}: {exc}") from exc
             except SoftrankError as exc:

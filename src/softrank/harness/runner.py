@@ -13,6 +13,8 @@ completion order.
 
 from __future__ import annotations
 
+import functools
+import logging
 import os
 import sys
 import time
@@ -38,11 +40,48 @@ def _task(args):
     return i, run_operator(op, config, out)
 
 
-def _worker_init():
+def _worker_init(progress: bool = False):
     import signal
 
     # Ctrl-C goes to the whole process group: the parent decides, workers do not crash
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if progress:
+        _method_lines(sys.stderr)
+
+
+class _LineHandler(logging.StreamHandler):
+    """A method's progress line on its own line: on a terminal it first clears the
+    progress bar drawn in place (``\\r`` and erase to the end of the line)."""
+
+    def format(self, record):
+        line = "  " + super().format(record)
+        tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+        return "\r\x1b[K" + line if tty else line
+
+
+def _method_lines(stream):
+    """Show the methods' progress lines of long cells
+    (:data:`softrank.audit.bracket_stage.PROGRESS_LOGGER`) on ``stream``; returns what
+    :func:`_no_method_lines` needs to put the logger back as it was."""
+    from ..audit.bracket_stage import PROGRESS_LOGGER
+
+    log = logging.getLogger(PROGRESS_LOGGER)
+    saved = (log.level, log.propagate)
+    handler = _LineHandler(stream)
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    log.propagate = False
+    return handler, saved
+
+
+def _no_method_lines(shown) -> None:
+    from ..audit.bracket_stage import PROGRESS_LOGGER
+
+    handler, (level, propagate) = shown
+    log = logging.getLogger(PROGRESS_LOGGER)
+    log.removeHandler(handler)
+    log.setLevel(level)
+    log.propagate = propagate
 
 
 def _fmt_time(s: float) -> str:
@@ -221,13 +260,19 @@ def _audit_cells(run: _Run) -> list[dict]:
             for i, rows in cmap.run((i, operators[i]) for i in order):
                 done(i, rows)
         elif workers <= 1 or len(tasks) <= 1:
-            for t in tasks:
-                _check_stop()  # a stop whose KeyboardInterrupt was dropped (softrank.stop)
-                done(*_task(t))
+            lines = _method_lines(stream) if progress else None
+            try:
+                for t in tasks:
+                    _check_stop()  # a stop whose KeyboardInterrupt was dropped (softrank.stop)
+                    done(*_task(t))
+            finally:
+                if lines is not None:
+                    _no_method_lines(lines)
         else:
             from .executors import local_map
 
-            for i, rows in local_map(_task, tasks, workers, _worker_init):
+            init = functools.partial(_worker_init, bool(progress))
+            for i, rows in local_map(_task, tasks, workers, init):
                 done(i, rows)
     except BaseException:
         bar.close()

@@ -56,7 +56,9 @@ def _config(args, panel, store=None):
     for spec in panel.certifiers:  # named as the panel file's, not as --certifier
         load_certifier(spec, "panel: [[certifier]] spec")
     return AuditConfig(eps=tuple(args.eps or panel.eps), validated=bool(args.validated),
-                       attacks=args.attacks, cell_timeout=args.cell_timeout,
+                       attacks=args.attacks,
+                       cell_timeout=(args.cell_timeout if args.cell_timeout is not None
+                                     else panel.cell_timeout),
                        effort=args.effort,
                        certifiers=tuple(panel.certifiers) + tuple(args.certifier),
                        stages=tuple(args.stage),
@@ -97,7 +99,8 @@ def _cost_line(args, ops, config, store, out: Path) -> str:
         _, rows, _ = read_ledger(out / LEDGER_NAME, "--resume")
         counts = Counter(r["operator_id"] for r in rows)
         finished = {i for i, n in counts.items() if n >= len(config.eps)}
-    cost = expected_cost(ops, config.eps, config.effort, config.validated, store, finished)
+    cost = expected_cost(ops, config.eps, config.effort, config.validated, store, finished,
+                         cell_timeout=config.cell_timeout)
     cores = None if args.scheduler else min(len(ops), args.workers or os.cpu_count() or 1)
     return cost.line(cores)
 

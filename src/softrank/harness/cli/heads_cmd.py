@@ -95,15 +95,19 @@ def run_tiny(args) -> int:
     window = args.sliding_window
     try:
         with made_dir(args.directory, "directory") as d:  # refused before the model is built
-            save_tiny_checkpoint(args.family, d, seed=args.seed, sliding_window=window)
+            save_tiny_checkpoint(args.family, d, seed=args.seed, sliding_window=window,
+                                 max_positions=args.max_positions)
     except SoftrankError as exc:  # name the option, not the keyword
-        if str(exc).startswith("sliding_window:"):
-            raise SoftrankError("--sliding-window" + str(exc)[len("sliding_window"):]) from None
+        for kw, opt in (("sliding_window", "--sliding-window"),
+                        ("max_positions", "--max-positions")):
+            if str(exc).startswith(kw + ":"):
+                raise SoftrankError(opt + str(exc)[len(kw):]) from None
         raise
     except SafetensorError as exc:  # the weights' writer's own error (a full disk)
         raise SoftrankError(f"directory: cannot write the checkpoint into "
                             f"{args.directory!r} ({exc})") from None
+    pos = args.max_positions
     print(f"tiny {args.family} checkpoint (2 layers x 4 heads, head dimension 8, "
           f"initializer_range 0.5" + (f", layer 1 a sliding window of {window}" if window else "")
-          + f") -> {d}/")
+          + (f", {pos} positions" if pos else "") + f") -> {d}/")
     return 0

@@ -198,10 +198,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "planted causal heads at widths 64 and 128, with --rank causal), "
                         "'paper' (the seed paper's size: 3,343 operators, 792 MiniLM heads at "
                         "each width 64, 128, 256, 512 and the synthetic families at 5 seeds; "
-                        "days on one machine, see the expected cost printed first) or a TOML "
-                        "panel file")
+                        "days on one machine, see the expected cost printed first), 'long' "
+                        "(Gaussian plain and causal, planted and sphere heads of 1,024, 2,048 "
+                        "and 4,096 tokens at eps 0.25, 540 s a cell) or a TOML panel file")
     a.add_argument("--eps", type=_eps_arg, nargs="+", default=None,
-                   help="tolerances (default: the panel's, 0.1 0.25 0.5)")
+                   help="tolerances (default: the panel's, 0.1 0.25 0.5; 'long': 0.25)")
     a.add_argument("--out", type=_path_arg, default="softrank-report", help="output directory")
     a.add_argument("--seed", type=_int_arg(0), default=0, help="seed of the synthetic operators and "
                    "of the source rotation")
@@ -217,7 +218,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="time limit per cell (operator x tolerance): past it a running search "
                         "stops before its next rank, the remaining searches are skipped and the "
                         "cell keeps the best checked ends so far, marked cut_short in its "
-                        "diagnostics (never an unchecked bound)")
+                        "diagnostics (never an unchecked bound); default none, 540 on "
+                        "--panel long")
     a.add_argument("--effort", choices=("full", "fast"), default="full", help=_EFFORT_HELP)
     a.add_argument("--rank", type=_rank_arg, default=None, metavar="plain|causal|window:W",
                    help="beside r_eps, bracket this rank on every causal head (columns rank, "
@@ -483,6 +485,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--sliding-window", type=_int_arg(1), default=None, metavar="W",
                    help="qwen2 only: layer 1 attends to the last W positions (layer 0 stays "
                         "causal), e.g. 8 so that inputs of a few dozen tokens slide")
+    t.add_argument("--max-positions", type=_int_arg(2), default=None, metavar="T",
+                   help="text families: the longest input in tokens (default 512), e.g. 2048 "
+                        "for whole heads of 2,048 tokens; other weights than the default's "
+                        "for the same seed")
 
     v = sub.add_parser("verify", help="re-check saved certificates without trusting the producer")
     v.add_argument("path", type=_path_arg, help="a certificate .npz or a directory of them")
