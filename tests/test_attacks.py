@@ -164,6 +164,9 @@ _A = planted(6, 6, 2, 0.05, seed=0).A
     ({"seed": -1}, "seed"),
     ({"seed": 1.5}, "seed"),
     ({"seed": True}, "seed"),
+    ({"time_limit": 0}, "time_limit"),
+    ({"time_limit": -1.0}, "time_limit"),
+    ({"time_limit": float("nan")}, "time_limit"),
 ])
 def test_bad_arguments_raise_naming_the_argument(kwargs, name):
     args = {"eps": 0.1, "claimed": 3}
@@ -232,3 +235,39 @@ def test_upper_witness_start_does_not_refute_a_true_claim():
     assert res.claimed == 2 and res.target_rank == 1
     assert not res.succeeded
     assert res.best_error >= (1 - 2 * 0.05) * (1 - 1e-9)
+
+
+# ------------------------------------------------------------------------ the time limit
+
+
+def test_a_time_limit_ends_the_attack_between_methods(monkeypatch):
+    # a clock that jumps past the limit once the first method has run: only that method runs,
+    # the result says it was cut short and it has not succeeded (the claim is true)
+    import time as _time
+
+    import softrank.attacks as at
+
+    op = planted_blocks(8, 8, 2, 0.05, seed=4)
+    full = attack(op.A, 0.3, 2, effort="quick", seed=11)
+    assert not full.cut_short and len(full.methods) > 2
+    t0 = _time.perf_counter()
+    ran = []
+    real = at.RankReductionAttack.attempt
+
+    def attempt(self, method, fn):
+        ran.append(method)
+        return real(self, method, fn)
+
+    monkeypatch.setattr(at.RankReductionAttack, "attempt", attempt)
+    monkeypatch.setattr(at.time, "perf_counter", lambda: t0 + (100.0 if ran else 0.0))
+    cut = attack(op.A, 0.3, 2, effort="quick", seed=11, time_limit=50.0)
+    assert cut.cut_short and not cut.succeeded
+    assert cut.methods == full.methods[:1] == ran
+    assert cut.to_dict()["cut_short"] is True
+
+
+def test_a_time_limit_never_stops_a_success_already_found():
+    # an off-by-one claim is refuted by the first methods, well within a generous limit
+    op = planted(8, 9, 2, 0.02, seed=5)
+    res = attack(op.A, 0.2, 3, effort="quick", time_limit=600.0)
+    assert res.succeeded and not res.cut_short

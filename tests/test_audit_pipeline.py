@@ -397,3 +397,20 @@ def test_stage_values_are_numbers_or_strings(tmp_path):
 def test_run_stages_validates_eps(eps, words):
     with pytest.raises(InvalidArgumentError, match=words):
         run_stages(_op(), eps, [Doubler()])
+
+
+def test_the_cell_time_limit_reaches_the_attack():
+    # the attack stage takes the audit's cell_timeout: with a limit already spent, the
+    # attack of a rank-3 lower certificate stops before its first method ("held(cut
+    # short)"); without one it runs its plan ("held")
+    from softrank.audit.pipeline import build_stage
+
+    assert "cell_timeout" in AttackStage.parameters
+    st = build_stage(AttackStage, AuditConfig(eps=(0.1,), attacks="quick", cell_timeout=7.0))
+    assert st.cell_timeout == 7.0
+    (cut,) = run_stages(_op(), [0.1], [BracketStage(),
+                                       AttackStage(attacks="quick", cell_timeout=1e-9)])
+    (free,) = run_stages(_op(), [0.1], [BracketStage(), AttackStage(attacks="quick")])
+    assert cut["lower"] == free["lower"] == 3
+    assert cut["attack"] == "held(cut short)" and free["attack"] == "held"
+    assert cut["attack_seconds"] < free["attack_seconds"]

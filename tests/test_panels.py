@@ -111,3 +111,28 @@ def test_the_long_panels_time_limit_is_a_default_that_the_option_overrides():
                    long).cell_timeout == 60.0
     assert _config(parse(["audit"]), default).cell_timeout is None
     assert _config(parse(["audit", "--panel", "long"]), long).eps == (0.25,)
+
+
+def test_a_panel_file_sets_a_time_limit_and_synthetic_ids(tmp_path):
+    from softrank.harness.cli.audit_cmd import _config
+    from softrank.harness.cli.parser import build_parser
+    from softrank.harness.panels import materialize
+
+    f = tmp_path / "p.toml"
+    f.write_text('cell_timeout = 30\n'
+                 '[[synthetic]]\nfamily = "gaussian_head"\nm = 32\nN = 32\nid = "g-n32"\n'
+                 '[[synthetic]]\nfamily = "gaussian_head"\nm = 48\nN = 48\nid = "g-n48"\n')
+    p = build_panel(str(f))
+    assert p.cell_timeout == 30.0
+    assert [op.operator_id for op in materialize(p.specs)] == ["g-n32", "g-n48"]
+    parse = build_parser().parse_args
+    assert _config(parse(["audit", "--panel", str(f)]), p).cell_timeout == 30.0
+    assert _config(parse(["audit", "--panel", str(f), "--cell-timeout", "5"]), p).cell_timeout == 5
+    for text, match in (("cell_timeout = 0\n", "cell_timeout"),
+                        ('cell_timeout = "long"\n', "cell_timeout"),
+                        ('[[synthetic]]\nfamily = "grid"\nd = 1\nn = 8\nid = "a/b"\n',
+                         r"\[\[synthetic\]\] entry 0: id")):
+        f.write_text(text + ('' if "synthetic" in text else
+                             '[[synthetic]]\nfamily = "grid"\nd = 1\nn = 8\n'))
+        with pytest.raises(PanelError, match=match):
+            build_panel(str(f))

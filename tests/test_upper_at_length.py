@@ -131,3 +131,31 @@ def test_the_cover_of_a_matrix_with_negative_entries_recomputes_every_gain():
     # gains need not fall where A < 0, so the cover keeps the eager steps there
     A = np.array([[0.7, 0.5, -0.2], [0.1, 0.6, 0.3], [-0.1, 0.3, 0.8]])
     assert _keys(basic.key_support(A, 0.3)) == _eager_cover(A, 0.3)
+
+
+def test_truncation_errors_refuse_factors_that_do_not_fit(monkeypatch):
+    from softrank.errors import InvalidArgumentError
+
+    monkeypatch.setattr(basic, "ERROR_NUMPY_WORK", 0)  # the compiled path reads no bounds
+    A, P, Vt = np.ones((5, 7)), np.ones((5, 3)), np.ones((3, 7))
+    for args in ((A, P, Vt[:, :6]), (A, P[:4], Vt), (A, P[:, :2], Vt), (A[0], P, Vt)):
+        with pytest.raises(InvalidArgumentError, match="^A, P, Vt: expected shapes"):
+            basic.truncation_errors(*args)
+
+
+def test_the_cover_is_the_same_whatever_the_layout_or_type():
+    # a Fortran-ordered or float32 A is covered as its C-ordered float64 copy: the gains are
+    # summed over the rows in order in float64 (numpy sums a Fortran column pairwise)
+    rng = np.random.default_rng(11)
+    A = rng.dirichlet(np.full(50, 0.3), 48)
+    for eps in (0.1, 0.25, 0.5):
+        want = _keys(basic.key_support(A, eps))
+        assert want == _eager_cover(A, eps)
+        assert _keys(basic.key_support(np.asfortranarray(A), eps)) == want
+        assert _keys(basic.key_support(A[:, ::-1][:, ::-1], eps)) == want  # a strided view
+    A32 = np.array([[.6, .6, 0, 0, 0], [.6, .6, 0, 0, 0], [0, 2**-30, .2, .2, .2],
+                    [0, 2**-30, .2, .2, .2]], dtype=np.float32)
+    for eps in (0.5, 0.55):
+        A64 = A32.astype(np.float64)
+        assert _keys(basic.key_support(A32, eps)) == _keys(basic.key_support(A64, eps)) \
+            == _eager_cover(A64, eps)

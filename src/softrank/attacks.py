@@ -32,7 +32,7 @@ import numpy as np
 
 from .checker import LowerCertificate, UpperWitness, check
 from .errors import InvalidArgumentError, printable
-from .validation import check_choice, check_fraction, check_int
+from .validation import check_choice, check_fraction, check_int, check_positive
 
 __all__ = ["AttackResult", "attack", "RankReductionAttack", "EFFORTS"]
 
@@ -70,6 +70,9 @@ class AttackResult:
     failures : list of str
         Methods that raised (recorded; an attack never turns a failure into a verdict).
     seconds : float
+    cut_short : bool
+        The time limit passed before the plan was done: the methods after it did not run
+        (one already going ends its current step first).
     """
 
     claimed: int
@@ -82,12 +85,14 @@ class AttackResult:
     methods: list = field(default_factory=list)
     failures: list = field(default_factory=list)
     seconds: float = 0.0
+    cut_short: bool = False
 
     def to_dict(self) -> dict:
         return {"claimed": self.claimed, "target_rank": self.target_rank, "eps": self.eps,
                 "succeeded": self.succeeded, "best_error": self.best_error,
                 "best_method": self.best_method, "methods": list(self.methods),
-                "failures": list(self.failures), "seconds": round(self.seconds, 4)}
+                "failures": list(self.failures), "seconds": round(self.seconds, 4),
+                "cut_short": self.cut_short}
 
 
 def _row_errors(A, U, W) -> np.ndarray:
@@ -102,8 +107,9 @@ def _orth_rows(W: np.ndarray) -> np.ndarray:
     return q.T
 
 
-def _smoothed_descent(A, U, W, eps, iters):
-    """L-BFGS on a smoothed max-row-l1 objective with continuation; returns ``(U, W)``."""
+def _smoothed_descent(A, U, W, eps, iters, stop=None):
+    """L-BFGS on a smoothed max-row-l1 objective with continuation; returns ``(U, W)``
+    (``stop``, asked before each continuation step after the first, ends it early)."""
     from scipy.optimize import minimize
 
     m, N = A.shape
@@ -124,7 +130,10 @@ def _smoothed_descent(A, U, W, eps, iters):
         return val, np.concatenate([(G @ W_.T).ravel(), (U_.T @ G).ravel()])
 
     x = np.concatenate([U.ravel(), W.ravel()])
-    for mu, t in ((1e-3, 0.05 * eps), (1e-4, 0.01 * eps), (1e-6, 0.002 * eps)):
+    for step, (mu, t) in enumerate(((1e-3, 0.05 * eps), (1e-4, 0.01 * eps),
+                                    (1e-6, 0.002 * eps))):
+        if step and stop is not None and stop():
+            break
         res = minimize(fg, x, args=(mu, t), jac=True, method="L-BFGS-B",
                        options={"maxiter": iters})
         if np.isfinite(res.x).all():
@@ -134,7 +143,7 @@ def _smoothed_descent(A, U, W, eps, iters):
 
 def attack(A, eps: float, claimed, *, upper_witness: UpperWitness | None = None,
            effort: str = "standard", seed: int = 0, interval: bool = True,
-           constructions=(), operator=None) -> AttackResult:
+           constructions=(), operator=None, time_limit: float | None = None) -> AttackResult:
     """Search for a witness of rank ``claimed - 1`` within ``eps`` of ``A`` (docs/theory/attacks.md).
 
     Parameters
@@ -166,6 +175,12 @@ def attack(A, eps: float, claimed, *, upper_witness: UpperWitness | None = None,
         The operator handed to ``constructions`` (one with ``Q``, ``K``, ``beta`` lets the
         reference constructions run), of ``A``'s shape; default ``A`` when it is an
         Operator, else ``Operator(A=A)``.
+    time_limit : float, optional
+        Seconds: past them no further method starts, and the exact row polish, the smoothed
+        descent's continuation and the witness perturbation stop before their next step
+        (an alternating-l1 run already going ends first); the result is then
+        ``cut_short``. A cut attack that found nothing has held only as far as it went.
+        Default: no limit.
 
     Returns
     -------
@@ -181,7 +196,8 @@ def attack(A, eps: float, claimed, *, upper_witness: UpperWitness | None = None,
         than ``eps``; ``upper_witness`` is not an :class:`~softrank.checker.UpperWitness`
         of a matrix of ``A``'s shape; ``constructions`` is not a list (a string included)
         of objects with ``witness(operator, eps)`` (:func:`softrank.bracket`'s rule);
-        ``operator`` is not an Operator of ``A``'s shape.
+        ``operator`` is not an Operator of ``A``'s shape; ``time_limit`` is not a number
+        ``> 0``.
     """
     # lazy: keeps ``import softrank`` light
     from .certifiers.registry import extra_methods
@@ -211,10 +227,12 @@ def attack(A, eps: float, claimed, *, upper_witness: UpperWitness | None = None,
             f"operator: expected a softrank Operator of A's shape {m} x {N}, got " + (
                 f"one of shape {operator.shape[0]} x {operator.shape[1]}"
                 if isinstance(operator, Operator) else type(operator).__name__))
+    if time_limit is not None:
+        time_limit = check_positive(time_limit, "time_limit")
     constructions = extra_methods(constructions, "upper")
     return RankReductionAttack(A, eps, k, upper_witness=upper_witness, effort=effort,
                                seed=seed, interval=interval, constructions=constructions,
-                               operator=operator).run()
+                               operator=operator, time_limit=time_limit).run()
 
 
 def _matrix(A) -> np.ndarray:
@@ -278,7 +296,7 @@ class RankReductionAttack:
     eps : float
     claimed : int
         ``>= 1``; the witnesses searched for have rank ``claimed - 1``.
-    upper_witness, effort, seed, interval, constructions, operator
+    upper_witness, effort, seed, interval, constructions, operator, time_limit
         As in :func:`attack` (already validated).
     """
 
@@ -287,8 +305,10 @@ class RankReductionAttack:
 
     def __init__(self, A: np.ndarray, eps: float, claimed: int, *,
                  upper_witness: UpperWitness | None = None, effort: str = "standard",
-                 seed: int = 0, interval: bool = True, constructions=(), operator=None):
+                 seed: int = 0, interval: bool = True, constructions=(), operator=None,
+                 time_limit: float | None = None):
         self.A, self.eps, self.k = A, eps, claimed
+        self.deadline = None if time_limit is None else time.perf_counter() + time_limit
         self.r = claimed - 1
         self.upper_witness = upper_witness
         self.cfg = EFFORTS[effort]
@@ -299,6 +319,12 @@ class RankReductionAttack:
         self.target = eps * (1 - self.MARGIN)
         self.result = AttackResult(claimed=claimed, target_rank=self.r, eps=eps)
         self.svd = None  # (U, s, Vt) of A, computed when a method needs it
+
+    def past(self) -> bool:
+        """The time limit has passed: the attack is marked cut short."""
+        if self.deadline is not None and time.perf_counter() > self.deadline:
+            self.result.cut_short = True
+        return self.result.cut_short
 
     # -- what every method's candidates go through
 
@@ -329,6 +355,8 @@ class RankReductionAttack:
         U = np.zeros((A.shape[0], W.shape[0]))
         order = np.argsort(-_row_errors(A, np.linalg.lstsq(W.T, A.T, rcond=None)[0].T, W))
         for i in order:
+            if self.past():
+                return False
             u = solver.solve(A[i])
             if u is None:
                 return False
@@ -388,7 +416,7 @@ class RankReductionAttack:
         Us, s, Vt = self.svd
         r = self.r
         U, W = _smoothed_descent(self.A, Us[:, :r] * s[:r], Vt[:r].copy(), self.eps,
-                                 self.cfg["lbfgs"])
+                                 self.cfg["lbfgs"], stop=self.past)
         return (self.consider(U, W, "smoothed-descent")
                 or self.polish(_orth_rows(W), "smoothed-descent"))
 
@@ -404,6 +432,8 @@ class RankReductionAttack:
         if Wu.shape[0] == self.k:
             weight = np.linalg.norm(wit.U, axis=0) * np.linalg.norm(Wu, axis=1)
             for j in np.argsort(weight)[: self.cfg["drops"]]:
+                if self.past():
+                    return False
                 Wd = np.delete(Wu, j, axis=0)
                 if (np.linalg.matrix_rank(Wd) == r
                         and self.polish(_orth_rows(Wd), f"witness-drop[{j}]")):
@@ -446,6 +476,8 @@ class RankReductionAttack:
         """Try the plan's methods in order until one succeeds."""
         t0 = time.perf_counter()
         for name, fn in self.plan():
+            if self.past():
+                break
             if self.attempt(name, fn):
                 break
         self.result.seconds = time.perf_counter() - t0

@@ -63,23 +63,30 @@ class AttackStage:
         reference's is kept beside that entry (keyed by the effort and the bytes of
         :mod:`softrank.attacks`) and read back instead of run again. A success is never
         kept: it is found again, and saved, in every run.
+    cell_timeout : float, optional
+        The audit's time limit per cell, which each cell's attack also gets
+        (:func:`softrank.attacks.attack`'s ``time_limit``): a cell's bracket and its attack
+        take at most about that long each. Default: no limit.
 
     Notes
     -----
-    Columns: ``attack`` (``held``, ``held(partial)`` when a method failed, ``SUCCEEDED``,
-    empty when nothing was attacked), ``attack_closest`` (the least max-row error found over
+    Columns: ``attack`` (``held``, ``held(partial)`` when a method failed, ``held(cut
+    short)`` when the time limit ended it first, ``SUCCEEDED``, empty when nothing was
+    attacked), ``attack_closest`` (the least max-row error found over
     ``eps``; unchecked, near 1 means nearly tight) and ``attack_seconds``. A success is
     recorded as a :class:`~softrank.audit.record.Refutation` of the cell, which the
     pipeline turns into the verdict ``unsound``; the bracket itself is left as it was.
     """
 
     name = "attack"
-    parameters = ("attacks", "reference_store")
+    parameters = ("attacks", "reference_store", "cell_timeout")
     columns = ("attack", "attack_closest", "attack_seconds")
 
-    def __init__(self, *, attacks: str = "quick", reference_store=None):
+    def __init__(self, *, attacks: str = "quick", reference_store=None,
+                 cell_timeout: float | None = None):
         self.effort = attacks
         self._store = reference_store
+        self.cell_timeout = cell_timeout
 
     def run(self, cells) -> list[dict]:
         if self.effort == "none":
@@ -106,8 +113,10 @@ class AttackStage:
             kept = self._store.side_record(br, key)
             if _held(kept, self.columns):
                 return kept
-        res = attack(A, c.eps, c, upper_witness=br.upper_witness, effort=self.effort)
-        row = {"attack": "held(partial)" if res.failures else "held",
+        res = attack(A, c.eps, c, upper_witness=br.upper_witness, effort=self.effort,
+                     time_limit=self.cell_timeout)
+        row = {"attack": ("held(partial)" if res.failures else
+                          "held(cut short)" if res.cut_short else "held"),
                "attack_closest": round(res.best_error / c.eps, 4),
                "attack_seconds": round(res.seconds, 4)}
         if self._store is not None and not res.succeeded and row["attack"] == "held":

@@ -127,7 +127,9 @@ class _Engine:
             return None
         _check_stop()
         dt = time.perf_counter() - t
-        late = "the time limit ran out while it ran" if self.ctx.past_deadline() else ""
+        late = "" if not self.ctx.past_deadline() else (
+            "run after the time limit (it always runs)" if t > self.deadline
+            else "the time limit ran out while it ran")
         if late and c.origin == "builtin":
             self.diag.cut_short = True  # a built-in search may have stopped at the limit
         if out is None:

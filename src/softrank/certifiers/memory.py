@@ -45,10 +45,11 @@ def memory_estimate(m: int, N: int) -> int:
 
     Past a few hundred tokens the searches' temporaries stop growing (they are blocked) and
     what grows is what is held per entry of ``A``: the second term (2026-12-06), below the
-    first from 512 x 512 on, so that every estimate up to there is as before. Measured
+    first from 520 x 520 on (at 512 x 512 the first, 4,032 MiB, is still the smaller), so
+    that every estimate up to there is as before. Measured
     (estimated) in MiB, one head at eps 0.25, full effort, with a time limit (which ends the
     searches early: what they would hold later is in ``SEARCH_MEMORY``): Gaussian heads
-    (``d = 32``, temperature 2) of 2,048 tokens, 3,041, causal 3,195 (5,240); of 4,096
+    (``d = 32``, temperature 2) of 2,048 tokens, 3,041, causal 3,195 (5,264); of 4,096
     tokens, 3,471 (7,952). Much of it is freed memory the allocator keeps, not arrays alive
     at once (numpy's own peak at width 256 and eps 0.25 was 138 MiB where the process held
     481). An estimate, not a bound: it is what the ``--max-memory`` check compares with,

@@ -407,8 +407,10 @@ def save_tiny_checkpoint(
         Text families: the longest input, in tokens (``max_position_embeddings``,
         ``n_positions`` and the tokenizer's ``model_max_length``), in ``[2, 32768]``; default
         512. Whole heads of 1,024 to 4,096 tokens (the ``long`` heads of
-        docs/benchmarks.md) need it above 512. The position table is part of the random
-        initialisation, so another value gives other weights throughout, for the same seed.
+        docs/benchmarks.md) need it above 512. ``bert`` and ``gpt2`` learn a table of
+        positions, drawn with the other weights: another value gives them other weights
+        (bert's embeddings, most of gpt2's), for the same seed; the rotary ``qwen2`` and
+        ``llama`` have no such table and keep the same weights.
 
     Returns
     -------

@@ -39,10 +39,14 @@ A panel file (TOML) lists the same things::
     heads = [0, 1, 2]               # default: all 12
     sources_per_head = 1            # stdlib modules per (layer, head, width)
 
+    cell_timeout = 540              # optional: seconds per cell (--cell-timeout wins)
+
     [[synthetic]]                   # one entry per operator; keyword arguments of the
     family = "grid"                 # generator in softrank.generators.synthetic
     d = 2
     n = 8
+    id = "grid-d2-n8-mine"          # optional: the operator's id instead of the generator's
+                                    # (which may not name every argument, e.g. the size)
 
     [[matrix]]                      # a saved matrix (.npy, float64, rows summing to 1) or
     path = "my_head.npy"            # an operator file (.npz from `softrank heads`),
@@ -87,7 +91,7 @@ from ..errors import PanelError, SoftrankError
 from ..ids import check_id_part
 from ..operators import Operator
 from ..operator_files import load_operator
-from ..validation import parse_rank, validate_eps
+from ..validation import check_positive, parse_rank, validate_eps
 from .panel_specs import (LONG_CELL_TIMEOUT, LONG_EPS, N_SOURCES, PAPER_GRID_SCALES,
                           PAPER_SOURCES_PER_HEAD, PAPER_WIDTHS, SHORT_SOURCES, causal_specs,
                           long_specs, minilm_specs, paper_specs, synthetic_specs, wide_specs)
@@ -248,7 +252,8 @@ def _panel_file(path: Path, seed: int) -> Panel:
         raise PanelError(f"panel: {str(path)!r} is not valid TOML ({exc})") from exc
     except OSError as exc:
         raise PanelError(f"panel: cannot read {str(path)!r} ({exc})") from exc
-    known = {"eps", "minilm", "synthetic", "matrix", "heads", "name", "certifier", "rank"}
+    known = {"eps", "minilm", "synthetic", "matrix", "heads", "name", "certifier", "rank",
+             "cell_timeout"}
     extra = set(data) - known
     if extra:
         raise PanelError(f"panel: {str(path)!r} has unknown keys {sorted(extra)}; expected {sorted(known)}")
@@ -267,6 +272,8 @@ def _panel_file(path: Path, seed: int) -> Panel:
         if s.get("family") not in _SYNTHETIC:
             raise PanelError(f"panel: [[synthetic]] entry {i}: family must be one of {_SYNTHETIC}, "
                              f"got {s.get('family')!r}")
+        if "id" in s:
+            check_id_part(s["id"], f"panel: [[synthetic]] entry {i}: id", PanelError)
         specs.append({"kind": "synthetic", "entry": i, **s})
     for i, s in enumerate(_tables(data, "matrix", path)):
         bad = set(s) - {"path", "family"}
@@ -327,7 +334,13 @@ def _panel_file(path: Path, seed: int) -> Panel:
         parse_rank(rank, "rank")
     except SoftrankError as exc:
         raise PanelError(f"panel: {str(path)!r}: {exc}") from exc
-    return Panel(name, specs, tuple(eps), tuple(certs), tuple(cpaths), rank)
+    timeout = data.get("cell_timeout")
+    if timeout is not None:
+        try:
+            timeout = check_positive(timeout, "cell_timeout")
+        except SoftrankError as exc:
+            raise PanelError(f"panel: {str(path)!r}: {exc}") from exc
+    return Panel(name, specs, tuple(eps), tuple(certs), tuple(cpaths), rank, timeout)
 
 
 def build_panel(panel: str, seed: int = 0) -> Panel:

@@ -196,7 +196,8 @@ def run_audit(operators: list[Operator], config: AuditConfig, out: Path, *,
         raise SoftrankError(
             f"operators: ids repeat ({', '.join(dup[:5])}{', ...' if len(dup) > 5 else ''}); "
             "every cell is keyed by (operator_id, eps), so one would be lost. Give the panel "
-            "entries distinct families (e.g. family = \"qwen2-seed1\") or drop the repeats")
+            "entries distinct families (e.g. family = \"qwen2-seed1\"; a [[synthetic]] entry "
+            "an id, e.g. id = \"gaussian-d32-t2-s0-n48\") or drop the repeats")
     ident = dict(identity or {})
     ident.update(config.identity())
     # ids and content hashes: a resumed run must bracket the same matrices

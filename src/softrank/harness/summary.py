@@ -141,6 +141,7 @@ def _attacks(rows) -> dict:
         "succeeded": sum(r["attack"] == "SUCCEEDED" for r in att),
         "errors": sum(str(r["attack"]).startswith("error") for r in att),
         "with_failed_methods": sum(r["attack"] == "held(partial)" for r in att),
+        "cut_short": sum(r["attack"] == "held(cut short)" for r in att),
         "closest_best_error_over_eps": min(closest) if closest else None,
         "closest_cell": (f"{near['operator_id']} eps {near['eps']} (lower {near['lower']})"
                          if near else None),

@@ -218,8 +218,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="time limit per cell (operator x tolerance): past it a running search "
                         "stops before its next rank, the remaining searches are skipped and the "
                         "cell keeps the best checked ends so far, marked cut_short in its "
-                        "diagnostics (never an unchecked bound); default none, 540 on "
-                        "--panel long")
+                        "diagnostics (never an unchecked bound); the cell's attack gets the same "
+                        "limit, after it; default none, 540 on --panel long")
     a.add_argument("--effort", choices=("full", "fast"), default="full", help=_EFFORT_HELP)
     a.add_argument("--rank", type=_rank_arg, default=None, metavar="plain|causal|window:W",
                    help="beside r_eps, bracket this rank on every causal head (columns rank, "
@@ -487,8 +487,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "causal), e.g. 8 so that inputs of a few dozen tokens slide")
     t.add_argument("--max-positions", type=_int_arg(2), default=None, metavar="T",
                    help="text families: the longest input in tokens (default 512), e.g. 2048 "
-                        "for whole heads of 2,048 tokens; other weights than the default's "
-                        "for the same seed")
+                        "for whole heads of 2,048 tokens (bert and gpt2, whose positions are "
+                        "learned, then get other weights for the same seed)")
 
     v = sub.add_parser("verify", help="re-check saved certificates without trusting the producer")
     v.add_argument("path", type=_path_arg, help="a certificate .npz or a directory of them")
