@@ -26,8 +26,9 @@ Built-in panels (``softrank audit --panel NAME``):
   (:mod:`softrank.harness.cost`).
 * ``long`` -- synthetic heads at the lengths users run (:func:`long_specs`): Gaussian
   (plain and causal), planted and sphere heads of 1,024, 2,048 and 4,096 tokens, 12
-  operators at eps 0.25 only, each cell limited to 540 s (``--eps`` and ``--cell-timeout``
-  override both). About two hours on 2 cores.
+  operators at eps 0.25 only, each cell's bracket limited to 540 s and its attack to as
+  much again (``--eps`` and ``--cell-timeout`` override both): at most about 2 hours with
+  2 workers on 2 cores.
 
 A panel file (TOML) lists the same things::
 
