@@ -217,7 +217,8 @@ def test_a_refuted_reference_is_never_kept(tmp_path, monkeypatch):
 
     def fake(A, eps, claimed, **kw):
         return SimpleNamespace(succeeded=True, failures=[], best_error=0.0, seconds=0.0,
-                               witness=SimpleNamespace(rank=claimed.rank - 1))
+                               witness=SimpleNamespace(rank=claimed.rank - 1),
+                               cut_short=False)
 
     monkeypatch.setattr(stage, "attack", fake)
     (row,) = run_operator(op, cfg)

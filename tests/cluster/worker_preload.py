@@ -57,15 +57,16 @@ if _REFUTE:
     import softrank.audit.attack_stage as _stage
     from softrank.checker import UpperWitness
 
-    def _fake_attack(A, eps, certificate, upper_witness=None, effort="quick"):
+    def _fake_attack(A, eps, certificate, upper_witness=None, effort="quick", time_limit=None):
         if A.shape != (int(_REFUTE), int(_REFUTE)) or upper_witness is None:
-            return _real(A, eps, certificate, upper_witness=upper_witness, effort=effort)
+            return _real(A, eps, certificate, upper_witness=upper_witness, effort=effort,
+                         time_limit=time_limit)
         r = certificate.rank - 1
         w = upper_witness
         cut = UpperWitness(U=np.ascontiguousarray(w.U[:, :r]), W=np.ascontiguousarray(w.W[:r]),
                            eps=w.eps, method="fake-attack")
         return SimpleNamespace(succeeded=True, failures=[], best_error=0.0, seconds=0.0,
-                               witness=cut)
+                               witness=cut, cut_short=False)
 
     if not hasattr(_stage, "_test_real_attack"):  # a preload may be imported twice
         _stage._test_real_attack = _stage.attack

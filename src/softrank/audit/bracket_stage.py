@@ -23,7 +23,8 @@ __all__ = ["BracketStage", "svd_seconds", "PROGRESS_AFTER", "PROGRESS_LOGGER"]
 PROGRESS_AFTER = 10.0
 
 #: The logger the lines go to, at level INFO (``softrank audit`` without ``--quiet`` shows
-#: it on stderr, in the worker processes too; on a cluster it is the worker's logging).
+#: it on stderr, in its local worker processes too; a Dask worker makes the lines only where
+#: its own logging enables this logger at INFO, and keeps them in its own log).
 PROGRESS_LOGGER = "softrank.audit.progress"
 
 
