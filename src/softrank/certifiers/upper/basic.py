@@ -14,7 +14,7 @@ from ...errors import InvalidArgumentError
 from ..linalg import compiled
 
 __all__ = ["SAFETY", "safe_target", "least_feasible", "TruncatedSVD", "identity_witness",
-           "key_support", "truncation_errors"]
+           "key_support", "truncation_errors", "ERROR_BLOCK_ENTRIES", "ERROR_NUMPY_WORK"]
 
 
 #: Relative slack kept below ``eps`` when selecting a candidate, so that the checker's
