@@ -53,7 +53,9 @@ def test_context_deadline():
 @pytest.mark.parametrize("name", ["l1-refit", "alternating-l1", "trust-region"])
 def test_searches_past_the_deadline_keep_the_rank_they_reached_first(name):
     # past the deadline from the start, a search makes its first probe (the top of its
-    # window: it has no prediction yet) and stops there; its witness passes the checker
+    # window: it has no prediction yet) and stops there; its witness passes the checker.
+    # The alternating l1 asks the stop inside a probe too, before each IRLS iteration:
+    # its first probe is cut at once and it answers nothing
     from softrank.certifiers.registry import builtin
     from softrank.checker import check
     from softrank.generators.synthetic import gaussian_head
@@ -67,6 +69,9 @@ def test_searches_past_the_deadline_keep_the_rank_they_reached_first(name):
     late.lower, late.upper = 1, 30
     late.deadline = time.perf_counter() - 1.0
     w_late = con.witness(op, 0.25, late)
+    if name == "alternating-l1":
+        assert w_free is not None and w_late is None
+        return
     assert w_free is not None and w_late is not None
     assert w_free.rank < w_late.rank <= 29
     assert check(op.A, w_late).ok
@@ -155,3 +160,29 @@ def test_the_l1_refit_screening_stops_at_the_deadline_and_leaves_its_rows_unrefi
     assert len(asked) >= 3  # the screening ran two steps, then stopped
     assert not st["refined"].any() and np.isnan(st["err"]).all() and not st["complete"]
     assert fit.feasible(k, 0.05) is L1Refit(A, Vt).feasible(k, 0.05)
+
+
+def test_an_alternating_rank_whose_iterations_the_stop_cut_is_left_undecided():
+    # stop answers True from its fourth question on: the IRLS at rank k ends there, the
+    # rank is not shown (False) and no basis is cached for it; asked again without stop,
+    # it gets the answer and the basis of a fresh search
+    from softrank.certifiers.upper import AlternatingL1
+    from softrank.generators.synthetic import gaussian_head
+
+    A = gaussian_head(48, 48, 8, 2.0, seed=1).A
+    svd = np.linalg.svd(A, full_matrices=False)
+    k = 30
+    fresh = AlternatingL1(A, svd, iters=10)
+    want = fresh.feasible(k, 0.25)
+    asked = []
+
+    def stop():
+        asked.append(1)
+        return len(asked) > 3
+
+    alt = AlternatingL1(A, svd, iters=10)
+    assert alt.irls_basis(k, stop=lambda: True) is None
+    assert alt.feasible(k, 0.25, stop=stop) is False
+    assert len(asked) == 4 and k not in alt._fits
+    assert alt.feasible(k, 0.25) is want
+    np.testing.assert_array_equal(alt._fits[k].Vt, fresh._fits[k].Vt)

@@ -159,3 +159,134 @@ def test_the_cover_is_the_same_whatever_the_layout_or_type():
         A64 = A32.astype(np.float64)
         assert _keys(basic.key_support(A32, eps)) == _keys(basic.key_support(A64, eps)) \
             == _eager_cover(A64, eps)
+
+
+# ---- dual bounds before LPs (docs/theory/witnesses.md#dual-bounds-before-lps)
+
+from softrank.certifiers.lp import L1Regression  # noqa: E402
+from softrank.certifiers.upper import refit  # noqa: E402
+
+
+def _orth(W):
+    return np.linalg.qr(np.asarray(W, dtype=np.float64).T)[0]
+
+
+def test_dual_bounds_of_hand_worked_rows():
+    # a = e1 on the all-ones basis: min_u |1 - u| + 2 |u| = 1 at u = 0; the dual point
+    # (1, -1/2, -1/2) reaches it
+    lb = refit.l1_dual_bounds(np.array([[1.0, 0.0, 0.0]]), _orth([[1.0, 1.0, 1.0]]))
+    assert lb[0] == pytest.approx(1.0, abs=1e-12)
+    # basis e1: u = a_1 leaves |0.2| + |-0.3| + |0.1| = 0.6, and y = (0, 1, -1, 1) shows it
+    lb = refit.l1_dual_bounds(np.array([[0.5, 0.2, -0.3, 0.1]]), _orth([[1.0, 0, 0, 0]]))
+    assert lb[0] == pytest.approx(0.6, abs=1e-12)
+    # a row in the span of W: the optimum is 0, and its null-space part is rounding, which
+    # must not be read as a bound (a point the projection cancels is dropped)
+    for a in ([2.0, 2.0, 2.0], [0.1, 0.1, 0.1], [1 / 3, 1 / 3, 1 / 3]):
+        lb = refit.l1_dual_bounds(np.array([a]), _orth([[1.0, 1.0, 1.0]]))
+        assert lb[0] <= 1e-12
+
+
+@given(seed=st.integers(0, 2**31 - 1), k=st.integers(1, 6), N=st.integers(4, 12),
+       repeat=st.booleans())
+def test_dual_bounds_never_exceed_the_l1_optimum(seed, k, N, repeat):
+    # weak duality: every bound is at most the row's optimum, which the LP's u bounds from
+    # above (its error is recomputed from u); W may repeat a row (rank below k)
+    rng = np.random.default_rng(seed)
+    k = min(k, N - 1)
+    W = rng.standard_normal((k, N))
+    if repeat and k > 1:
+        W[-1] = W[0]
+    A = rng.random((5, N))
+    lb = refit.l1_dual_bounds(A, _orth(W))
+    # any first points: the bound is taken only after the projection
+    warm = refit.l1_dual_bounds(A, _orth(W), start=rng.standard_normal(A.shape))
+    lp = L1Regression(W)
+    for i in range(A.shape[0]):
+        u = lp.solve(A[i])
+        assert u is not None
+        opt = np.abs(A[i] - u @ W).sum()
+        assert lb[i] <= opt + 1e-9 and warm[i] <= opt + 1e-9
+
+
+def test_the_lps_own_dual_point_gives_its_optimum():
+    # strong duality: started from the LP's optimal y (W y = 0, |y| <= 1, a^T y = optimum),
+    # the projection keeps it and the bound is the optimum; at the next rank the same point,
+    # projected, still bounds that rank's optimum
+    from softrank.certifiers.lp import EqualityLP
+
+    A = gaussian_head(64, 64, 16, 2.0, seed=5).A
+    Vt = np.linalg.svd(A)[2]
+    # the LP of L1Regression, max a^T y s.t. W y = 0, -1 <= y <= 1, whose x is y
+    lp = EqualityLP(Vt[:12], np.zeros(64), np.full(64, -1.0), np.ones(64), maximize=True)
+    for i in range(4):
+        res = lp.solve(cost=A[i])
+        assert res.success
+        u, y = res.y, res.x
+        opt = np.abs(A[i] - u @ Vt[:12]).sum()
+        assert np.abs(Vt[:12] @ y).max() < 1e-9 and np.abs(y).max() <= 1 + 1e-9
+        lb = refit.l1_dual_bounds(A[[i]], _orth(Vt[:12]), start=y[None])
+        assert lb[0] == pytest.approx(opt, rel=1e-7)
+        u13 = L1Regression(Vt[:13]).solve(A[i])
+        opt13 = np.abs(A[i] - u13 @ Vt[:13]).sum()
+        lb13 = refit.l1_dual_bounds(A[[i]], _orth(Vt[:13]), start=y[None])
+        assert lb13[0] <= opt13 + 1e-9
+
+
+def test_dual_bounds_reach_most_of_the_optimum_far_from_the_least_rank():
+    A = gaussian_head(128, 128, 32, 2.0, seed=3).A
+    Vt = np.linalg.svd(A)[2]
+    W = Vt[:20]
+    lb = refit.l1_dual_bounds(A[:8], _orth(W))
+    lp = L1Regression(W)
+    opt = np.array([np.abs(A[i] - lp.solve(A[i]) @ W).sum() for i in range(8)])
+    assert (lb <= opt + 1e-9).all()
+    assert (lb >= 0.5 * opt).all()  # the ascent is worth running only if it gets close
+
+
+def _counted(fit):
+    """``fit`` with its exact row solves counted."""
+    calls = []
+    solve = fit._solve_row
+
+    def counting(st_, k, i):
+        calls.append((k, i))
+        return solve(st_, k, i)
+
+    fit._solve_row = counting
+    return calls
+
+
+@pytest.mark.parametrize("seed, eps", [(0, 0.25), (1, 0.1), (2, 0.5)])
+def test_the_dual_screen_changes_no_decision_and_saves_lps(monkeypatch, seed, eps):
+    monkeypatch.setattr(refit, "DUAL_MIN_ENTRIES", 0)  # at every size, so a small head shows it
+    A = gaussian_head(96, 96, 16, 2.0, seed=seed).A
+    Vt = np.linalg.svd(A)[2]
+    plain, screened = refit.L1Refit(A, Vt), refit.L1Refit(A, Vt)
+    plain.dual_rows = 0
+    n_plain, n_screened = _counted(plain), _counted(screened)
+    for k in (1, 3, 10, 25, 40, 60, 80, 95):
+        assert screened.feasible(k, eps) == plain.feasible(k, eps), k
+    assert (screened.least_feasible_rank(eps, 1, 96) == plain.least_feasible_rank(eps, 1, 96))
+    # the failing probes far below the least rank are decided by a bound, not an LP
+    low = [k for k, _ in n_screened if k <= 10]
+    assert len(low) < len([k for k, _ in n_plain if k <= 10])
+
+
+def test_dual_bounds_refuse_shapes_that_do_not_fit():
+    from softrank.errors import InvalidArgumentError
+
+    with pytest.raises(InvalidArgumentError, match="A, Q"):
+        refit.l1_dual_bounds(np.ones((2, 4)), np.ones((3, 1)))
+    with pytest.raises(InvalidArgumentError, match="steps"):
+        refit.l1_dual_bounds(np.ones((2, 4)), np.ones((4, 1)), steps=0)
+    with pytest.raises(InvalidArgumentError, match="start"):
+        refit.l1_dual_bounds(np.ones((2, 4)), np.ones((4, 1)), start=np.ones((1, 4)))
+
+
+def test_no_dual_bound_below_its_size():
+    # 96 keys at rank 40: k N = 3,840, below DUAL_MIN_ENTRIES, so the LPs decide alone
+    A = gaussian_head(96, 96, 16, 2.0, seed=0).A
+    fit = refit.L1Refit(A, np.linalg.svd(A)[2])
+    fit.feasible(40, 0.25)
+    assert 40 * 96 < refit.DUAL_MIN_ENTRIES
+    assert not fit._cache[40]["dual"] and np.isneginf(fit._cache[40]["lb"]).all()

@@ -383,10 +383,10 @@ def bracket(A, eps, *, interval: bool = True, validated: bool = False,
         Seconds per tolerance (the shared set-up is charged to the first, the largest
         ``eps``). Checked before each method and, inside the searches that probe rank
         after rank (l1 refit, row basis, the alternating l1 and its restarts, hybrid, the
-        trust-region polish), before each rank, each exact row solve of a rank and each
-        reweighting step of the l1 refit's screening (``Context.past_deadline``; a rank cut
-        there is left undecided, and a solve or an alternating-l1 run already going is not
-        interrupted): past it a search stops with the least rank
+        trust-region polish), before each rank, each exact row solve of a rank, each
+        reweighting step of the l1 refit's screening and each iteration of the alternating
+        l1 (``Context.past_deadline``; a rank cut there is left undecided, and a solve
+        already going is not interrupted): past it a search stops with the least rank
         it has shown to hold, the remaining methods are skipped except the trivial lower
         test and the identity witness (``O(m N)``), and the tolerance is reported with the
         best checked ends of the methods that ran, ``cut_short`` set. Never an unchecked

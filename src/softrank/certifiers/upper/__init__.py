@@ -10,7 +10,8 @@ reaches for every tolerance, sharing work across tolerances:
 * :class:`L1Refit` -- right basis ``V_k^T`` (top right singular vectors) and each row of
   ``U`` by an l1 regression (HiGHS LP, warm-started across rows), after the rows are
   screened by :func:`l1_candidates` (rows already within the target need no LP; its
-  reweighting by rank: :func:`screening`). The
+  reweighting by rank: :func:`screening`), after :func:`l1_dual_bounds` of the rows of
+  largest least-squares error (a bound above the target fails the rank without an LP). The
   subspaces are nested, so the best max-row error is non-increasing in ``k`` and a
   bisection is exact; per-rank results are cached and shared by all tolerances;
 * :class:`L1Refit` on the rows of ``A`` (greedy farthest-row order) -- the *row basis*;
@@ -36,11 +37,12 @@ from __future__ import annotations
 from .alternating import AlternatingL1
 from .basic import SAFETY, TruncatedSVD, identity_witness, key_support, least_feasible
 from .polish import TrustRegionPolish
-from .refit import Hybrid, L1Refit, l1_candidates, screening
+from .refit import (DUAL_MIN_ENTRIES, DUAL_ROWS, DUAL_STEPS, Hybrid, L1Refit, l1_candidates,
+                    l1_dual_bounds, screening)
 
 __all__ = [
-    "least_feasible", "l1_candidates", "screening",
+    "least_feasible", "l1_candidates", "l1_dual_bounds", "screening",
     "TruncatedSVD", "L1Refit", "AlternatingL1", "TrustRegionPolish", "key_support", "Hybrid",
     "identity_witness",
-    "SAFETY",
+    "SAFETY", "DUAL_ROWS", "DUAL_STEPS", "DUAL_MIN_ENTRIES",
 ]

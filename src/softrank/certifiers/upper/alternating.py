@@ -87,11 +87,15 @@ class AlternatingL1:
         self._svd = svd
         self._tsvd_errors = None if tsvd_errors is None else np.asarray(tsvd_errors)
 
-    def irls_basis(self, k: int) -> np.ndarray:
+    def irls_basis(self, k: int, stop=None) -> np.ndarray | None:
         """A right basis ``W`` (k, N) of the alternating IRLS at rank ``k`` (no LP polish).
 
         Iteratively reweighted least squares on both factors, started from the SVD given at
-        construction, with minimax row weights; the attacks use it as a start.
+        construction, with minimax row weights; the attacks use it as a start. ``stop``
+        (optional) is asked before each iteration; when it answers True the iterations end
+        and None is returned (a basis cut short is not this method's basis at ``k``: at
+        2,048 tokens and rank 1,300 one run of the iterations takes minutes, and a bracket's
+        time limit reaches it this way).
 
         Raises
         ------
@@ -111,6 +115,8 @@ class AlternatingL1:
         rho = np.ones(A.shape[0])
         best_err, best_W = np.inf, W.copy()
         for it in range(self.iters):
+            if stop is not None and stop():
+                return None
             d = self.delta if self.delta_start is None else max(
                 self.delta, self.delta_start * self.delta_decay ** it)
             R = A - U @ W
@@ -145,17 +151,24 @@ class AlternatingL1:
             best_W = W
         return best_W
 
-    def _fit(self, k: int) -> "L1Refit":
+    def _fit(self, k: int, stop=None) -> "L1Refit | None":
+        """The polish of rank ``k`` on its IRLS basis (cached); None when ``stop`` cut the
+        iterations (nothing cached)."""
         fit = self._fits.get(k)
         if fit is None:
-            fit = L1Refit(self.A, self.irls_basis(k), method=self.method)
+            W = self.irls_basis(k, stop=stop)
+            if W is None:
+                return None
+            fit = L1Refit(self.A, W, method=self.method)
             self._fits[k] = fit
         return fit
 
     def feasible(self, k: int, eps: float, stop=None) -> bool:
         """IRLS at rank ``k`` (cached), then the exact row polish with early exit;
-        ``stop`` as in :meth:`L1Refit.feasible`."""
-        return self._fit(k).feasible(k, eps, stop)
+        ``stop`` as in :meth:`L1Refit.feasible`, asked also before each IRLS iteration (a
+        rank whose iterations it cut is left undecided: False, nothing cached)."""
+        fit = self._fit(k, stop)
+        return False if fit is None else fit.feasible(k, eps, stop)
 
     def _predict(self, eps: float, hi: int) -> int | None:
         """Predicted least rank: the truncated-SVD error curve scaled to pass through the

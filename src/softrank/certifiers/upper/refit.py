@@ -8,11 +8,28 @@ from __future__ import annotations
 import numpy as np
 
 from ...checker import UpperWitness
+from ...errors import InvalidArgumentError
+from ...validation import check_int
 from ..linalg import EXACT_MAX_RANK, reweighted_step
 from ..lp import L1Regression
 from .basic import least_feasible, safe_target
 
-__all__ = ["l1_candidates", "screening", "L1Refit", "Hybrid"]
+__all__ = ["l1_candidates", "l1_dual_bounds", "screening", "L1Refit", "Hybrid", "DUAL_ROWS",
+           "DUAL_STEPS", "DUAL_MIN_ENTRIES"]
+
+#: Rows of a rank, those of largest least-squares error, whose dual bound
+#: (:func:`l1_dual_bounds`) :meth:`L1Refit.feasible` computes before any LP of that rank.
+DUAL_ROWS = 32
+#: The most alternating projections of :func:`l1_dual_bounds`.
+DUAL_STEPS = 50
+#: The least ``k N`` (rank times keys) at which :meth:`L1Refit.feasible` computes dual
+#: bounds: below it a warm-started LP of a row takes about a millisecond, and the bounds
+#: (least squares, a QR of ``W^T``, the projections) cost 2 to 7 such LPs (N = 64 to 256);
+#: at 512 keys and rank 200 they cost 0.6 of one.
+DUAL_MIN_ENTRIES = 2**16
+# a rank is declined on a dual bound only above target * (1 + _DUAL_MARGIN) + _DUAL_MARGIN:
+# the bound is computed in float64, and a tie is left to the LPs
+_DUAL_MARGIN = 1e-9
 
 
 def screening(k: int, N: int) -> dict:
@@ -104,12 +121,98 @@ def l1_candidates(A: np.ndarray, W: np.ndarray, iters: int | None = None,
     return best_U, best_err
 
 
+def l1_dual_bounds(A: np.ndarray, Q: np.ndarray, steps: int = DUAL_STEPS,
+                   start: np.ndarray | None = None) -> np.ndarray:
+    """Lower bounds on ``min_u ||a_i - u W||_1`` for every row ``a_i`` of ``A``, from dual points.
+
+    By l1 regression duality (docs/theory/witnesses.md#l1-refit) the minimum equals
+    ``max {a^T y : W y = 0, ||y||_inf <= 1}``, so every ``y != 0`` with ``W y = 0`` gives the
+    bound ``a^T y / ||y||_inf``. ``y`` starts as the sign of the least-squares residual
+    projected onto the null space of ``W`` (the complement of ``range(Q)``), then alternates
+    between the box ``[-1, 1]^N`` and that null space (von Neumann's alternating
+    projections); each iterate's scaled value is a bound and the largest is kept. It stops
+    after ``steps`` projections, or earlier when the best bound of every row has not risen
+    by 0.1 % over the last 10. The LP's own dual at the optimum is the sign of the optimal
+    residual off a basis, which the least-squares residual's sign approximates
+    (docs/theory/witnesses.md#dual-bounds-before-lps); ``start`` gives other first points.
+
+    Parameters
+    ----------
+    A : (r, N) float64 ndarray
+        The rows.
+    Q : (N, q) float64 ndarray
+        Orthonormal columns whose span contains the rows of ``W`` (``W^T = Q R``, a QR
+        factorisation: then ``Q^T y = 0`` implies ``W y = 0``, whatever ``W``'s rank).
+    steps : int
+        The most projections.
+    start : (r, N) float64 ndarray, optional
+        The points to project first, one per row (default: the signs of the least-squares
+        residuals).
+
+    Returns
+    -------
+    (r,) float64 ndarray
+        Each row's bound, computed in float64 (``-inf`` where the null space gave no point
+        that the projection left above ``1e-6`` of its size, or a value was not finite).
+        A point the projection keeps at that size has ``W y`` of the order of ``1e-16``
+        relative to it; :class:`L1Refit` declines a rank on a bound only with a margin of
+        ``1e-9`` and never reports an end from one.
+
+    Raises
+    ------
+    InvalidArgumentError
+        If ``A`` or ``Q`` is not 2-D, ``Q`` has not one row per column of ``A``, ``start``
+        has not the shape of ``A``, or ``steps`` is not an integer >= 1.
+    """
+    A = np.asarray(A, dtype=np.float64)
+    Q = np.asarray(Q, dtype=np.float64)
+    steps = check_int(steps, "steps", 1)
+    if A.ndim != 2 or Q.ndim != 2 or Q.shape[0] != A.shape[1]:
+        raise InvalidArgumentError(f"A, Q: expected (r, N) and (N, q) arrays, got shapes "
+                                   f"{A.shape} and {Q.shape}")
+    if start is not None:
+        start = np.asarray(start, dtype=np.float64)
+        if start.shape != A.shape:
+            raise InvalidArgumentError(f"start: expected shape {A.shape}, got {start.shape}")
+    r = A.shape[0]
+    best = np.full(r, -np.inf)
+    if r == 0:
+        return best
+    with np.errstate(all="ignore"):
+        if start is None:  # the least-squares residuals' signs: a's part in the null space
+            Y = np.sign(A - (A @ Q) @ Q.T)
+        else:
+            Y = start.copy()
+        history = []
+        for _ in range(steps):
+            before = np.abs(Y).max(axis=1)
+            Y = Y - (Y @ Q) @ Q.T
+            top = np.abs(Y).max(axis=1)
+            # a point the projection nearly cancelled is rounding: W y = 0 fails relatively
+            ok = top > 1e-6 * before
+            val = np.where(ok, (Y * A).sum(axis=1) / np.where(ok, top, 1.0), -np.inf)
+            val[~np.isfinite(val)] = -np.inf
+            best = np.maximum(best, val)
+            history.append(best.copy())
+            if len(history) > 10 and not (
+                    best > history[-11] + 1e-3 * np.abs(history[-11])).any():
+                break
+            Y = np.clip(Y, -1.0, 1.0)
+    return best
+
+
 class L1Refit:
     """l1 refit on nested bases: the first ``k`` rows of ``Vt`` (docs/theory/witnesses.md: l1 refit, row basis).
 
     ``feasible(k, eps)`` decides whether every row's optimum of ``min_u ||a_i - u Vt[:k]||_1``
     is ``<= eps``, solving as few rows exactly (HiGHS) as it can:
 
+    0. where ``k N`` is at least :data:`DUAL_MIN_ENTRIES`, dual bounds
+       (:func:`l1_dual_bounds`) of the :data:`DUAL_ROWS` rows of largest least-squares
+       error and of the row that ended the last infeasible rank, once per ``k``: a bound
+       above the target shows that row's optimum above it, so the rank fails without any
+       LP (far below the least feasible rank, where a bisection's failing probes lie,
+       they usually do);
     1. the row that ended the last infeasible rank, if any, is solved first: a rank that
        fails usually fails there;
     2. the other rows are screened (:func:`l1_candidates`: least squares for all rows,
@@ -122,13 +225,15 @@ class L1Refit:
     The decision is the one of solving every row exactly: a row is feasible iff some ``u``
     meets the target. Candidates and exact solutions are cached per ``k``, so all
     tolerances share them. A row that needs its LP and whose LP is not optimal makes the
-    rank unavailable (never feasible).
+    rank unavailable (never feasible). ``dual_rows`` (default :data:`DUAL_ROWS`; 0 turns
+    step 0 off) changes how long a rank takes, never its decision.
     With ``Vt`` the right singular vectors this is the *l1 refit*; with ``Vt`` the rows of
     ``A`` in greedy farthest-row order (column-pivoted QR of ``A^T``) it is the *row basis*
     construction.
     """
 
     method = "l1-refit"
+    dual_rows = DUAL_ROWS
 
     def __init__(self, A: np.ndarray, Vt: np.ndarray, method: str | None = None):
         self.A = A
@@ -144,7 +249,8 @@ class L1Refit:
             m = self.A.shape[0]
             st = {"U": np.full((m, k), np.nan), "err": np.full(m, np.nan), "cU": None,
                   "cerr": None, "refined": np.zeros(m, dtype=bool), "solver": None,
-                  "failed": False, "complete": False, "max": None}
+                  "failed": False, "complete": False, "max": None,
+                  "lb": np.full(m, -np.inf), "dual": False}
             self._cache[k] = st
         return st
 
@@ -153,14 +259,38 @@ class L1Refit:
         least squares on the unsolved rows still above ``tgt``; steps cut by ``stop`` leave
         the rows unrefined (a later call without a deadline refines them)."""
         W = self.Vt[:k]
-        if st["cU"] is None:
-            st["cU"], st["cerr"] = l1_candidates(self.A, W, iters=0)
+        self._least_squares(st, k)
         rows = np.nonzero(~st["refined"] & np.isnan(st["err"]) & ~(st["cerr"] <= tgt))[0]
         if rows.size:
             U, e = l1_candidates(self.A[rows], W, U0=st["cU"][rows], target=tgt, stop=stop)
             better = e < st["cerr"][rows]
             st["cU"][rows[better]], st["cerr"][rows[better]] = U[better], e[better]
             st["refined"][rows] = not (stop is not None and stop())
+
+    def _least_squares(self, st: dict, k: int) -> None:
+        """Every row's least-squares candidate (once per ``k``)."""
+        if st["cU"] is None:
+            st["cU"], st["cerr"] = l1_candidates(self.A, self.Vt[:k], iters=0)
+
+    def _dual(self, st: dict, k: int) -> np.ndarray:
+        """Lower bounds on the rows' optima at rank ``k`` (``-inf`` where none): once per
+        ``k``, :func:`l1_dual_bounds` of the :attr:`dual_rows` rows of largest
+        least-squares error and of the row that ended the last infeasible rank."""
+        if (not st["dual"] and self.dual_rows > 0
+                and k * self.A.shape[1] >= DUAL_MIN_ENTRIES):
+            st["dual"] = True
+            self._least_squares(st, k)
+            rows = np.argsort(-st["cerr"], kind="stable")[:self.dual_rows]
+            h = self._hardest
+            if h is not None and h not in rows:
+                rows = np.append(rows, h)
+            with np.errstate(all="ignore"):
+                W = self.Vt[:k]
+                ok = np.isfinite(W).all()
+                Q = np.linalg.qr(W.T)[0] if ok else None
+            if Q is not None and np.isfinite(Q).all():
+                st["lb"][rows] = l1_dual_bounds(self.A[rows], Q)
+        return st["lb"]
 
     def _solve_row(self, st: dict, k: int, i: int) -> float | None:
         """Row ``i``'s exact l1 optimum (cached); None when its LP is not optimal."""
@@ -199,6 +329,11 @@ class L1Refit:
         best = st["err"] if st["cerr"] is None else np.fmin(st["err"], st["cerr"])
         if (best[~np.isnan(st["err"])] > tgt).any():
             return False  # a solved row's optimum is above the target
+        lb = self._dual(st, k)
+        over = np.nonzero(lb > tgt * (1 + _DUAL_MARGIN) + _DUAL_MARGIN)[0]
+        if over.size:  # a dual point shows a row's optimum above the target
+            self._hardest = int(over[np.argmax(lb[over])])
+            return False
         h = self._hardest
         if h is not None and not self._best(st, h) <= tgt:
             if stop is not None and stop():
