@@ -186,3 +186,24 @@ def test_an_alternating_rank_whose_iterations_the_stop_cut_is_left_undecided():
     assert len(asked) == 4 and k not in alt._fits
     assert alt.feasible(k, 0.25) is want
     np.testing.assert_array_equal(alt._fits[k].Vt, fresh._fits[k].Vt)
+
+
+def test_the_largest_row_error_stops_at_the_deadline():
+    # the alternating l1's rank prediction asks an l1 refit for its exact largest row error,
+    # LP after LP: stopped, it answers None and records no maximum; asked again without
+    # stop, the maximum is a fresh fit's
+    from softrank.certifiers.upper import AlternatingL1, L1Refit
+    from softrank.errors import InvalidArgumentError
+    from softrank.generators.synthetic import gaussian_head
+
+    A = gaussian_head(40, 40, 8, 2.0, seed=3).A
+    Vt = np.linalg.svd(A, full_matrices=False)[2]
+    k = next(k for k in range(1, 40) if L1Refit(A, Vt).feasible(k, 0.1))
+    fit = L1Refit(A, Vt)
+    assert fit.feasible(k, 0.1)
+    assert fit.max_error(k, stop=lambda: True) is None and fit._cache[k]["max"] is None
+    fresh = L1Refit(A, Vt)
+    fresh.feasible(k, 0.1)
+    assert fit.max_error(k) == fresh.max_error(k)
+    with pytest.raises(InvalidArgumentError, match="stop"):
+        AlternatingL1(A, np.linalg.svd(A, full_matrices=False)).irls_basis(3, stop=1)

@@ -167,22 +167,18 @@ from softrank.certifiers.lp import L1Regression  # noqa: E402
 from softrank.certifiers.upper import refit  # noqa: E402
 
 
-def _orth(W):
-    return np.linalg.qr(np.asarray(W, dtype=np.float64).T)[0]
-
-
 def test_dual_bounds_of_hand_worked_rows():
     # a = e1 on the all-ones basis: min_u |1 - u| + 2 |u| = 1 at u = 0; the dual point
     # (1, -1/2, -1/2) reaches it
-    lb = refit.l1_dual_bounds(np.array([[1.0, 0.0, 0.0]]), _orth([[1.0, 1.0, 1.0]]))
+    lb = refit.l1_dual_bounds(np.array([[1.0, 0.0, 0.0]]), np.array([[1.0, 1.0, 1.0]]))
     assert lb[0] == pytest.approx(1.0, abs=1e-12)
     # basis e1: u = a_1 leaves |0.2| + |-0.3| + |0.1| = 0.6, and y = (0, 1, -1, 1) shows it
-    lb = refit.l1_dual_bounds(np.array([[0.5, 0.2, -0.3, 0.1]]), _orth([[1.0, 0, 0, 0]]))
+    lb = refit.l1_dual_bounds(np.array([[0.5, 0.2, -0.3, 0.1]]), np.array([[1.0, 0, 0, 0]]))
     assert lb[0] == pytest.approx(0.6, abs=1e-12)
     # a row in the span of W: the optimum is 0, and its null-space part is rounding, which
     # must not be read as a bound (a point the projection cancels is dropped)
     for a in ([2.0, 2.0, 2.0], [0.1, 0.1, 0.1], [1 / 3, 1 / 3, 1 / 3]):
-        lb = refit.l1_dual_bounds(np.array([a]), _orth([[1.0, 1.0, 1.0]]))
+        lb = refit.l1_dual_bounds(np.array([a]), np.array([[1.0, 1.0, 1.0]]))
         assert lb[0] <= 1e-12
 
 
@@ -197,9 +193,9 @@ def test_dual_bounds_never_exceed_the_l1_optimum(seed, k, N, repeat):
     if repeat and k > 1:
         W[-1] = W[0]
     A = rng.random((5, N))
-    lb = refit.l1_dual_bounds(A, _orth(W))
+    lb = refit.l1_dual_bounds(A, W)
     # any first points: the bound is taken only after the projection
-    warm = refit.l1_dual_bounds(A, _orth(W), start=rng.standard_normal(A.shape))
+    warm = refit.l1_dual_bounds(A, W, start=rng.standard_normal(A.shape))
     lp = L1Regression(W)
     for i in range(A.shape[0]):
         u = lp.solve(A[i])
@@ -224,11 +220,11 @@ def test_the_lps_own_dual_point_gives_its_optimum():
         u, y = res.y, res.x
         opt = np.abs(A[i] - u @ Vt[:12]).sum()
         assert np.abs(Vt[:12] @ y).max() < 1e-9 and np.abs(y).max() <= 1 + 1e-9
-        lb = refit.l1_dual_bounds(A[[i]], _orth(Vt[:12]), start=y[None])
+        lb = refit.l1_dual_bounds(A[[i]], Vt[:12], start=y[None])
         assert lb[0] == pytest.approx(opt, rel=1e-7)
         u13 = L1Regression(Vt[:13]).solve(A[i])
         opt13 = np.abs(A[i] - u13 @ Vt[:13]).sum()
-        lb13 = refit.l1_dual_bounds(A[[i]], _orth(Vt[:13]), start=y[None])
+        lb13 = refit.l1_dual_bounds(A[[i]], Vt[:13], start=y[None])
         assert lb13[0] <= opt13 + 1e-9
 
 
@@ -236,7 +232,7 @@ def test_dual_bounds_reach_most_of_the_optimum_far_from_the_least_rank():
     A = gaussian_head(128, 128, 32, 2.0, seed=3).A
     Vt = np.linalg.svd(A)[2]
     W = Vt[:20]
-    lb = refit.l1_dual_bounds(A[:8], _orth(W))
+    lb = refit.l1_dual_bounds(A[:8], W)
     lp = L1Regression(W)
     opt = np.array([np.abs(A[i] - lp.solve(A[i]) @ W).sum() for i in range(8)])
     assert (lb <= opt + 1e-9).all()
@@ -272,15 +268,19 @@ def test_the_dual_screen_changes_no_decision_and_saves_lps(monkeypatch, seed, ep
     assert len(low) < len([k for k, _ in n_plain if k <= 10])
 
 
-def test_dual_bounds_refuse_shapes_that_do_not_fit():
+def test_dual_bounds_refuse_what_they_cannot_read():
     from softrank.errors import InvalidArgumentError
 
-    with pytest.raises(InvalidArgumentError, match="A, Q"):
-        refit.l1_dual_bounds(np.ones((2, 4)), np.ones((3, 1)))
-    with pytest.raises(InvalidArgumentError, match="steps"):
-        refit.l1_dual_bounds(np.ones((2, 4)), np.ones((4, 1)), steps=0)
-    with pytest.raises(InvalidArgumentError, match="start"):
-        refit.l1_dual_bounds(np.ones((2, 4)), np.ones((4, 1)), start=np.ones((1, 4)))
+    bad = [({"A": np.ones((2, 4)), "W": np.ones((1, 3))}, "A, W"),
+           ({"A": np.zeros((2, 0)), "W": np.zeros((1, 0))}, "A, W"),
+           ({"A": np.ones((2, 4)), "W": np.ones((1, 4)), "steps": 0}, "steps"),
+           ({"A": np.ones((2, 4)), "W": np.ones((1, 4)), "start": np.ones((1, 4))}, "start"),
+           ({"A": np.ones((2, 4)) + 1j, "W": np.ones((1, 4))}, "A: expected real"),
+           ({"A": np.array([["a"] * 4]), "W": np.ones((1, 4))}, "A: expected real"),
+           ({"A": np.ones((2, 4)), "W": np.full((1, 4), np.nan)}, "W: expected finite")]
+    for kw, msg in bad:
+        with pytest.raises(InvalidArgumentError, match=msg):
+            refit.l1_dual_bounds(**kw)
 
 
 def test_no_dual_bound_below_its_size():
@@ -290,3 +290,36 @@ def test_no_dual_bound_below_its_size():
     fit.feasible(40, 0.25)
     assert 40 * 96 < refit.DUAL_MIN_ENTRIES
     assert not fit._cache[40]["dual"] and np.isneginf(fit._cache[40]["lb"]).all()
+
+
+def test_a_point_the_projection_nearly_cancels_gives_no_bound():
+    # a row of norm 1e6 in the span of W (optimum ~0) and a first point within 2e-6 of that
+    # span: the projection keeps only rounding of the big part, which must not be read as
+    # a bound (it was, as 1.8e-3, when points kept down to 1e-6 of their size counted)
+    rng = np.random.default_rng(0)
+    N, k = 160, 150
+    W = rng.standard_normal((k, N))
+    Q = np.linalg.qr(W.T)[0]
+    a = 1e6 * (Q @ rng.standard_normal(k))
+    n = rng.standard_normal(N)
+    n -= Q @ (Q.T @ n)
+    start = Q @ (Q.T @ a) / np.abs(a).max() + 2e-6 * n / np.abs(n).max()
+    lb = refit.l1_dual_bounds(a[None], W, steps=1, start=start[None])
+    u = L1Regression(W).solve(a)
+    assert lb[0] <= np.abs(a - u @ W).sum() + 1e-9
+
+
+def test_the_dual_rows_are_read_when_a_rank_is_decided(monkeypatch):
+    monkeypatch.setattr(refit, "DUAL_MIN_ENTRIES", 0)
+    monkeypatch.setattr(refit, "DUAL_ROWS", 0)
+    A = gaussian_head(64, 64, 16, 2.0, seed=0).A
+    fit = refit.L1Refit(A, np.linalg.svd(A)[2])
+    fit.feasible(3, 0.25)
+    assert np.isneginf(fit._cache[3]["lb"]).all()
+    hardest = fit._hardest  # the row whose LP ended rank 3
+    monkeypatch.setattr(refit, "DUAL_ROWS", 4)
+    fit.feasible(5, 0.25)
+    st = fit._cache[5]
+    top = np.argsort(-st["cerr"], kind="stable")[:4]
+    bounded = set(np.nonzero(np.isfinite(st["lb"]))[0].tolist())
+    assert bounded == set(top.tolist()) | ({hardest} if hardest is not None else set())

@@ -100,12 +100,14 @@ class AlternatingL1:
         Raises
         ------
         InvalidArgumentError
-            If ``k`` is not an integer from 1 to the number of singular triples given at
-            construction (at most ``min(m, N)``; a larger ``k`` was read as that number, a
-            negative one counted from the end).
+            If ``stop`` is neither None nor callable, or ``k`` is not an integer from 1 to
+            the number of singular triples given at construction (at most ``min(m, N)``;
+            a larger ``k`` was read as that number, a negative one counted from the end).
         """
         A = self.A
         k = check_int(k, "k", 1)
+        if stop is not None and not callable(stop):
+            raise InvalidArgumentError(f"stop: expected a callable or None, got {stop!r}")
         p = min(self.U0.shape[1], self.s0.shape[0], self.Vt0.shape[0])
         if k > p:
             raise InvalidArgumentError(f"k must be at most {p}, the number of singular triples "
@@ -170,10 +172,11 @@ class AlternatingL1:
         fit = self._fit(k, stop)
         return False if fit is None else fit.feasible(k, eps, stop)
 
-    def _predict(self, eps: float, hi: int) -> int | None:
+    def _predict(self, eps: float, hi: int, stop=None) -> int | None:
         """Predicted least rank: the truncated-SVD error curve scaled to pass through the
         polished error of the largest rank fitted so far (``e(k) ~ c e_svd(k)``, any
-        tolerance: the fits are shared); None before any rank has a complete fit."""
+        tolerance: the fits are shared); None before any rank has a complete fit, or when
+        ``stop`` cut the exact row solves of that fit's maximum."""
         if self._tsvd_errors is None:  # only searches need it (attacks fit single ranks)
             self._tsvd_errors = TruncatedSVD(self.A, self._svd).errors
         e_svd = self._tsvd_errors
@@ -185,7 +188,7 @@ class AlternatingL1:
         if not done:
             return None
         k0 = max(done)
-        e0 = self._fits[k0].max_error(k0)
+        e0 = self._fits[k0].max_error(k0, stop)
         if e0 is None:
             return None
         ok = np.nonzero((e0 / e_svd[k0]) * e_svd[1:hi + 1] <= safe_target(eps))[0]
@@ -199,7 +202,7 @@ class AlternatingL1:
         its wasted midpoint first, and every probe costs an IRLS run. ``stop`` as in
         :func:`least_feasible`."""
         return least_feasible(lambda k: self.feasible(k, eps, stop), lo, hi,
-                              guess=lambda: self._predict(eps, hi), stop=stop)
+                              guess=lambda: self._predict(eps, hi, stop), stop=stop)
 
     def least_rank(self, eps: float, lo: int, hi: int, stop=None) -> UpperWitness | None:
         """The witness of :meth:`least_feasible_rank`, or None."""

@@ -121,14 +121,24 @@ def l1_candidates(A: np.ndarray, W: np.ndarray, iters: int | None = None,
     return best_U, best_err
 
 
-def l1_dual_bounds(A: np.ndarray, Q: np.ndarray, steps: int = DUAL_STEPS,
+def _real(x, name: str) -> np.ndarray:
+    """``x`` as a float64 array; refused when its entries are not real numbers."""
+    arr = np.asarray(x)
+    if not (np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)):
+        raise InvalidArgumentError(f"{name}: expected real numbers, got dtype {arr.dtype}")
+    return arr.astype(np.float64, copy=False)
+
+
+def l1_dual_bounds(A: np.ndarray, W: np.ndarray, steps: int | None = None,
                    start: np.ndarray | None = None) -> np.ndarray:
     """Lower bounds on ``min_u ||a_i - u W||_1`` for every row ``a_i`` of ``A``, from dual points.
 
     By l1 regression duality (docs/theory/witnesses.md#l1-refit) the minimum equals
     ``max {a^T y : W y = 0, ||y||_inf <= 1}``, so every ``y != 0`` with ``W y = 0`` gives the
-    bound ``a^T y / ||y||_inf``. ``y`` starts as the sign of the least-squares residual
-    projected onto the null space of ``W`` (the complement of ``range(Q)``), then alternates
+    bound ``a^T y / ||y||_inf``. With ``W^T = Q R`` (a QR factorisation: ``Q^T y = 0``
+    implies ``W y = 0``, whatever ``W``'s rank), ``y`` starts as the sign of the
+    least-squares residual ``a - Q Q^T a``, projected onto the null space of ``Q^T``,
+    then alternates
     between the box ``[-1, 1]^N`` and that null space (von Neumann's alternating
     projections); each iterate's scaled value is a bound and the largest is kept. It stops
     after ``steps`` projections, or earlier when the best bound of every row has not risen
@@ -140,11 +150,10 @@ def l1_dual_bounds(A: np.ndarray, Q: np.ndarray, steps: int = DUAL_STEPS,
     ----------
     A : (r, N) float64 ndarray
         The rows.
-    Q : (N, q) float64 ndarray
-        Orthonormal columns whose span contains the rows of ``W`` (``W^T = Q R``, a QR
-        factorisation: then ``Q^T y = 0`` implies ``W y = 0``, whatever ``W``'s rank).
-    steps : int
-        The most projections.
+    W : (k, N) float64 ndarray
+        The basis (rows), finite.
+    steps : int, optional
+        The most projections (default :data:`DUAL_STEPS`, read at each call).
     start : (r, N) float64 ndarray, optional
         The points to project first, one per row (default: the signs of the least-squares
         residuals).
@@ -153,27 +162,32 @@ def l1_dual_bounds(A: np.ndarray, Q: np.ndarray, steps: int = DUAL_STEPS,
     -------
     (r,) float64 ndarray
         Each row's bound, computed in float64 (``-inf`` where the null space gave no point
-        that the projection left above ``1e-6`` of its size, or a value was not finite).
-        A point the projection keeps at that size has ``W y`` of the order of ``1e-16``
-        relative to it; :class:`L1Refit` declines a rank on a bound only with a margin of
-        ``1e-9`` and never reports an end from one.
+        that the projection left above ``1e-3`` of its size, or a value was not finite).
+        The projection's rounding leaves ``Q^T y`` of the order of ``1e-16`` times the
+        point before it, so at most about ``1e-13`` times a kept one, and the bound is
+        off by that much times ``||a||_1``. :class:`L1Refit` declines a rank on a bound
+        only with a margin of ``1e-9`` (its rows have ``||a||_1 = 1``), and a bound never
+        makes an end: at worst it costs a search a rank.
 
     Raises
     ------
     InvalidArgumentError
-        If ``A`` or ``Q`` is not 2-D, ``Q`` has not one row per column of ``A``, ``start``
-        has not the shape of ``A``, or ``steps`` is not an integer >= 1.
+        If ``A``, ``W`` or ``start`` is not a real array, ``A`` or ``W`` is not 2-D with
+        at least one column, ``W`` has not one column per column of ``A`` or is not
+        finite, ``start`` has not the shape of ``A``, or ``steps`` is not an integer >= 1.
     """
-    A = np.asarray(A, dtype=np.float64)
-    Q = np.asarray(Q, dtype=np.float64)
-    steps = check_int(steps, "steps", 1)
-    if A.ndim != 2 or Q.ndim != 2 or Q.shape[0] != A.shape[1]:
-        raise InvalidArgumentError(f"A, Q: expected (r, N) and (N, q) arrays, got shapes "
-                                   f"{A.shape} and {Q.shape}")
+    A, W = _real(A, "A"), _real(W, "W")
+    steps = check_int(DUAL_STEPS if steps is None else steps, "steps", 1)
+    if A.ndim != 2 or W.ndim != 2 or W.shape[1] != A.shape[1] or A.shape[1] == 0:
+        raise InvalidArgumentError(f"A, W: expected (r, N) and (k, N) arrays with N >= 1, got "
+                                   f"shapes {A.shape} and {W.shape}")
+    if not np.isfinite(W).all():
+        raise InvalidArgumentError("W: expected finite entries, got NaN or infinity")
     if start is not None:
-        start = np.asarray(start, dtype=np.float64)
+        start = _real(start, "start")
         if start.shape != A.shape:
             raise InvalidArgumentError(f"start: expected shape {A.shape}, got {start.shape}")
+    Q = np.linalg.qr(W.T)[0] if W.shape[0] else np.zeros((W.shape[1], 0))
     r = A.shape[0]
     best = np.full(r, -np.inf)
     if r == 0:
@@ -189,7 +203,7 @@ def l1_dual_bounds(A: np.ndarray, Q: np.ndarray, steps: int = DUAL_STEPS,
             Y = Y - (Y @ Q) @ Q.T
             top = np.abs(Y).max(axis=1)
             # a point the projection nearly cancelled is rounding: W y = 0 fails relatively
-            ok = top > 1e-6 * before
+            ok = top > 1e-3 * before
             val = np.where(ok, (Y * A).sum(axis=1) / np.where(ok, top, 1.0), -np.inf)
             val[~np.isfinite(val)] = -np.inf
             best = np.maximum(best, val)
@@ -226,14 +240,18 @@ class L1Refit:
     meets the target. Candidates and exact solutions are cached per ``k``, so all
     tolerances share them. A row that needs its LP and whose LP is not optimal makes the
     rank unavailable (never feasible). ``dual_rows`` (default :data:`DUAL_ROWS`; 0 turns
-    step 0 off) changes how long a rank takes, never its decision.
+    step 0 off) changes how long a rank takes, and not its decision as long as the LPs are
+    exact; where HiGHS's tolerances are comparable to the entries (rows of mass ``1e-6``)
+    the LPs' answer can depend on which rows they solve first, and step 0 changes that
+    order (docs/theory/witnesses.md#dual-bounds-before-lps).
     With ``Vt`` the right singular vectors this is the *l1 refit*; with ``Vt`` the rows of
     ``A`` in greedy farthest-row order (column-pivoted QR of ``A^T``) it is the *row basis*
     construction.
     """
 
     method = "l1-refit"
-    dual_rows = DUAL_ROWS
+    #: Rows given dual bounds per rank; None: :data:`DUAL_ROWS`, read at each rank.
+    dual_rows: int | None = None
 
     def __init__(self, A: np.ndarray, Vt: np.ndarray, method: str | None = None):
         self.A = A
@@ -276,20 +294,17 @@ class L1Refit:
         """Lower bounds on the rows' optima at rank ``k`` (``-inf`` where none): once per
         ``k``, :func:`l1_dual_bounds` of the :attr:`dual_rows` rows of largest
         least-squares error and of the row that ended the last infeasible rank."""
-        if (not st["dual"] and self.dual_rows > 0
-                and k * self.A.shape[1] >= DUAL_MIN_ENTRIES):
+        n = DUAL_ROWS if self.dual_rows is None else self.dual_rows
+        if not st["dual"] and n > 0 and k * self.A.shape[1] >= DUAL_MIN_ENTRIES:
             st["dual"] = True
             self._least_squares(st, k)
-            rows = np.argsort(-st["cerr"], kind="stable")[:self.dual_rows]
+            rows = np.argsort(-st["cerr"], kind="stable")[:n]
             h = self._hardest
             if h is not None and h not in rows:
                 rows = np.append(rows, h)
-            with np.errstate(all="ignore"):
-                W = self.Vt[:k]
-                ok = np.isfinite(W).all()
-                Q = np.linalg.qr(W.T)[0] if ok else None
-            if Q is not None and np.isfinite(Q).all():
-                st["lb"][rows] = l1_dual_bounds(self.A[rows], Q)
+            W = self.Vt[:k]
+            if np.isfinite(W).all():
+                st["lb"][rows] = l1_dual_bounds(self.A[rows], W)
         return st["lb"]
 
     def _solve_row(self, st: dict, k: int, i: int) -> float | None:
@@ -359,23 +374,28 @@ class L1Refit:
         st["complete"] = True
         return True
 
-    def max_error(self, k: int) -> float | None:
+    def max_error(self, k: int, stop=None) -> float | None:
         """The exact max-row l1 optimum at rank ``k`` once ``feasible(k, .)`` has held
         (None before): rows solved exactly, largest candidate first, until no remaining
         candidate exceeds the largest optimum found (each candidate bounds its row's
-        optimum from above). Used to predict ranks from exactly solved rows only."""
+        optimum from above). Used to predict ranks from exactly solved rows only.
+        ``stop`` (optional) is asked before each reweighting step and each exact row
+        solve; when it answers True, None is returned (nothing is recorded as the maximum;
+        the rows solved so far stay cached)."""
         st = self._cache.get(k)
         if st is None or not st["complete"] or st["failed"]:
             return None
         if st["max"] is None:
             solved = ~np.isnan(st["err"])
             worst = float(np.max(st["err"][solved])) if solved.any() else -np.inf
-            self._screen(st, k, worst)  # refine every candidate that could exceed it
+            self._screen(st, k, worst, stop)  # refine every candidate that could exceed it
             for i in np.argsort(-st["cerr"], kind="stable"):
                 if not np.isnan(st["err"][i]):
                     continue
                 if not st["cerr"][i] > worst:
                     break  # every remaining candidate, so every remaining optimum, is <= worst
+                if stop is not None and stop():
+                    return None
                 e = self._solve_row(st, k, int(i))
                 if e is None:
                     return None
