@@ -265,7 +265,9 @@ class L1Refit:
         st = self._cache.get(k)
         if st is None:
             m = self.A.shape[0]
-            st = {"U": np.full((m, k), np.nan), "err": np.full(m, np.nan), "cU": None,
+            # "U" (the exact rows, m x k) is made at the first exact solve: at 4,096 keys and
+            # rank 2,700 it is 88 MB, and the ranks the dual bounds fail solve none
+            st = {"U": None, "err": np.full(m, np.nan), "cU": None,
                   "cerr": None, "refined": np.zeros(m, dtype=bool), "solver": None,
                   "failed": False, "complete": False, "max": None,
                   "lb": np.full(m, -np.inf), "dual": False}
@@ -320,6 +322,8 @@ class L1Refit:
         e = float(np.abs(self.A[i] - u @ W).sum())
         if not np.isfinite(e):
             return None
+        if st["U"] is None:
+            st["U"] = np.full((self.A.shape[0], k), np.nan)
         st["U"][i], st["err"][i] = u, e
         return e
 
@@ -348,6 +352,8 @@ class L1Refit:
         over = np.nonzero(lb > tgt * (1 + _DUAL_MARGIN) + _DUAL_MARGIN)[0]
         if over.size:  # a dual point shows a row's optimum above the target
             self._hardest = int(over[np.argmax(lb[over])])
+            if not st["refined"].any():  # only least squares so far: made again if asked
+                st["cU"], st["cerr"] = None, None
             return False
         h = self._hardest
         if h is not None and not self._best(st, h) <= tgt:
@@ -416,7 +422,7 @@ class L1Refit:
     def witness(self, eps: float, k: int) -> UpperWitness:
         st = self._cache[k]
         exact = ~np.isnan(st["err"]) & ~(st["err"] > st["cerr"])
-        U = np.where(exact[:, None], st["U"], st["cU"])
+        U = st["cU"] if st["U"] is None else np.where(exact[:, None], st["U"], st["cU"])
         return UpperWitness(eps, U, self.Vt[:k], self.method)
 
 
