@@ -326,5 +326,78 @@ def test_the_dual_rows_are_read_when_a_rank_is_decided(monkeypatch):
     assert bounded == set(top.tolist()) | ({hardest} if hardest is not None else set())
     # failed by a bound, the rank keeps no m x k array (88 MB each at 4,096 keys, rank
     # 2,700): its least squares are made again if another tolerance asks
-    assert st["U"] is None and st["cU"] is None and st["cerr"] is None
+    assert st["U"] == {} and st["cU"] is None and st["cerr"] is None
     assert fit.feasible(5, 0.9) == refit.L1Refit(A, fit.Vt).feasible(5, 0.9)
+
+
+# ---- one LP for every rank (docs/theory/witnesses.md#l1-refit)
+
+
+def test_nested_l1_regression_on_a_hand_worked_basis():
+    # W = [ones; e1]: a = e1 has optimum 1 on the first row alone (u = 0: |1 - u| + 3 |u|
+    # >= 1) and 0 on both; going back to k = 1 deletes the second row and gives 1 again
+    from softrank.errors import InvalidArgumentError
+
+    W = np.array([[1.0, 1.0, 1.0, 1.0], [1.0, 0.0, 0.0, 0.0]])
+    a = np.array([1.0, 0.0, 0.0, 0.0])
+    reg = L1Regression(W)
+    for k, opt in [(1, 1.0), (2, 0.0), (1, 1.0), (2, 0.0)]:
+        u = reg.solve(a, k)
+        assert u.shape == (k,)
+        assert np.abs(a - u @ W[:k]).sum() == pytest.approx(opt, abs=1e-9)
+        assert reg._lp.shape == (k, 4)  # one LP, of the rank last asked
+    assert reg.solve(a).shape == (2,)  # k defaults to every row
+    for bad in (0, 3, 1.0, True):
+        with pytest.raises(InvalidArgumentError, match="k: expected an integer"):
+            reg.solve(a, bad)
+
+
+@given(seed=st.integers(0, 2**31 - 1), ranks=st.lists(st.integers(1, 9), min_size=1,
+                                                      max_size=8))
+def test_nested_l1_regression_matches_a_fresh_lp_at_every_rank(seed, ranks):
+    # one instance asked ranks up and down, rows interleaved: each optimum equals that of
+    # an LP built for that rank alone (both are the l1 minimum; errors recomputed from u)
+    rng = np.random.default_rng(seed)
+    W = rng.standard_normal((9, 14))
+    A = rng.random((3, 14))
+    reg = L1Regression(W)
+    for j, k in enumerate(ranks):
+        a = A[j % 3]
+        u, v = reg.solve(a, k), L1Regression(W[:k]).solve(a)
+        assert u is not None and v is not None
+        e, f = np.abs(a - u @ W[:k]).sum(), np.abs(a - v @ W[:k]).sum()
+        assert e == pytest.approx(f, rel=1e-7, abs=1e-9)
+
+
+def test_equality_lp_rows_refused():
+    from softrank.certifiers.lp import EqualityLP
+    from softrank.errors import InvalidArgumentError
+
+    lp = EqualityLP(np.ones((1, 3)), np.zeros(3), np.zeros(3), np.ones(3))
+    with pytest.raises(InvalidArgumentError, match="G must have 3 columns"):
+        lp.add_rows(np.ones((1, 4)))
+    with pytest.raises(InvalidArgumentError, match="G must be finite"):
+        lp.add_rows(np.array([[1.0, np.nan, 0.0]]))
+    with pytest.raises(InvalidArgumentError, match="j: expected an integer"):
+        lp.delete_rows(2)
+    assert lp.shape == (1, 3)
+    lp.add_rows(np.eye(3)[:2])
+    lp.delete_rows(1)
+    assert lp.shape == (2, 3) and lp.solve(np.array([1.0, 0.5])).success
+
+
+def test_l1_refit_holds_one_lp_and_the_exact_rows_alone():
+    # a search over many ranks keeps a single LP (of the rank last solved), and each rank
+    # only the rows solved exactly, where each rank kept an LP and an m x k array before
+    A = gaussian_head(96, 96, 16, 2.0, seed=1).A
+    fit = refit.L1Refit(A, np.linalg.svd(A)[2])
+    fit.dual_rows = 0
+    k = fit.least_feasible_rank(0.25, 1, 95)
+    solved = {j: int((~np.isnan(s["err"])).sum()) for j, s in fit._cache.items()}
+    assert sum(solved.values()) > 0
+    for j, s in fit._cache.items():
+        assert sorted(s["U"]) == sorted(np.nonzero(~np.isnan(s["err"]))[0].tolist())
+        assert all(u.shape == (j,) for u in s["U"].values())
+    assert fit._solver._lp.shape[0] in fit._cache
+    w = fit.witness(0.25, k)
+    assert check(A, w).ok

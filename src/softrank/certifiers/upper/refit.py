@@ -238,7 +238,10 @@ class L1Refit:
 
     The decision is the one of solving every row exactly: a row is feasible iff some ``u``
     meets the target. Candidates and exact solutions are cached per ``k``, so all
-    tolerances share them. A row that needs its LP and whose LP is not optimal makes the
+    tolerances share them (of the exact solutions, only the rows solved). Every exact
+    solve goes through one LP (:class:`~softrank.certifiers.lp.L1Regression` on all of
+    ``Vt``): a new rank appends or deletes rows and the simplex restarts from the last
+    solve's basis (docs/theory/witnesses.md#l1-refit, "One LP for every rank"). A row that needs its LP and whose LP is not optimal makes the
     rank unavailable (never feasible). ``dual_rows`` (default :data:`DUAL_ROWS`; 0 turns
     step 0 off) changes how long a rank takes, and not its decision as long as the LPs are
     exact; where HiGHS's tolerances are comparable to the entries (rows of mass ``1e-6``)
@@ -260,15 +263,16 @@ class L1Refit:
             self.method = method
         self._cache: dict[int, dict] = {}
         self._hardest: int | None = None
+        self._solver: L1Regression | None = None
 
     def _state(self, k: int) -> dict:
         st = self._cache.get(k)
         if st is None:
             m = self.A.shape[0]
-            # "U" (the exact rows, m x k) is made at the first exact solve: at 4,096 keys and
-            # rank 2,700 it is 88 MB, and the ranks the dual bounds fail solve none
-            st = {"U": None, "err": np.full(m, np.nan), "cU": None,
-                  "cerr": None, "refined": np.zeros(m, dtype=bool), "solver": None,
+            # "U" holds the exactly solved rows only (row: u): a rank solves a few rows
+            # exactly, and an m x k array is 88 MB at 4,096 keys and rank 2,700
+            st = {"U": {}, "err": np.full(m, np.nan), "cU": None,
+                  "cerr": None, "refined": np.zeros(m, dtype=bool),
                   "failed": False, "complete": False, "max": None,
                   "lb": np.full(m, -np.inf), "dual": False}
             self._cache[k] = st
@@ -313,17 +317,14 @@ class L1Refit:
         """Row ``i``'s exact l1 optimum (cached); None when its LP is not optimal."""
         if not np.isnan(st["err"][i]):
             return float(st["err"][i])
-        W = self.Vt[:k]
-        if st["solver"] is None:
-            st["solver"] = L1Regression(W)
-        u = st["solver"].solve(self.A[i])
+        if self._solver is None:
+            self._solver = L1Regression(self.Vt)  # one LP for every rank: rows come and go
+        u = self._solver.solve(self.A[i], k)
         if u is None:
             return None
-        e = float(np.abs(self.A[i] - u @ W).sum())
+        e = float(np.abs(self.A[i] - u @ self.Vt[:k]).sum())
         if not np.isfinite(e):
             return None
-        if st["U"] is None:
-            st["U"] = np.full((self.A.shape[0], k), np.nan)
         st["U"][i], st["err"][i] = u, e
         return e
 
@@ -421,8 +422,11 @@ class L1Refit:
 
     def witness(self, eps: float, k: int) -> UpperWitness:
         st = self._cache[k]
-        exact = ~np.isnan(st["err"]) & ~(st["err"] > st["cerr"])
-        U = st["cU"] if st["U"] is None else np.where(exact[:, None], st["U"], st["cU"])
+        U = st["cU"]
+        exact = [i for i in st["U"] if not st["err"][i] > st["cerr"][i]]
+        if exact:
+            U = U.copy()
+            U[exact] = np.array([st["U"][i] for i in exact])
         return UpperWitness(eps, U, self.Vt[:k], self.method)
 
 
