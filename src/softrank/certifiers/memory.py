@@ -56,8 +56,8 @@ def memory_estimate(m: int, N: int) -> int:
     and 1,236 (docs/benchmarks.md, "The long panel"). Much of it is freed memory the
     allocator keeps, not arrays alive at once (numpy's own peak at width 256 and eps 0.25
     was 138 MiB where the process held 481). An estimate, not a bound: it is what the
-    ``--max-memory`` check compares with, before any work; on a GPU the process also holds torch and CUDA's own memory (README,
-    *GPU*), which it does not count.
+    ``--max-memory`` check compares with, before any work; on a GPU the process also holds
+    torch and CUDA's own memory (README, *GPU*), which it does not count.
 
     Parameters
     ----------
