@@ -241,8 +241,9 @@ class L1Refit:
     tolerances share them (of the exact solutions, only the rows solved). Every exact
     solve goes through one LP (:class:`~softrank.certifiers.lp.L1Regression` on all of
     ``Vt``): a new rank appends or deletes rows and the simplex restarts from the last
-    solve's basis (docs/theory/witnesses.md#l1-refit, "One LP for every rank"). A row that needs its LP and whose LP is not optimal makes the
-    rank unavailable (never feasible). ``dual_rows`` (default :data:`DUAL_ROWS`; 0 turns
+    solve's basis (docs/theory/witnesses.md#l1-refit, "One LP for every rank"). A row
+    that needs its LP and whose LP is not optimal makes the rank unavailable (never
+    feasible). ``dual_rows`` (default :data:`DUAL_ROWS`; 0 turns
     step 0 off) changes how long a rank takes, and not its decision as long as the LPs are
     exact; where HiGHS's tolerances are comparable to the entries (rows of mass ``1e-6``)
     the LPs' answer can depend on which rows they solve first, and step 0 changes that
