@@ -401,3 +401,17 @@ def test_l1_refit_holds_one_lp_and_the_exact_rows_alone():
     assert fit._solver._lp.shape[0] in fit._cache
     w = fit.witness(0.25, k)
     assert check(A, w).ok
+
+
+def test_rows_with_entries_highs_drops_are_added():
+    # HiGHS drops entries below its small_matrix_value (1e-9) with a warning, as the
+    # constructor accepts; rows of A (the row basis) have such entries (softmax tails)
+    W = np.array([[1.0, 1e-12, 1.0, 0.0], [1.0, 2e-13, 0.0, 1.0], [0.0, 1.0, 0.0, 3e-11]])
+    a = np.array([1.0, 0.0, 0.5, 0.25])
+    reg = L1Regression(W)
+    for k in (1, 3, 2):
+        u = reg.solve(a, k)
+        v = L1Regression(W[:k]).solve(a)
+        assert u is not None and v is not None
+        assert np.abs(a - u @ W[:k]).sum() == pytest.approx(np.abs(a - v @ W[:k]).sum(),
+                                                            abs=1e-9)

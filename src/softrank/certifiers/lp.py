@@ -329,13 +329,14 @@ class EqualityLP(_WarmLP):
     def add_rows(self, G) -> None:
         """Append the rows ``G (j, n)`` (right-hand side 0 until :meth:`solve` gives ``b``);
         the next solve restarts from the current basis, the new rows' slacks basic.
-        RuntimeError if HiGHS refuses them (the instance is then as before)."""
+        RuntimeError if HiGHS refuses them (the instance is then as before); entries it
+        drops as too small are accepted as in the constructor."""
         (n, j), start, index, value = _colwise(np.asarray(G).T, "G")  # G row-wise
         if n != self.shape[1]:
             raise InvalidArgumentError(f"G must have {self.shape[1]} columns, got {n}")
         z = np.zeros(j)
-        if self._h.addRows(j, z, z, int(start[-1]), start, index, value) \
-                != self._hs.HighsStatus.kOk:
+        ok = (self._hs.HighsStatus.kOk, self._hs.HighsStatus.kWarning)
+        if self._h.addRows(j, z, z, int(start[-1]), start, index, value) not in ok:
             raise RuntimeError(f"HiGHS refused {j} rows")
         self._resized(self.shape[0] + j)
 
