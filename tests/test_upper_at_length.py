@@ -384,6 +384,12 @@ def test_equality_lp_rows_refused():
     lp.add_rows(np.eye(3)[:2])
     lp.delete_rows(1)
     assert lp.shape == (2, 3) and lp.solve(np.array([1.0, 0.5])).success
+    import scipy.sparse as sp
+
+    lp.add_rows(sp.csr_matrix(np.eye(3)[2:]))  # sparse rows, as the constructor takes
+    res = lp.solve(np.array([1.0, 0.5, 0.25]))
+    assert lp.shape == (3, 3) and res.success
+    np.testing.assert_allclose(res.x, [0.5, 0.25, 0.25], atol=1e-9)  # ones, e1, e3
 
 
 def test_l1_refit_holds_one_lp_and_the_exact_rows_alone():
@@ -415,3 +421,20 @@ def test_rows_with_entries_highs_drops_are_added():
         assert u is not None and v is not None
         assert np.abs(a - u @ W[:k]).sum() == pytest.approx(np.abs(a - v @ W[:k]).sum(),
                                                             abs=1e-9)
+
+
+def test_each_solve_gets_the_whole_time_limit():
+    # HiGHS counts time_limit from an instance's first run: with one LP for every rank, the
+    # solves after the first time_limit seconds would all end at once ("Time limit
+    # reached"), and the ranks they decide would be lost; each solve gets the limit anew
+    from softrank.certifiers.lp import EqualityLP
+
+    rng = np.random.default_rng(0)
+    W = rng.standard_normal((120, 300))
+    lp = EqualityLP(W, np.zeros(300), -np.ones(300), np.ones(300), time_limit=1.0,
+                    maximize=True)
+    runs = 0
+    while lp._h.getRunTime() < 2.5:  # solves of about 0.05 s: 2.5 limits' worth on one LP
+        assert lp.solve(cost=rng.random(300)).success
+        runs += 1
+    assert runs > 10

@@ -205,7 +205,10 @@ class _WarmLP:
     """One HiGHS instance for ``min/max c^T z  s.t.  row_lower <= G z <= row_upper,
     lower <= z <= upper`` solved many times with a few bounds or costs changed in between
     (the simplex restarts from the previous basis); the shared set-up and solve of
-    :class:`EqualityLP` and :class:`RangeLP`."""
+    :class:`EqualityLP` and :class:`RangeLP`. ``time_limit`` (seconds) holds for each
+    solve: HiGHS counts its ``time_limit`` from the instance's first run, so that each
+    solve would otherwise get what the earlier ones left (and every solve after the first
+    ``time_limit`` seconds would end at once, not optimal)."""
 
     def __init__(self, G, c, lower, upper, row_lower, row_upper, time_limit: float = 60.0,
                  options: dict | None = None, maximize: bool = False):
@@ -216,7 +219,7 @@ class _WarmLP:
         self.shape = (r, n)
         h = _new_highs(highspy)
         h.setOptionValue("output_flag", False)
-        h.setOptionValue("time_limit", float(time_limit))
+        self._time_limit = float(time_limit)
         h.setOptionValue("threads", 1)
         _set_options(highspy, h, options)
         inf = highspy.kHighsInf
@@ -244,10 +247,12 @@ class _WarmLP:
         (e.g. "Unknown") on an LP that solves from scratch."""
         h, hs = self._h, self._hs
         try:
+            h.setOptionValue("time_limit", h.getRunTime() + self._time_limit)
             h.run()
             ms = h.getModelStatus()
             if ms != hs.HighsModelStatus.kOptimal and ms not in final:
                 h.clearSolver()
+                h.setOptionValue("time_limit", h.getRunTime() + self._time_limit)
                 h.run()
                 ms = h.getModelStatus()
         except Exception as exc:  # a crash of the solver is a failed solve, never a bound
@@ -327,11 +332,12 @@ class EqualityLP(_WarmLP):
         return self._run()
 
     def add_rows(self, G) -> None:
-        """Append the rows ``G (j, n)`` (right-hand side 0 until :meth:`solve` gives ``b``);
-        the next solve restarts from the current basis, the new rows' slacks basic.
-        RuntimeError if HiGHS refuses them (the instance is then as before); entries it
-        drops as too small are accepted as in the constructor."""
-        (n, j), start, index, value = _colwise(np.asarray(G).T, "G")  # G row-wise
+        """Append the rows ``G (j, n)`` (array_like or scipy sparse; right-hand side 0 until
+        :meth:`solve` gives ``b``); the next solve restarts from the current basis, the new
+        rows' slacks basic. RuntimeError if HiGHS refuses them (the instance is then as
+        before); entries it drops as too small are accepted as in the constructor."""
+        Gt = G.T if sp.issparse(G) else np.asarray(G).T
+        (n, j), start, index, value = _colwise(Gt, "G")  # G row-wise
         if n != self.shape[1]:
             raise InvalidArgumentError(f"G must have {self.shape[1]} columns, got {n}")
         z = np.zeros(j)
@@ -528,14 +534,12 @@ class L1Regression:
     LP duality its optimum equals the l1 minimum and its row duals are an optimal ``u``.
     Against the primal form (``W^T u + p - n = a``, ``N`` rows, ``k + 2 N`` columns) this is
     1.3-3x faster on 128-key rows (largest gain at small ``k``; measured in
-    ``benchmarks/``). One HiGHS instance serves every row and every ``k``: a new row changes
-    the costs (the previous basis stays primal feasible), a new ``k`` appends or deletes rows
-    at the end, and each solve restarts from the previous basis (a row solved at rank 650
-    of a 1,024-token head, then at 656, 659 and 661: 8.5, 2.6, 1.6 and 1.0 s, where each
-    alone takes 8.4-9.6 s; docs/theory/witnesses.md#l1-refit). So it holds one LP, of the
-    rank last solved, whatever ranks it is asked. :meth:`solve` returns ``u (k,)`` or
-    ``None`` when not optimal; callers recompute the error ``||a - u W[:k]||_1`` from ``u``
-    and never use the LP's objective.
+    ``benchmarks/``). One HiGHS instance, of the rank last solved, serves every row and
+    every ``k``: a new row changes the costs, a new ``k`` appends or deletes rows at the
+    end, and each solve restarts from the last basis (docs/theory/witnesses.md#l1-refit,
+    "One LP for every rank"). :meth:`solve` returns ``u (k,)`` or ``None`` when not
+    optimal (each solve has 60 s); callers recompute the error ``||a - u W[:k]||_1`` from
+    ``u`` and never use the LP's objective.
 
     Raises
     ------
