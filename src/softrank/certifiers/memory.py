@@ -52,8 +52,8 @@ def memory_estimate(m: int, N: int) -> int:
     (``d = 32``, temperature 2) of 1,024 tokens, 1,838 (4,592); of 2,048 tokens, 3,038,
     causal 3,188 (5,264); of 4,096 tokens, 3,466 (7,952), and 4,499 once the l1 refit
     held one LP for every rank (2026-12-07; 8,427 the day before, with an LP per rank);
-    planted rank-16 heads of 1,024 and 2,048 tokens, complete, 471
-    and 1,236 (docs/benchmarks.md, "The long panel"). Much of it is freed memory the
+    planted rank-16 heads of 1,024 and 2,048 tokens, complete, 471 and 1,236
+    (docs/benchmarks.md, "The long panel"). Much of it is freed memory the
     allocator keeps, not arrays alive at once (numpy's own peak at width 256 and eps 0.25
     was 138 MiB where the process held 481). An estimate, not a bound: it is what the
     ``--max-memory`` check compares with, before any work; on a GPU the process also holds
