@@ -171,7 +171,7 @@ def test_a_block_tries_ranks_up_to_half_its_rows_only():
     ctx.lower = 40
     SubspaceBlocksTest().certify(op, 0.25, ctx)
     assert [key for key in ctx._cache if key.startswith("block-rows")] == ["block-rows128"]
-    assert ctx._cache["block-rows128"][1].upper == 64
+    assert ctx._cache["block-rows128"][2].upper == 64
 
 
 def test_indices_altered_after_construction_are_rejected_not_raised():
@@ -224,3 +224,48 @@ def test_a_block_certificate_of_a_causal_block_becomes_a_causal_certificate():
     assert check(A, cert).ok and cert.rank == 1
     # anything else passes through
     assert _unwrap(rows, cols, inner) == (rows, cols, inner)
+
+
+def test_block_keys_by_hand():
+    # a block of 4 rows (climbed at ranks up to 2: LPs of 3 (8 + c) entries for c keys)
+    # whose key masses are 1, 6, 2, 0.5, 0.5 (total 10): every key fits a cap of 39 (c = 5);
+    # under 30 two keys fit, but keeping 85 % (8.5) of the mass needs the three largest
+    # (6 + 2 + 1 = 9); under 36 four fit, the tie of keys 3 and 4 going to the smaller index
+    from softrank.certifiers.climbs import BLOCK_KEY_MASS, block_keys
+
+    assert BLOCK_KEY_MASS == 0.85
+    B = np.tile(np.array([1, 6, 2, 0.5, 0.5]) / 4, (4, 1))
+    assert block_keys(B, 39).tolist() == [0, 1, 2, 3, 4]
+    assert block_keys(B, 30).tolist() == [0, 1, 2]
+    assert block_keys(B, 36).tolist() == [0, 1, 2, 3]
+    assert block_keys(B, 1).tolist() == [0, 1, 2]  # no key fits: the mass decides
+
+
+def test_a_block_on_the_keys_of_its_mass_certifies_below_the_planted_rank():
+    # a cap under which not every key of a 64-row block fits (33 (128 + 64) = 6,336 entries
+    # at rank 32): the block keeps the keys of largest mass, at least 85 % of it, and its
+    # certificate, of the block of those keys, passes the checker below the planted rank
+    class SmallCap(SubspaceBlocksTest):
+        max_entries = 33 * (128 + 40)
+
+    op = planted(256, 64, 8, 0.05, seed=3)
+    ctx = Context(op.A)
+    ctx.lower, ctx.upper = 0, 64
+    cert = SmallCap().certify(op, 0.25, ctx)
+    assert cert is not None and 1 <= cert.rank <= 8 and check(op.A, cert).ok
+    rows, keys, _ = ctx._cache[f"block-rows{cert.rows.size}"]
+    assert 40 <= cert.cols.size < 64 and np.array_equal(cert.cols, keys)
+    mass = op.A[rows].sum(axis=0)
+    assert mass[keys].sum() >= 0.85 * mass.sum()
+    assert mass[keys].min() >= np.delete(mass, keys).max()
+    assert f"keys={keys.size})" in cert.method
+
+
+def test_the_block_climb_stops_at_the_deadline():
+    import time
+
+    op = planted_blocks(256, 64, 12, 0.02, seed=1)
+    ctx = Context(op.A)
+    ctx.lower, ctx.upper = 3, 13
+    ctx.deadline = time.perf_counter() - 1.0
+    assert SubspaceBlocksTest().certify(op, 0.25, ctx) is None

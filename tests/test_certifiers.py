@@ -1036,3 +1036,34 @@ def test_irls_basis_refuses_a_rank_the_svd_does_not_have():
     for k in (0, -1):
         with pytest.raises(InvalidArgumentError, match=r"^k: expected an integer >= 1, got -?[01]$"):
             alt.irls_basis(k)
+
+
+def test_a_solve_that_reached_its_time_limit_is_not_retried(highs_mode, monkeypatch):
+    # a cold retry would give the solve its limit a second time; a status such as Unknown
+    # is still retried
+    runs = []
+    real_run = _HighsProxy.run
+    monkeypatch.setattr(_HighsProxy, "run", lambda self: runs.append(1) or real_run(self))
+    highs_mode["mode"] = "timelimit"
+    lp = EqualityLP(np.array([[1.0, 2.0]]), [1.0, 1.0], [0.0, 0.0], [np.inf, np.inf])
+    assert lp.solve([2.0]).status == "Time limit reached" and len(runs) == 1
+    highs_mode["mode"] = "unknown-until-cleared"
+    runs.clear()
+    lp = EqualityLP(np.array([[1.0, 2.0]]), [1.0, 1.0], [0.0, 0.0], [np.inf, np.inf])
+    assert lp.solve([2.0]).success and len(runs) == 2
+
+
+def test_an_l1_regression_solve_takes_its_own_time_limit():
+    # a microsecond is not enough for a 120 x 300 l1 regression (about 0.05 s); the next
+    # solve of the same instance, with the default limit, is optimal
+    from softrank.errors import InvalidArgumentError
+
+    rng = np.random.default_rng(0)
+    W, a = rng.standard_normal((120, 300)), rng.random(300)
+    reg = L1Regression(W)
+    assert reg.solve(a, 120, time_limit=1e-6) is None
+    u = reg.solve(a, 120)
+    assert u is not None and u.shape == (120,)
+    for bad in (0.0, -1.0, np.nan, "1"):
+        with pytest.raises(InvalidArgumentError, match="^time_limit"):
+            reg.solve(a, 120, time_limit=bad)

@@ -438,3 +438,29 @@ def test_trust_region_never_worse_than_its_start_and_checks():
     assert err <= start
     w = tr.least_rank(err * 1.001, 1, 4)
     assert w is not None and w.rank <= 4 and check(A, w).ok
+
+
+def test_trust_region_polish_asks_stop_and_resumes():
+    """``stop`` answering True at once: no pair, nothing cached (the start's IRLS asks it
+    first). Answering True from the first step on (after 40 IRLS iterations and one LP per
+    row): the start's exact row fit, cached as resumable, so that the polish asked again
+    without ``stop`` ends where an uninterrupted one does."""
+    from softrank.generators.synthetic import gaussian_head
+
+    A = gaussian_head(24, 24, 4, 2.0, seed=1).A
+    svd = np.linalg.svd(A, full_matrices=False)
+    free = up.TrustRegionPolish(A, up.AlternatingL1(A, svd)).polish(4, 0.0)
+    tr = up.TrustRegionPolish(A, up.AlternatingL1(A, svd))
+    assert tr.polish(4, 0.0, stop=lambda: True) is None and not tr._done
+    asked = [0]
+
+    def stop():
+        asked[0] += 1
+        return asked[0] > 40 + A.shape[0]
+
+    start = up.TrustRegionPolish(A, up.AlternatingL1(A, svd), max_nonzeros=0).polish(4, 0.0)
+    err, U, W = tr.polish(4, 0.0, stop=stop)
+    assert err == start[0] and np.array_equal(W, start[2])
+    assert tr._done[4][3] is False  # not spent: resumable
+    again = tr.polish(4, 0.0)
+    assert again[0] == free[0] and np.array_equal(again[2], free[2])

@@ -414,3 +414,25 @@ def test_climb_bad_starts_are_named():
     # the climb orthonormalises the start (QR completes its rank): whatever it certifies is
     # an ordinary certificate for the checker
     assert cert is None or (cert.method == "subspace/flat+climb" and check(A, cert).ok)
+
+
+def test_climb_stop_is_asked_before_each_dimension():
+    """On I_10 the climb certifies every dimension from 2 to 10 (the test above). A stop that
+    answers True from its fourth question on ends it after dimensions 2, 3 and 4, with the
+    certificate of 4; one that answers True at once gives nothing; a stop that is not
+    callable is named."""
+    from softrank.errors import InvalidArgumentError
+
+    eye = np.eye(10)
+    asked = [0]
+
+    def stop():
+        asked[0] += 1
+        return asked[0] >= 4
+
+    cert = lo.SubspaceClimb(eye, eye).best(0.25, 2, 10, stop=stop)
+    assert cert is not None and cert.rank == 4 and asked[0] == 4 and check(eye, cert).ok
+    assert lo.SubspaceClimb(eye, eye).best(0.25, 2, 10, stop=lambda: True) is None
+    assert lo.SubspaceClimb(eye, eye).best(0.25, 2, 10, stop=lambda: False).rank == 10
+    with pytest.raises(InvalidArgumentError, match="^stop must be a callable or None"):
+        lo.SubspaceClimb(eye, eye).best(0.25, 2, 10, stop=1.0)

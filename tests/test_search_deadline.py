@@ -54,8 +54,9 @@ def test_context_deadline():
 def test_searches_past_the_deadline_keep_the_rank_they_reached_first(name):
     # past the deadline from the start, a search makes its first probe (the top of its
     # window: it has no prediction yet) and stops there; its witness passes the checker.
-    # The alternating l1 asks the stop inside a probe too, before each IRLS iteration:
-    # its first probe is cut at once and it answers nothing
+    # The alternating l1 asks the stop inside a probe too, before each IRLS iteration, and
+    # so does the trust-region polish of its start: the first probe is cut at once and
+    # they answer nothing
     from softrank.certifiers.registry import builtin
     from softrank.checker import check
     from softrank.generators.synthetic import gaussian_head
@@ -69,7 +70,7 @@ def test_searches_past_the_deadline_keep_the_rank_they_reached_first(name):
     late.lower, late.upper = 1, 30
     late.deadline = time.perf_counter() - 1.0
     w_late = con.witness(op, 0.25, late)
-    if name == "alternating-l1":
+    if name in ("alternating-l1", "trust-region"):
         assert w_free is not None and w_late is None
         return
     assert w_free is not None and w_late is not None
@@ -207,3 +208,89 @@ def test_the_largest_row_error_stops_at_the_deadline():
     assert fit.max_error(k) == fresh.max_error(k)
     with pytest.raises(InvalidArgumentError, match="stop"):
         AlternatingL1(A, np.linalg.svd(A, full_matrices=False)).irls_basis(3, stop=1)
+
+
+@pytest.mark.parametrize("effort", ["full", "fast"])
+def test_the_last_share_of_the_time_limit_is_kept_for_the_late_searches(effort):
+    # each method records the deadline its context carries when it runs: the constructions
+    # that are not late see the limit less LATE_LOWER_SHARE of it (at full effort), the
+    # late lower tests and constructions the whole limit; without a limit, none
+    from softrank.certifiers.bracket import LATE_LOWER_SHARE, _bracket_one, _Options
+    from softrank.certifiers.interface import Traits, as_certifier
+    from softrank.operators import Operator
+
+    seen = {}
+
+    class Probe:
+        def __init__(self, name):
+            self.name = name
+
+        def certify(self, operator, eps, context=None):
+            seen[self.name] = context.deadline
+
+        def witness(self, operator, eps, context=None):
+            seen[self.name] = context.deadline
+
+    def made(name, late):
+        return as_certifier(Probe(name), name=name, origin="builtin", traits=Traits(late=late))
+
+    op = Operator(A=np.full((4, 4), 0.25))
+    tests = [made("lower", False), made("late-lower", True)]
+    cons = [made("upper", False), made("late-upper", True)]
+    for limit in (None, 40.0):
+        seen.clear()
+        deadline = None if limit is None else time.perf_counter() + limit
+        _bracket_one(Context(op.A), 0.25, opts=_Options(op, time_limit=limit, effort=effort),
+                     lower_tests=tests, constructions=cons, deadline=deadline)
+        if limit is None:  # at fast effort the late ones do not run
+            names = ["lower", "upper"] + (["late-lower", "late-upper"] if effort == "full" else [])
+            assert seen == dict.fromkeys(names)
+            continue
+        early = deadline - LATE_LOWER_SHARE * limit if effort == "full" else deadline
+        assert seen["lower"] == deadline and seen["upper"] == early
+        if effort == "full":
+            assert seen["late-lower"] == deadline and seen["late-upper"] == deadline
+        else:
+            assert "late-lower" not in seen and "late-upper" not in seen
+
+
+def test_an_l1_refit_lp_cut_by_the_time_limit_leaves_its_rank_undecided():
+    # a stop whose limit has not passed when asked before an LP, with a microsecond left:
+    # the LP gets that (HiGHS's time limit) and ends not optimal; the rank is then left
+    # undecided (False, not given up), and asked again without a limit it gets the answer
+    # of a fresh fit. Deadline.left() is what the searches pass
+    from softrank.certifiers.interface import Deadline
+    from softrank.certifiers.upper import L1Refit
+    from softrank.generators.synthetic import gaussian_head
+
+    A = gaussian_head(160, 160, 16, 2.0, seed=3).A
+    Vt = np.linalg.svd(A, full_matrices=False)[2]
+
+    class Nearly:
+        def __init__(self):
+            self.cut = False
+
+        def __call__(self):
+            return self.cut
+
+        def left(self):
+            self.cut = True
+            return 1e-6
+
+    def decided_by_lps(k):
+        fit = L1Refit(A, Vt)
+        return fit.feasible(k, 0.1), (~np.isnan(fit._cache[k]["err"])).any()
+
+    k = next(k for k in range(20, 160, 10) if decided_by_lps(k)[1])
+    fit = L1Refit(A, Vt)
+    stop = Nearly()
+    assert fit.feasible(k, 0.1, stop=stop) is False and stop.cut
+    st = fit._cache[k]
+    assert not st["failed"] and not st["complete"]
+    assert fit.feasible(k, 0.1) is decided_by_lps(k)[0]
+    # Deadline: never without a limit; past it, True with negative seconds left
+    assert not Deadline(None)() and Deadline(None).left() == np.inf
+    late = Deadline(time.perf_counter() - 1.0)
+    assert late() and late.left() < 0
+    soon = Deadline(time.perf_counter() + 60.0)
+    assert not soon() and 0 < soon.left() <= 60.0

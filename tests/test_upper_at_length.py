@@ -244,9 +244,9 @@ def _counted(fit):
     calls = []
     solve = fit._solve_row
 
-    def counting(st_, k, i):
+    def counting(st_, k, i, stop=None):
         calls.append((k, i))
-        return solve(st_, k, i)
+        return solve(st_, k, i, stop)
 
     fit._solve_row = counting
     return calls

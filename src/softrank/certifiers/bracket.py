@@ -44,7 +44,14 @@ from .result import Bracket, monotone, set_verdict
 # Bracket, monotone (.result), memory_estimate and BASE_MEMORY (.memory) are re-exported:
 # what a caller of bracket() reads and sizes
 __all__ = ["Bracket", "bracket", "lower_certificate", "monotone", "memory_estimate",
-           "own_schedule", "BASE_MEMORY", "EFFORTS"]
+           "own_schedule", "BASE_MEMORY", "EFFORTS", "LATE_LOWER_SHARE"]
+
+#: The share of a time limit kept for the late searches: under ``time_limit`` the
+#: constructions that are not late stop at ``1 - LATE_LOWER_SHARE`` of it, so that the late
+#: lower searches (subspace rows, climb and blocks) run on heads whose constructions would
+#: take the whole limit (from 1,024 tokens on, the l1 refit and the alternating l1;
+#: docs/benchmarks.md, "Blocks on long heads").
+LATE_LOWER_SHARE = 0.1
 
 # validate_eps and check_effort moved to softrank.validation (kept here for one release)
 __getattr__ = moved(__name__, {"validate_eps": "softrank.validation",
@@ -226,7 +233,12 @@ def _bracket_one(ctx: Context, eps_req: float, *, opts: _Options, lower_tests: l
                                     owner, "lower")
     # ---- upper side: searches look only below the best witness so far
     ctx.lower = lcert.rank if lcert is not None else 0
+    if deadline is not None and effort == "full" and opts.time_limit is not None:
+        # the last LATE_LOWER_SHARE of the limit is kept for the late searches: on long
+        # heads the constructions would take it all, and the block certificates need it
+        eng.deadline = deadline - LATE_LOWER_SHARE * opts.time_limit
     uppers = run([c for c in constructions if not late(c)], "upper")
+    eng.deadline = deadline
     # ---- the late searches: lower ones above the checked lower end, then upper ones below
     # the best witness so far (and above the lower end they may have raised)
     better = [c for c in run([t for t in lower_tests if late(t)], "lower")
@@ -390,7 +402,10 @@ def bracket(A, eps, *, interval: bool = True, validated: bool = False,
         it has shown to hold, the remaining methods are skipped except the trivial lower
         test and the identity witness (``O(m N)``), and the tolerance is reported with the
         best checked ends of the methods that ran, ``cut_short`` set. Never an unchecked
-        bound.
+        bound. At full effort the constructions that are not late stop at ``1 -``
+        :data:`~softrank.certifiers.bracket.LATE_LOWER_SHARE` of the limit (0.9), which
+        leaves the rest to the late searches, lower ones first (the subspace climb, also on
+        blocks, asks it before each dimension).
     constructions, lower_tests : list, optional
         Extra methods, run at every tolerance after softrank's own bracket is made (so
         softrank's ends never depend on them, and a stored reference bracket serves every

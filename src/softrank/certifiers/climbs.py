@@ -14,7 +14,8 @@ from ..checker import BlockCertificate
 from . import lower as lo_
 from .interface import Context
 
-__all__ = ["SubspaceClimbTest", "SubspaceBlocksTest", "BLOCK_ROWS", "BLOCK_MIN_ROWS"]
+__all__ = ["SubspaceClimbTest", "SubspaceBlocksTest", "BLOCK_ROWS", "BLOCK_MIN_ROWS",
+           "BLOCK_KEY_MASS", "block_keys"]
 
 
 def _ctx(operator, context: Context | None) -> Context:
@@ -40,19 +41,21 @@ class SubspaceClimbTest:
 
     def certify(self, operator, eps, context=None):
         ctx = _ctx(operator, context)
-        return self._climb(ctx, eps, alone=context is None)
+        return self._climb(ctx, eps, alone=context is None, stop=ctx.past_deadline)
 
-    def _climb(self, ctx: Context, eps: float, alone: bool, keep_base: bool = False):
+    def _climb(self, ctx: Context, eps: float, alone: bool, keep_base: bool = False,
+               max_entries: int | None = None, stop=None):
         """The climb on ``ctx.A`` above ``ctx.lower``, up to ``ctx.upper``; ``alone``: above
         the singular subspaces' end, whose certificate is the answer when the climb finds
-        nothing above it and ``keep_base``."""
+        nothing above it and ``keep_base``; ``max_entries`` the climb's cap (default the
+        class's); ``stop`` asked before each dimension (a bracket's time limit)."""
         sub = ctx.shared("subspace", lambda: lo_.SubspaceSearch(ctx.A, ctx.svd[2].T, "svd"))
         # 36 evaluations per key (the class's default is 12): on 24 MiniLM heads of width
         # 128 at eps 0.25, budgets 12, 24, 36, 72 raised lower ends by 1, 12, 18, 18 ranks
         # (docs/theory/lower.md#subspace-climb)
         climb = ctx.shared("subspace-climb", lambda: lo_.SubspaceClimb(
             ctx.A, ctx.svd[2].T, "svd", sub.key_order, lps_per_key=36,
-            max_entries=self.max_entries))
+            max_entries=self.max_entries if max_entries is None else max_entries))
         base, c = max(ctx.lower, 1), None
         if alone:  # on its own (the suites): above the singular subspaces' end,
             c = sub.best(eps, base + 1, ctx.p)  # as inside a bracket, not from rank 2 up
@@ -65,7 +68,7 @@ class SubspaceClimbTest:
             lambda k: lo_.climb_starts(ctx.A, V, order, k, random_rows=4, svd_mix=3))
         out = climb.best(eps, base + 1, min(ctx.upper, ctx.p),
                          starts=lambda k: draws(k)[:4], screened=lambda k: draws(k)[4:],
-                         screened_climbs=2)
+                         screened_climbs=2, stop=stop)
         return c if out is None and keep_base else out
 
 
@@ -76,6 +79,37 @@ BLOCK_ROWS = (64, 128)
 #: (:attr:`~softrank.certifiers.climbs.SubspaceClimbTest.max_entries`) stops the climb on
 #: the whole head at dimension 25 and below (docs/theory/lower.md#block-certificates).
 BLOCK_MIN_ROWS = 256
+#: The least share of a block's attention mass its keys keep when not every key fits the
+#: climb's cap (:func:`block_keys`; docs/theory/lower.md#block-certificates): at 4,096
+#: tokens a 128-row block of a Gaussian head certified 64 on the keys holding 81 % of its
+#: mass and nothing on those holding 70 %.
+BLOCK_KEY_MASS = 0.85
+
+
+def block_keys(B: np.ndarray, max_entries: int) -> np.ndarray:
+    """The keys of a block of ``b`` query rows ``B`` (b, N) on which
+    :class:`SubspaceBlocksTest` climbs (docs/theory/lower.md#block-certificates).
+
+    Every key when the climb's LPs at rank ``b / 2``, ``(b / 2 + 1) (2 b + N)`` entries, fit
+    under ``max_entries``. Otherwise the keys of largest mass in the block (column sums of
+    ``B``): as many as fit under the cap, and more if those keep less than
+    :data:`BLOCK_KEY_MASS` of the block's mass (the fewest that keep it). Ties go to the
+    smaller index; the keys are returned sorted.
+
+    Returns
+    -------
+    (c,) int64 ndarray
+        Distinct key indices, ``1 <= c <= N``.
+    """
+    b, N = B.shape
+    fit = max_entries // (b // 2 + 1) - 2 * b
+    if fit >= N:
+        return np.arange(N)
+    mass = B.sum(axis=0)
+    order = np.argsort(-mass, kind="stable")
+    kept = np.cumsum(mass[order])
+    need = int(np.searchsorted(kept, BLOCK_KEY_MASS * kept[-1])) + 1
+    return np.sort(order[:min(N, max(fit, need, 1))])
 
 
 class SubspaceBlocksTest(SubspaceClimbTest):
@@ -112,18 +146,21 @@ class SubspaceBlocksTest(SubspaceClimbTest):
 
             def make(b=b):
                 rows = np.sort(order[:b])
-                return rows, Context(np.ascontiguousarray(ctx.A[rows]))
+                keys = block_keys(ctx.A[rows], self.max_entries)
+                return rows, keys, Context(np.ascontiguousarray(ctx.A[np.ix_(rows, keys)]))
 
             lower = max(ctx.lower, best.rank if best is not None else 0)
             if 2 * (lower + 1) > b:
                 continue  # a block of b rows is tried for ranks up to b / 2 only
             if lower >= ctx.upper:
                 break  # nothing left between the ends
-            rows, bctx = ctx.shared(f"block-rows{b}", make)
+            rows, keys, bctx = ctx.shared(f"block-rows{b}", make)
             bctx.lower, bctx.upper = lower, min(ctx.upper, b // 2)
-            inner = self._climb(bctx, eps, alone=context is None, keep_base=True)
+            # the cap of the keys chosen: above the class's where they keep the block's mass
+            cap = max(self.max_entries, (b // 2 + 1) * (2 * b + keys.size))
+            inner = self._climb(bctx, eps, alone=context is None, keep_base=True,
+                                max_entries=cap, stop=ctx.past_deadline)
             if inner is not None and (best is None or inner.rank > best.rank):
-                keys = np.arange(ctx.A.shape[1])
                 best = BlockCertificate(
                     inner.eps, rows, keys, inner,
                     f"block(rows={rows.size},keys={keys.size})/{inner.method}")

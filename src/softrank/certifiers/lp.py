@@ -27,7 +27,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import InvalidArgumentError
-from ..validation import check_int
+from ..validation import check_int, check_positive
 
 __all__ = ["LPResult", "EqualityLP", "RangeLP", "solve_inequality_lp", "L1Regression",
            "BasisPursuit"]
@@ -226,31 +226,29 @@ class _WarmLP:
         self._row_lower = _bounds("row_lower", row_lower, r, inf, "lower")
         self._row_upper = _bounds("row_upper", row_upper, r, inf, "upper")
         sense = highspy.ObjSense.kMaximize if maximize else highspy.ObjSense.kMinimize
-        # the arrays form of passModel: filling a HighsLp attribute by attribute cost about
-        # three times as much (1.2 against 0.36 ms for a 384 x 13 climb LP, with the instance)
+        # the arrays form of passModel: a HighsLp filled attribute by attribute cost 3x
         status = h.passModel(n, r, int(start[-1]), int(highspy.MatrixFormat.kColwise),
                              int(sense), 0.0, _vector("c", c, n),
                              _bounds("lower", lower, n, inf, "lower"),
                              _bounds("upper", upper, n, inf, "upper"),
                              self._row_lower, self._row_upper, start, index, value,
                              np.zeros(n, dtype=np.int32))
-        # kWarning: HiGHS dropped matrix entries below its small_matrix_value. The LP it
-        # solves then differs slightly from ours; harmless, because nothing an LP returns is
-        # trusted: every certificate built from it is re-checked against the exact data.
+        # kWarning: HiGHS dropped matrix entries below its small_matrix_value, so it solves
+        # a slightly other LP: harmless, as every certificate built from it is re-checked
         if status not in (highspy.HighsStatus.kOk, highspy.HighsStatus.kWarning):
             raise RuntimeError(f"HiGHS rejected the model: {status}")
         self._h = h
 
     def _run(self, final=()) -> LPResult:
-        """Solve; a status other than optimal (and not in ``final``) is retried once cold:
-        a warm start from the previous basis occasionally ends in a non-optimal status
-        (e.g. "Unknown") on an LP that solves from scratch."""
+        """Solve; a status other than optimal, the time limit (the retry would double it)
+        and ``final`` is retried once cold: a warm start from the previous basis now and
+        then ends in a non-optimal status (e.g. "Unknown") on an LP that solves cold."""
         h, hs = self._h, self._hs
         try:
             h.setOptionValue("time_limit", h.getRunTime() + self._time_limit)
             h.run()
             ms = h.getModelStatus()
-            if ms != hs.HighsModelStatus.kOptimal and ms not in final:
+            if ms not in (hs.HighsModelStatus.kOptimal, hs.HighsModelStatus.kTimeLimit, *final):
                 h.clearSolver()
                 h.setOptionValue("time_limit", h.getRunTime() + self._time_limit)
                 h.run()
@@ -538,7 +536,8 @@ class L1Regression:
     every ``k``: a new row changes the costs, a new ``k`` appends or deletes rows at the
     end, and each solve restarts from the last basis (docs/theory/witnesses.md#l1-refit,
     "One LP for every rank"). :meth:`solve` returns ``u (k,)`` or ``None`` when not
-    optimal (each solve has 60 s); callers recompute the error ``||a - u W[:k]||_1`` from
+    optimal (each solve has ``time_limit`` seconds, default 60: a bracket's time limit
+    passes what is left of it); callers recompute the error ``||a - u W[:k]||_1`` from
     ``u`` and never use the LP's objective.
 
     Raises
@@ -546,7 +545,7 @@ class L1Regression:
     InvalidArgumentError
         If ``W`` (array_like or scipy sparse) is not 2-D, is not made of real numbers, or
         has an entry that is NaN, infinite or 1e15 or more in magnitude; from :meth:`solve`,
-        if ``k`` is not an integer in ``[1, K]``.
+        if ``k`` is not an integer in ``[1, K]`` or ``time_limit`` not a number > 0.
     """
 
     def __init__(self, W):
@@ -554,8 +553,9 @@ class L1Regression:
         self.k, self.N = self._W.shape
         self._lp: EqualityLP | None = None  # made at the first solve, on the rows it asks
 
-    def solve(self, a, k: int | None = None) -> np.ndarray | None:
+    def solve(self, a, k: int | None = None, time_limit: float = 60.0) -> np.ndarray | None:
         k = self.k if k is None else check_int(k, "k", 1, self.k)
+        time_limit = check_positive(time_limit, "time_limit")
         if a is None:  # EqualityLP reads None as "keep the last cost": it would answer that row
             return None
         lp = self._lp
@@ -566,6 +566,7 @@ class L1Regression:
             lp.add_rows(self._W[lp.shape[0]:k])
         elif k < lp.shape[0]:
             lp.delete_rows(lp.shape[0] - k)
+        lp._time_limit = time_limit
         res = lp.solve(cost=a)
         return None if not res.success else res.y
 

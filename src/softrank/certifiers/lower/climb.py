@@ -464,7 +464,8 @@ class SubspaceClimb:
         return B
 
     def best(self, eps: float, lo: int, hi: int, starts=None, screened=None,
-             screened_climbs: int = 2, screen_keys: int = 8) -> SubspaceCertificate | None:
+             screened_climbs: int = 2, screen_keys: int = 8,
+             stop=None) -> SubspaceCertificate | None:
         """The largest ``k`` in ``[lo, hi]`` reached by climbing ``k = lo, lo + 1, ...``, each
         from the last certified subspace plus the next right singular direction (the top
         ``lo`` right singular vectors at ``k = lo``).
@@ -495,6 +496,9 @@ class SubspaceClimb:
             given order) are climbed, best first.
         screened_climbs, screen_keys : int
             Climbs after the screen (``>= 0``) and keys scored per screened start (``>= 1``).
+        stop : callable, optional
+            Asked before each dimension: when it answers True the climb ends with the
+            certificate of the last dimension reached (a bracket's time limit).
 
         Returns
         -------
@@ -504,15 +508,16 @@ class SubspaceClimb:
         Raises
         ------
         InvalidArgumentError
-            If ``lo`` or ``hi`` is not an integer, ``starts`` or ``screened`` is not
-            callable, ``starts(k)`` or ``screened(k)`` is not an iterable of
+            If ``lo`` or ``hi`` is not an integer, ``starts``, ``screened`` or ``stop`` is
+            not callable, ``starts(k)`` or ``screened(k)`` is not an iterable of
             ``(label, finite real (N, k) array)`` pairs, ``screened_climbs`` is not an integer
             ``>= 0`` or ``screen_keys`` not one ``>= 1``.
         """
         lo, hi = check_int(lo, "lo"), check_int(hi, "hi")
-        for arg, fn in (("starts", starts), ("screened", screened)):
+        for arg, fn in (("starts", starts), ("screened", screened), ("stop", stop)):
             if fn is not None and not callable(fn):
-                raise InvalidArgumentError(f"{arg} must be a function of k or None, got "
+                what = "a callable" if arg == "stop" else "a function of k"
+                raise InvalidArgumentError(f"{arg} must be {what} or None, got "
                                            f"{brief_repr(fn)}")
         screened_climbs = check_int(screened_climbs, "screened_climbs", 0)
         screen_keys = check_int(screen_keys, "screen_keys", 1)
@@ -561,7 +566,7 @@ class SubspaceClimb:
             ranked = sorted(range(len(items)), key=lambda i: -score[i])
             return [items[i] for i in ranked[:screened_climbs]]
 
-        while True:
+        while not (stop is not None and stop()):
             S, cert = certify(B, name, k)
             # the keys hardest for the climb that just failed (its last values, lowest first):
             # they depend only on this eps, where the shared key_order moves with every
@@ -586,3 +591,4 @@ class SubspaceClimb:
             if not np.linalg.norm(v) > DIRECTION_TOL:
                 return best
             B, k = np.column_stack([S, v / np.linalg.norm(v)]), k + 1
+        return best

@@ -70,12 +70,14 @@ class TrustRegionPolish:
         self.delta = delta
         self._done: dict[int, tuple] = {}  # k -> (max error, U, W, budget spent)
 
-    def _u_step(self, W: np.ndarray) -> np.ndarray | None:
+    def _u_step(self, W: np.ndarray, stop=None) -> np.ndarray | None:
         """Every row of ``U`` by its exact l1 regression on ``W``; None if an LP is not
-        optimal."""
+        optimal or ``stop`` (asked before each) answers True."""
         reg = L1Regression(W)
         U = np.empty((self.A.shape[0], W.shape[0]))
         for i, a in enumerate(self.A):
+            if stop is not None and stop():
+                return None
             u = reg.solve(a)
             if u is None:
                 return None
@@ -136,15 +138,23 @@ class TrustRegionPolish:
         x = res.x
         return W + np.clip(x[:n].reshape(k, N), -delta, delta)
 
-    def polish(self, k: int, target: float):
+    def polish(self, k: int, target: float, stop=None):
         """``(max row error, U, W)`` after the polish at rank ``k`` toward ``target``, or None
         when an l1 regression is not optimal. Cached per ``k``: a later target reuses a pair
-        that already meets it, or resumes the polish when its budget was not spent."""
+        that already meets it, or resumes the polish when its budget was not spent.
+        ``stop`` (optional) is asked before each IRLS iteration of the start, each row's
+        LP of its first ``U`` and each step; when it answers True before the first ``U``
+        the answer is None (nothing cached), after it the pair reached so far (cached as
+        resumable)."""
         got = self._done.get(k)
         if got is not None and (got[0] <= target or got[3]):
             return got[:3]
-        W = self.start._fit(k).Vt if got is None else got[2]  # the IRLS basis, shared
-        U = self._u_step(W) if got is None else got[1]
+        if got is None:
+            fit = self.start._fit(k, stop)  # the IRLS basis, shared
+            if fit is None:
+                return None
+        W = fit.Vt if got is None else got[2]
+        U = self._u_step(W, stop) if got is None else got[1]
         if U is None:
             return None
         err = float(np.abs(self.A - U @ W).sum(axis=1).max())
@@ -152,7 +162,7 @@ class TrustRegionPolish:
         floor = 1e-7 * float(np.abs(W).max())
         spent = False
         for step in range(self.steps):
-            if err <= target or delta < floor:
+            if err <= target or delta < floor or (stop is not None and stop()):
                 break
             out = self.w_step(U, W, delta, target)
             if out is None:
@@ -183,15 +193,16 @@ class TrustRegionPolish:
     def least_rank(self, eps: float, lo: int, hi: int, stop=None) -> UpperWitness | None:
         """The witness of the least rank reached going down from ``hi`` (one rank at a time,
         stopping at the first rank the polish cannot bring within ``eps``), or None.
-        ``stop`` (optional) is asked before every rank but the first; when it answers True
-        the search ends with the least rank reached so far."""
+        ``stop`` (optional) is asked before every rank but the first, and inside each rank's
+        polish (:meth:`polish`); when it answers True the search ends with the least rank
+        reached so far."""
         tgt = safe_target(eps)
         best = None
         k = hi
         while k >= max(lo, 1):
             if k < hi and stop is not None and stop():
                 break
-            out = self.polish(k, tgt)
+            out = self.polish(k, tgt, stop)
             if out is None or not out[0] <= tgt:
                 break
             best = UpperWitness(eps, out[1], out[2], self.method)

@@ -15,7 +15,7 @@ from ..lp import L1Regression
 from .basic import least_feasible, safe_target
 
 __all__ = ["l1_candidates", "l1_dual_bounds", "screening", "L1Refit", "Hybrid", "DUAL_ROWS",
-           "DUAL_STEPS", "DUAL_MIN_ENTRIES"]
+           "DUAL_STEPS", "DUAL_MIN_ENTRIES", "LP_TIME_LIMIT"]
 
 #: Rows of a rank, those of largest least-squares error, whose dual bound
 #: (:func:`l1_dual_bounds`) :meth:`L1Refit.feasible` computes before any LP of that rank.
@@ -27,6 +27,10 @@ DUAL_STEPS = 50
 #: (least squares, a QR of ``W^T``, the projections) cost 2 to 7 such LPs (N = 64 to 256);
 #: at 512 keys and rank 200 they cost 0.6 of one.
 DUAL_MIN_ENTRIES = 2**16
+#: Seconds each exact row LP of :class:`L1Refit` may take; one that reaches it is not
+#: optimal and its rank is given up (less when a bracket's time limit has less left: then
+#: the rank is left undecided, docs/theory/witnesses.md#l1-refit).
+LP_TIME_LIMIT = 60.0
 # a rank is declined on a dual bound only above target * (1 + _DUAL_MARGIN) + _DUAL_MARGIN:
 # the bound is computed in float64, and a tie is left to the LPs
 _DUAL_MARGIN = 1e-9
@@ -312,13 +316,17 @@ class L1Refit:
                 st["lb"][rows] = l1_dual_bounds(self.A[rows], W)
         return st["lb"]
 
-    def _solve_row(self, st: dict, k: int, i: int) -> float | None:
-        """Row ``i``'s exact l1 optimum (cached); None when its LP is not optimal."""
+    def _solve_row(self, st: dict, k: int, i: int, stop=None) -> float | None:
+        """Row ``i``'s exact l1 optimum (cached); None when its LP is not optimal. A ``stop``
+        with a ``left()`` (:class:`~softrank.certifiers.interface.Deadline`) gives the LP
+        at most the seconds left, when fewer than its own 60."""
         if not np.isnan(st["err"][i]):
             return float(st["err"][i])
         if self._solver is None:
             self._solver = L1Regression(self.Vt)  # one LP for every rank: rows come and go
-        u = self._solver.solve(self.A[i], k)
+        left = getattr(stop, "left", None)
+        limit = LP_TIME_LIMIT if left is None else min(LP_TIME_LIMIT, max(left(), 1e-3))
+        u = self._solver.solve(self.A[i], k, time_limit=limit)
         if u is None:
             return None
         e = float(np.abs(self.A[i] - u @ self.Vt[:k]).sum())
@@ -359,9 +367,9 @@ class L1Refit:
         if h is not None and not self._best(st, h) <= tgt:
             if stop is not None and stop():
                 return False  # undecided
-            e = self._solve_row(st, k, h)
+            e = self._solve_row(st, k, h, stop)
             if e is None:
-                st["failed"] = True
+                st["failed"] = not (stop is not None and stop())  # cut by it: undecided
                 return False
             if self._best(st, h) > tgt:
                 return False
@@ -370,9 +378,9 @@ class L1Refit:
         for i in need[np.argsort(-st["cerr"][need], kind="stable")]:  # hardest first
             if stop is not None and stop():
                 return False  # undecided: the time limit ran out between two LPs
-            e = self._solve_row(st, k, int(i))
+            e = self._solve_row(st, k, int(i), stop)
             if e is None:
-                st["failed"] = True
+                st["failed"] = not (stop is not None and stop())  # cut by it: undecided
                 return False
             if self._best(st, int(i)) > tgt:
                 self._hardest = int(i)
@@ -402,7 +410,7 @@ class L1Refit:
                     break  # every remaining candidate, so every remaining optimum, is <= worst
                 if stop is not None and stop():
                     return None
-                e = self._solve_row(st, k, int(i))
+                e = self._solve_row(st, k, int(i), stop)
                 if e is None:
                     return None
                 worst = max(worst, e)
