@@ -402,10 +402,10 @@ def bracket(A, eps, *, interval: bool = True, validated: bool = False,
         it has shown to hold, the remaining methods are skipped except the trivial lower
         test and the identity witness (``O(m N)``), and the tolerance is reported with the
         best checked ends of the methods that ran, ``cut_short`` set. Never an unchecked
-        bound. At full effort the constructions that are not late stop at ``1 -``
-        :data:`~softrank.certifiers.bracket.LATE_LOWER_SHARE` of the limit (0.9), which
-        leaves the rest to the late searches, lower ones first (the subspace climb, also on
-        blocks, asks it before each dimension).
+        bound. At full effort the constructions that are not late stop when all but
+        :data:`~softrank.certifiers.bracket.LATE_LOWER_SHARE` of the limit (a tenth) is
+        spent, which leaves that to the late searches, lower ones first (the subspace
+        climb, also on blocks, asks the limit before each dimension).
     constructions, lower_tests : list, optional
         Extra methods, run at every tolerance after softrank's own bracket is made (so
         softrank's ends never depend on them, and a stored reference bracket serves every

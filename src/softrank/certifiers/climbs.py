@@ -80,21 +80,22 @@ BLOCK_ROWS = (64, 128)
 #: the whole head at dimension 25 and below (docs/theory/lower.md#block-certificates).
 BLOCK_MIN_ROWS = 256
 #: The least share of a block's attention mass its keys keep when not every key fits the
-#: climb's cap (:func:`block_keys`; docs/theory/lower.md#block-certificates): at 4,096
-#: tokens a 128-row block of a Gaussian head certified 64 on the keys holding 81 % of its
-#: mass and nothing on those holding 70 %.
+#: climb's cap (:func:`~softrank.certifiers.climbs.block_keys`;
+#: docs/theory/lower.md#block-certificates): at 4,096 tokens a 128-row block of a Gaussian
+#: head certified 64 on the keys holding 81 % of its mass and nothing on those holding 70 %.
 BLOCK_KEY_MASS = 0.85
 
 
 def block_keys(B: np.ndarray, max_entries: int) -> np.ndarray:
     """The keys of a block of ``b`` query rows ``B`` (b, N) on which
-    :class:`SubspaceBlocksTest` climbs (docs/theory/lower.md#block-certificates).
+    :class:`~softrank.certifiers.climbs.SubspaceBlocksTest` climbs
+    (docs/theory/lower.md#block-certificates).
 
     Every key when the climb's LPs at rank ``b / 2``, ``(b / 2 + 1) (2 b + N)`` entries, fit
     under ``max_entries``. Otherwise the keys of largest mass in the block (column sums of
     ``B``): as many as fit under the cap, and more if those keep less than
-    :data:`BLOCK_KEY_MASS` of the block's mass (the fewest that keep it). Ties go to the
-    smaller index; the keys are returned sorted.
+    :data:`~softrank.certifiers.climbs.BLOCK_KEY_MASS` of the block's mass (the fewest that
+    keep it). Ties go to the smaller index; the keys are returned sorted.
 
     Returns
     -------

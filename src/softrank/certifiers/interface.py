@@ -95,7 +95,7 @@ class Deadline:
     Parameters
     ----------
     at : float or None
-        A ``time.perf_counter()`` reading (:attr:`Context.deadline`), or None.
+        A ``time.perf_counter()`` reading (a context's ``deadline``), or None.
     """
 
     __slots__ = ("at",)

@@ -240,9 +240,9 @@ class _WarmLP:
         self._h = h
 
     def _run(self, final=()) -> LPResult:
-        """Solve; a status other than optimal, the time limit (the retry would double it)
-        and ``final`` is retried once cold: a warm start from the previous basis now and
-        then ends in a non-optimal status (e.g. "Unknown") on an LP that solves cold."""
+        """Solve; a status other than optimal is retried once cold (a warm start now and then
+        ends in a status such as "Unknown" on an LP that solves cold), except the time
+        limit, whose retry would give the solve its limit twice, and those in ``final``."""
         h, hs = self._h, self._hs
         try:
             h.setOptionValue("time_limit", h.getRunTime() + self._time_limit)
