@@ -89,7 +89,7 @@ class LowerTest(Protocol):
 
 class Deadline:
     """A time limit as the ``stop`` of a search: true once ``time.perf_counter()`` has passed
-    ``at`` (never when ``at`` is None), and :meth:`left` for searches whose single steps
+    ``at`` (never when ``at`` is None), and ``left()`` for searches whose single steps
     can be given what is left (the l1 refit's exact LPs, docs/theory/witnesses.md#l1-refit).
 
     Parameters
