@@ -259,7 +259,7 @@ def test_an_l1_refit_lp_cut_by_the_time_limit_leaves_its_rank_undecided():
     # the LP gets that (HiGHS's time limit) and ends not optimal; the rank is then left
     # undecided (False, not given up), and asked again without a limit it gets the answer
     # of a fresh fit. Deadline.left() is what the searches pass
-    from softrank.certifiers.interface import Deadline
+    from softrank.certifiers.upper import Deadline
     from softrank.certifiers.upper import L1Refit
     from softrank.generators.synthetic import gaussian_head
 

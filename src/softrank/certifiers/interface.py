@@ -55,7 +55,7 @@ from ..errors import CertifierError, InvalidArgumentError
 __all__ = [
     "Construction", "LowerTest", "Context", "Certifier", "Traits", "CertifierError", "MethodRecord",
     "Diagnostics", "Status", "Verdict", "Origin", "as_certifier", "import_module", "load_object",
-    "parse_spec", "instantiate", "Deadline",
+    "parse_spec", "instantiate",
 ]
 
 #: What became of one method at one tolerance.
@@ -85,30 +85,6 @@ class LowerTest(Protocol):
     """Anything with ``certify(operator, eps[, context])`` (see the module docstring)."""
 
     def certify(self, operator, eps: float): ...
-
-
-class Deadline:
-    """A time limit as the ``stop`` of a search: true once ``time.perf_counter()`` has passed
-    ``at`` (never when ``at`` is None), and ``left()`` for searches whose single steps
-    can be given what is left (the l1 refit's exact LPs, docs/theory/witnesses.md#l1-refit).
-
-    Parameters
-    ----------
-    at : float or None
-        A ``time.perf_counter()`` reading (a context's ``deadline``), or None.
-    """
-
-    __slots__ = ("at",)
-
-    def __init__(self, at: float | None):
-        self.at = at
-
-    def __call__(self) -> bool:
-        return self.at is not None and time.perf_counter() > self.at
-
-    def left(self) -> float:
-        """Seconds until ``at`` (negative past it; ``inf`` without a limit)."""
-        return np.inf if self.at is None else self.at - time.perf_counter()
 
 
 class Context:

@@ -23,8 +23,7 @@ from ..errors import InvalidArgumentError
 from . import lower as lo_
 from . import upper as up_
 from .climbs import BLOCK_MIN_ROWS, BLOCK_ROWS, SubspaceBlocksTest, SubspaceClimbTest
-from .interface import (Certifier, Context, Deadline, Traits, as_certifier, load_object,
-                        parse_spec)
+from .interface import Certifier, Context, Traits, as_certifier, load_object, parse_spec
 
 __all__ = ["CONSTRUCTIONS", "LOWER_TESTS", "REFERENCE", "TRAITS", "CERTIFICATE_METHODS",
            "SubspaceClimbTest", "SubspaceBlocksTest", "BLOCK_ROWS", "BLOCK_MIN_ROWS",
@@ -72,7 +71,7 @@ class _WindowSearch:
 
     def witness(self, operator, eps, context=None):
         ctx = _ctx(operator, context)
-        return self._con(ctx).least_rank(eps, *ctx.window(), stop=Deadline(ctx.deadline))
+        return self._con(ctx).least_rank(eps, *ctx.window(), stop=up_.Deadline(ctx.deadline))
 
 
 class L1RefitConstruction(_WindowSearch):
@@ -124,7 +123,7 @@ class HybridConstruction:
         # alone (the suites), h = 0 too: without heavy keys hybrid is the l1 refit itself
         hy = ctx.shared("hybrid", lambda: up_.Hybrid(ctx.A, plain=context is None))
         return hy.least_rank(eps, lo, min(ctx.upper, ctx.p + 1) - 1,
-                              stop=Deadline(ctx.deadline))
+                             stop=up_.Deadline(ctx.deadline))
 
 
 class TrustRegionConstruction:

@@ -35,13 +35,14 @@ SVD, the key cover, the identity), :mod:`.refit` (l1 refit, row basis, hybrid),
 from __future__ import annotations
 
 from .alternating import AlternatingL1
-from .basic import SAFETY, TruncatedSVD, identity_witness, key_support, least_feasible
+from .basic import (SAFETY, Deadline, TruncatedSVD, identity_witness, key_support,
+                    least_feasible)
 from .polish import TrustRegionPolish
 from .refit import (DUAL_MIN_ENTRIES, DUAL_ROWS, DUAL_STEPS, Hybrid, L1Refit, l1_candidates,
                     l1_dual_bounds, screening)
 
 __all__ = [
-    "least_feasible", "l1_candidates", "l1_dual_bounds", "screening",
+    "least_feasible", "Deadline", "l1_candidates", "l1_dual_bounds", "screening",
     "TruncatedSVD", "L1Refit", "AlternatingL1", "TrustRegionPolish", "key_support", "Hybrid",
     "identity_witness",
     "SAFETY", "DUAL_ROWS", "DUAL_STEPS", "DUAL_MIN_ENTRIES",

@@ -6,6 +6,7 @@ SVD at every rank, the greedy key cover and ``B = A`` itself (docs/theory/witnes
 from __future__ import annotations
 
 import heapq
+import time
 
 import numpy as np
 
@@ -13,7 +14,7 @@ from ...checker import UpperWitness
 from ...errors import InvalidArgumentError
 from ..linalg import compiled
 
-__all__ = ["SAFETY", "safe_target", "least_feasible", "TruncatedSVD", "identity_witness",
+__all__ = ["SAFETY", "safe_target", "least_feasible", "Deadline", "TruncatedSVD", "identity_witness",
            "key_support", "truncation_errors", "ERROR_BLOCK_ENTRIES", "ERROR_NUMPY_WORK"]
 
 
@@ -25,6 +26,29 @@ SAFETY = 1e-9
 def safe_target(eps: float) -> float:
     """The error a candidate must reach to be kept at ``eps``: ``eps (1 - SAFETY) - 1e-15``."""
     return eps * (1.0 - SAFETY) - 1e-15
+
+
+class Deadline:
+    """A time limit as a search's ``stop``: true once ``time.perf_counter()`` passes ``at``;
+    ``left()`` gives the seconds until then (negative past it, ``inf`` without a limit) to
+    steps that can take what is left (the l1 refit's LPs, docs/theory/witnesses.md#l1-refit).
+
+    Parameters
+    ----------
+    at : float or None
+        A ``time.perf_counter()`` reading (a bracket context's ``deadline``); None: no limit.
+    """
+
+    __slots__ = ("at",)
+
+    def __init__(self, at: float | None):
+        self.at = at
+
+    def __call__(self) -> bool:
+        return self.at is not None and time.perf_counter() > self.at
+
+    def left(self) -> float:
+        return np.inf if self.at is None else self.at - time.perf_counter()
 
 
 def least_feasible(feasible, lo: int, hi: int, guess=None, stop=None) -> int | None:

@@ -318,7 +318,7 @@ class L1Refit:
 
     def _solve_row(self, st: dict, k: int, i: int, stop=None) -> float | None:
         """Row ``i``'s exact l1 optimum (cached); None when its LP is not optimal. A ``stop``
-        with a ``left()`` (:class:`~softrank.certifiers.interface.Deadline`) gives the LP
+        with a ``left()`` (:class:`~softrank.certifiers.upper.basic.Deadline`) gives the LP
         at most the seconds left, when fewer than its own 60."""
         if not np.isnan(st["err"][i]):
             return float(st["err"][i])
