@@ -436,3 +436,21 @@ def test_climb_stop_is_asked_before_each_dimension():
     assert lo.SubspaceClimb(eye, eye).best(0.25, 2, 10, stop=lambda: False).rank == 10
     with pytest.raises(InvalidArgumentError, match="^stop must be a callable or None"):
         lo.SubspaceClimb(eye, eye).best(0.25, 2, 10, stop=1.0)
+
+
+def test_subspace_search_and_its_local_search_ask_stop():
+    """On I_10 every dimension certifies: the bisection from 2 answers 10, and with a stop
+    that answers True at once only its first probe, 2; the local search ends before its
+    first candidate with nothing grown. So a late subspace test stops at a time limit."""
+    from softrank.certifiers.lower.basic import largest_certified
+
+    eye = np.eye(10)
+    search = lo.SubspaceSearch(eye, eye, "svd")
+    assert search.best(0.25, 2, 10).rank == 10
+    first = search.best(0.25, 2, 10, stop=lambda: True)
+    assert first is not None and first.rank == 2 and check(eye, first).ok
+    assert search.extend(0.25, first, stop=lambda: True) is None
+    assert search.extend(0.25, first).rank > 2
+    asked = []
+    assert largest_certified(lambda k: k, 1, 100, stop=lambda: asked.append(1) or False) == 100
+    assert len(asked) == 7  # one question per bisection probe after the first

@@ -294,3 +294,43 @@ def test_an_l1_refit_lp_cut_by_the_time_limit_leaves_its_rank_undecided():
     assert late() and late.left() < 0
     soon = Deadline(time.perf_counter() + 60.0)
     assert not soon() and 0 < soon.left() <= 60.0
+
+
+def test_in_the_share_only_late_tests_that_ask_the_limit_inside_run():
+    # the constructions end past the share's start: a late lower test without
+    # ``asks_limit`` is skipped (its probes cannot be cut), one with it runs; the bracket
+    # is cut short
+    from softrank.certifiers.bracket import _bracket_one, _Options
+    from softrank.certifiers.interface import Traits, as_certifier
+    from softrank.operators import Operator
+
+    ran = []
+
+    class Slow:
+        name = "slow-upper"
+
+        def witness(self, operator, eps, context=None):
+            while not context.past_deadline():
+                time.sleep(0.01)
+
+    class Probe:
+        def __init__(self, name, asks):
+            self.name, self.asks_limit = name, asks
+
+        def certify(self, operator, eps, context=None):
+            ran.append(self.name)
+
+    def made(obj, late):
+        return as_certifier(obj, name=obj.name, origin="builtin", traits=Traits(late=late))
+
+    op = Operator(A=np.full((4, 4), 0.25))
+    limit = 2.0
+    deadline = time.perf_counter() + limit
+    diag_owner = _bracket_one(
+        Context(op.A), 0.25, opts=_Options(op, time_limit=limit),
+        lower_tests=[made(Probe("plain", False), True), made(Probe("asks", True), True)],
+        constructions=[made(Slow(), False)], deadline=deadline)
+    assert ran == ["asks"]
+    rec = diag_owner.diagnostics.record("plain")
+    assert rec.status == "skipped" and "kept for searches that ask it inside" in rec.message
+    assert diag_owner.cut_short

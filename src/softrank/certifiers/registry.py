@@ -234,7 +234,8 @@ class TruncatedPseudoinverseTest:
 
 class SubspaceTest:
     """Subspace (Bernstein) certificate on the top right singular vectors, searched above
-    ``context.lower``, then grown by a local search."""
+    ``context.lower``, then grown by a local search; under a time limit both ask it before
+    each probe after the first (each local candidate)."""
 
     name = "subspace"
 
@@ -245,12 +246,12 @@ class SubspaceTest:
         ctx = _ctx(operator, context)
         sub = self._search(ctx)
         base = max(ctx.lower, 1)
-        c = sub.best(eps, base + 1, ctx.p)
-        if c is None:
+        c = sub.best(eps, base + 1, ctx.p, stop=ctx.past_deadline)
+        if c is None and not ctx.past_deadline():
             c = sub.certificate(base, eps)
         if c is None:
             return None
-        g = sub.extend(eps, c)
+        g = sub.extend(eps, c, stop=ctx.past_deadline)
         return g if g is not None and g.rank > c.rank else c
 
 

@@ -24,17 +24,18 @@ __all__ = ["SLACK", "largest_certified", "trivial", "row_order", "frobenius", "g
 SLACK = 1e-9
 
 
-def largest_certified(certificate, lo: int, hi: int):
+def largest_certified(certificate, lo: int, hi: int, stop=None):
     """The certificate of the largest ``k`` in ``[lo, hi]`` for which ``certificate(k)`` is not
     None, assuming that holds up to some ``k`` and fails above (nested families): ``lo``
-    first, then bisection. None if ``lo`` fails."""
+    first, then bisection. None if ``lo`` fails. ``stop`` (optional) is asked before each
+    probe after ``lo``: when it answers True the best certificate so far is returned."""
     if hi < lo:
         return None
     best = certificate(lo)
     if best is None:
         return None
     a, b = lo, hi  # invariant: a is certified
-    while a < b:
+    while a < b and not (stop is not None and stop()):
         mid = (a + b + 1) // 2
         c = certificate(mid)
         if c is not None:

@@ -111,7 +111,8 @@ class SubspaceSearch:
         self._cache: dict = {}
         self.key_order = key_order if key_order is not None else list(range(A.shape[1]))
 
-    def certificate(self, k: int, eps: float) -> SubspaceCertificate | None:
+    def certificate(self, k: int, eps: float, stop=None) -> SubspaceCertificate | None:
+        # stop (optional): asked before each exact key LP; True ends it with None, uncached
         key = (k, eps)
         if key in self._cache:
             return self._cache[key]
@@ -177,6 +178,8 @@ class SubspaceSearch:
         # 3. the keys still at or above the bound exactly, largest candidate value first
         need = [int(j) for j in rest if not best_val[j] < bound]
         for j in sorted(need, key=lambda j: -best_val[j]):
+            if stop is not None and stop():
+                return None
             z, val = exact(j)
             if not np.isfinite(val) or val >= bound:
                 fail(j)
@@ -190,11 +193,13 @@ class SubspaceSearch:
         return cert
 
     def extend(self, eps: float, cert: SubspaceCertificate, n_cand: int = 8,
-               max_steps: int = 6) -> SubspaceCertificate | None:
+               max_steps: int = 6, stop=None) -> SubspaceCertificate | None:
         """Local search: grow ``range(cert.R)`` one direction at a time while the subspace
         still certifies. Candidates: the next right singular directions of ``V``, unit vectors
         of the keys with the largest column mass, and the most peaked rows of ``A`` (a key
-        pattern a query attends). Returns the grown certificate, or None if no step held."""
+        pattern a query attends). Returns the grown certificate, or None if no step held;
+        ``stop`` (optional) is asked before each candidate (and each key LP) and ends the
+        search there."""
         A = self.A
         m, N = A.shape
         basis = cert.R
@@ -210,11 +215,13 @@ class SubspaceSearch:
                 break
             grown = None
             for v in cands:
+                if stop is not None and stop():
+                    return best
                 B = np.column_stack([basis, v])
                 if np.linalg.matrix_rank(B) <= basis.shape[1]:
                     continue
                 c = SubspaceSearch(A, B, f"{self.name}+local",
-                                   self.key_order).certificate(B.shape[1], eps)
+                                   self.key_order).certificate(B.shape[1], eps, stop)
                 if c is not None:
                     grown = (B, c)
                     break
@@ -223,10 +230,12 @@ class SubspaceSearch:
             basis, best = grown
         return best
 
-    def best(self, eps: float, lo: int, hi: int) -> SubspaceCertificate | None:
-        """Largest ``k`` in ``[lo, hi]`` with a certificate, by bisection."""
-        return largest_certified(lambda k: self.certificate(k, eps), lo,
-                                 min(hi, self.V.shape[1], self.A.shape[0]))
+    def best(self, eps: float, lo: int, hi: int, stop=None) -> SubspaceCertificate | None:
+        """Largest ``k`` in ``[lo, hi]`` with a certificate, by bisection; ``stop`` as in
+        :func:`~softrank.certifiers.lower.basic.largest_certified`, and asked before each
+        exact key LP of a probe (a probe it cuts certifies nothing)."""
+        return largest_certified(lambda k: self.certificate(k, eps, stop), lo,
+                                 min(hi, self.V.shape[1], self.A.shape[0]), stop=stop)
 
 
 #: A start's label, as it appears in the method ``subspace/<label>+climb``: ``svd`` is the
