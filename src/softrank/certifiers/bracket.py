@@ -410,15 +410,17 @@ def bracket(A, eps, *, interval: bool = True, validated: bool = False,
         after rank (l1 refit, row basis, the alternating l1 and its restarts, hybrid, the
         trust-region polish), before each rank, each exact row solve of a rank, each
         reweighting step of the l1 refit's screening and each iteration of the alternating
-        l1 (``Context.past_deadline``; a rank cut there is left undecided, and a solve
-        already going is not interrupted): past it a search stops with the least rank
+        l1 (``Context.past_deadline``; a rank cut there is left undecided; an l1 refit LP
+        gets at most the seconds left, other solves already going are not interrupted):
+        past it a search stops with the least rank
         it has shown to hold, the remaining methods are skipped except the trivial lower
         test and the identity witness (``O(m N)``), and the tolerance is reported with the
         best checked ends of the methods that ran, ``cut_short`` set. Never an unchecked
         bound. At full effort the constructions that are not late stop when all but
         :data:`~softrank.certifiers.bracket.LATE_LOWER_SHARE` of the limit (a tenth) is
-        spent, which leaves that to the late searches, lower ones first (the subspace
-        climb, also on blocks, asks the limit before each dimension).
+        spent, which leaves that to the late searches, lower ones first: the subspace
+        climb, also on blocks, which asks the limit before each dimension (late lower
+        tests that do not ask it inside their probes are skipped there).
     constructions, lower_tests : list, optional
         Extra methods, run at every tolerance after softrank's own bracket is made (so
         softrank's ends never depend on them, and a stored reference bracket serves every

@@ -85,7 +85,7 @@ BLOCK_MIN_ROWS = 256
 #: The least share of a block's attention mass its keys keep when not every key fits the
 #: climb's cap (:func:`~softrank.certifiers.climbs.block_keys`;
 #: docs/theory/lower.md#block-certificates): at 4,096 tokens a 128-row block of a Gaussian
-#: head certified 64 on the keys holding 81 % of its mass and nothing on those holding 70 %.
+#: head certified 64 on the keys holding 81 % of its mass and nothing on those holding 69 %.
 BLOCK_KEY_MASS = 0.85
 
 
