@@ -297,7 +297,7 @@ def test_an_l1_refit_lp_cut_by_the_time_limit_leaves_its_rank_undecided():
 
 
 def test_in_the_share_only_late_tests_that_ask_the_limit_inside_run():
-    # the constructions end past the share's start: a late lower test without
+    # the constructions end past the share's start: a late lower test without the trait
     # ``asks_limit`` is skipped (its probes cannot be cut), one with it runs; the bracket
     # is cut short
     from softrank.certifiers.bracket import _bracket_one, _Options
@@ -314,21 +314,22 @@ def test_in_the_share_only_late_tests_that_ask_the_limit_inside_run():
                 time.sleep(0.01)
 
     class Probe:
-        def __init__(self, name, asks):
-            self.name, self.asks_limit = name, asks
+        def __init__(self, name):
+            self.name = name
 
         def certify(self, operator, eps, context=None):
             ran.append(self.name)
 
-    def made(obj, late):
-        return as_certifier(obj, name=obj.name, origin="builtin", traits=Traits(late=late))
+    def made(obj, late, asks=False):
+        return as_certifier(obj, name=obj.name, origin="builtin",
+                            traits=Traits(late=late, asks_limit=asks))
 
     op = Operator(A=np.full((4, 4), 0.25))
     limit = 2.0
     deadline = time.perf_counter() + limit
     diag_owner = _bracket_one(
         Context(op.A), 0.25, opts=_Options(op, time_limit=limit),
-        lower_tests=[made(Probe("plain", False), True), made(Probe("asks", True), True)],
+        lower_tests=[made(Probe("plain"), True), made(Probe("asks"), True, asks=True)],
         constructions=[made(Slow(), False)], deadline=deadline)
     assert ran == ["asks"]
     rec = diag_owner.diagnostics.record("plain")

@@ -34,9 +34,6 @@ class SubspaceClimbTest:
     continues the ascent."""
 
     name = "subspace-climb"
-    #: Asks a bracket's time limit before each dimension, so it runs in the share of the
-    #: limit kept for the late searches (:data:`~softrank.certifiers.bracket.LATE_LOWER_SHARE`).
-    asks_limit = True
     #: The climb's cap on the constraint entries of one key's LP, ``(k + 1) (2 m + N)``
     #: (:class:`~softrank.certifiers.lower.SubspaceClimb`): dimension 51 at width 128, 25
     #: at 256, 12 at 512.

@@ -286,12 +286,17 @@ class Traits:
     gauge_invariant : bool
         Claims that its rank does not change under a gauge of the factors (the suites test
         the claim; docs/suites.md).
+    asks_limit : bool
+        A late built-in lower test that asks the time limit inside its probes, so that it
+        runs in the share of the limit kept for the late searches (the subspace climbs;
+        :data:`~softrank.certifiers.bracket.LATE_LOWER_SHARE`); the others are skipped there.
     """
 
     late: bool = False
     always: bool = False
     searches: bool = False
     gauge_invariant: bool = False
+    asks_limit: bool = False
 
 
 @dataclass(frozen=True)

@@ -531,13 +531,13 @@ class L1Regression:
     boxed columns; feasible at ``y = 0`` and bounded, so optimal unless the solver fails); by
     LP duality its optimum equals the l1 minimum and its row duals are an optimal ``u``.
     Against the primal form (``W^T u + p - n = a``, ``N`` rows, ``k + 2 N`` columns) this is
-    1.3-3x faster on 128-key rows (most at small ``k``; ``benchmarks/``). One HiGHS instance, of the rank last solved, serves every row and
-    every ``k``: a new row changes the costs, a new ``k`` appends or deletes rows at the
-    end, and each solve restarts from the last basis (docs/theory/witnesses.md#l1-refit,
-    "One LP for every rank"). :meth:`solve` returns ``u (k,)`` or ``None`` when not
-    optimal (each solve has ``time_limit`` seconds, default 60: a bracket's time limit
-    passes what is left of it); callers recompute the error ``||a - u W[:k]||_1`` from
-    ``u`` and never use the LP's objective.
+    1.3-3x faster on 128-key rows (most at small ``k``; ``benchmarks/``). One HiGHS
+    instance, of the rank last solved, serves every row and every ``k``: a new row changes
+    the costs, a new ``k`` appends or deletes rows at the end, and each solve restarts from
+    the last basis (docs/theory/witnesses.md#l1-refit, "One LP for every rank").
+    :meth:`solve` returns ``u (k,)`` or ``None`` when not optimal (each solve has
+    ``time_limit`` seconds, default 60: the l1 refit passes what is left of a bracket's
+    limit); callers recompute ``||a - u W[:k]||_1`` from ``u``, never the LP's objective.
 
     Raises
     ------

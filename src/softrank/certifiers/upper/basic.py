@@ -14,8 +14,9 @@ from ...checker import UpperWitness
 from ...errors import InvalidArgumentError
 from ..linalg import compiled
 
-__all__ = ["SAFETY", "safe_target", "least_feasible", "Deadline", "TruncatedSVD", "identity_witness",
-           "key_support", "truncation_errors", "ERROR_BLOCK_ENTRIES", "ERROR_NUMPY_WORK"]
+__all__ = ["SAFETY", "safe_target", "least_feasible", "Deadline", "TruncatedSVD",
+           "identity_witness", "key_support", "truncation_errors", "ERROR_BLOCK_ENTRIES",
+           "ERROR_NUMPY_WORK"]
 
 
 #: Relative slack kept below ``eps`` when selecting a candidate, so that the checker's

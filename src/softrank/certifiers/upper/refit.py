@@ -142,11 +142,11 @@ def l1_dual_bounds(A: np.ndarray, W: np.ndarray, steps: int | None = None,
     bound ``a^T y / ||y||_inf``. With ``W^T = Q R`` (a QR factorisation: ``Q^T y = 0``
     implies ``W y = 0``, whatever ``W``'s rank), ``y`` starts as the sign of the
     least-squares residual ``a - Q Q^T a``, projected onto the null space of ``Q^T``,
-    then alternates between the box ``[-1, 1]^N`` and that null space (von Neumann's alternating
-    projections); each iterate's scaled value is a bound and the largest is kept. It stops
-    after ``steps`` projections, or earlier when the best bound of every row has not risen
-    by 0.1 % over the last 10. The LP's own dual at the optimum is the sign of the optimal
-    residual off a basis, which the least-squares residual's sign approximates
+    then alternates between the box ``[-1, 1]^N`` and that null space (von Neumann's
+    alternating projections); each iterate's scaled value is a bound and the largest is
+    kept. It stops after ``steps`` projections, or earlier when the best bound of every row
+    has not risen by 0.1 % over the last 10. The LP's own dual at the optimum is the sign
+    of the optimal residual off a basis, which the least-squares residual's sign approximates
     (docs/theory/witnesses.md#dual-bounds-before-lps); ``start`` gives other first points.
 
     Parameters
@@ -247,9 +247,10 @@ class L1Refit:
     solve's basis (docs/theory/witnesses.md#l1-refit, "One LP for every rank"). A row
     that needs its LP and whose LP is not optimal makes the rank unavailable (never
     feasible). ``dual_rows`` (default :data:`DUAL_ROWS`; 0 turns step 0 off) changes how
-    long a rank takes, and not its decision as long as the LPs are exact; where HiGHS's tolerances are comparable to the entries (rows of mass ``1e-6``)
-    the LPs' answer can depend on which rows they solve first, and step 0 changes that
-    order (docs/theory/witnesses.md#dual-bounds-before-lps).
+    long a rank takes, and not its decision as long as the LPs are exact; where HiGHS's
+    tolerances are comparable to the entries (rows of mass ``1e-6``) the LPs' answer can
+    depend on which rows they solve first, and step 0 changes that order
+    (docs/theory/witnesses.md#dual-bounds-before-lps).
     With ``Vt`` the right singular vectors this is the *l1 refit*; with ``Vt`` the rows of
     ``A`` in greedy farthest-row order (column-pivoted QR of ``A^T``) it is the *row basis*
     construction.
