@@ -189,6 +189,60 @@ def test_an_alternating_rank_whose_iterations_the_stop_cut_is_left_undecided():
     np.testing.assert_array_equal(alt._fits[k].Vt, fresh._fits[k].Vt)
 
 
+class _Left:
+    """A stop that never answers True but says ``seconds`` are left (a Deadline's
+    ``left()``), counting its questions."""
+
+    def __init__(self, seconds):
+        self.seconds, self.asked = seconds, 0
+
+    def __call__(self):
+        self.asked += 1
+        return False
+
+    def left(self):
+        return self.seconds
+
+
+def test_alternating_iterations_that_cannot_end_in_time_stop_after_the_first():
+    # with no time left, the 39 iterations after the first would end past the limit at any
+    # pace: the run stops before the second (two questions), with no basis; with all the
+    # time in the world it is the run without a stop, bit for bit
+    from softrank.certifiers.upper import AlternatingL1, TrustRegionPolish
+    from softrank.generators.synthetic import gaussian_head
+
+    A = gaussian_head(48, 48, 8, 2.0, seed=1).A
+    svd = np.linalg.svd(A, full_matrices=False)
+    alt = AlternatingL1(A, svd, iters=40)
+    none_left = _Left(0.0)
+    assert alt.irls_basis(30, stop=none_left) is None and none_left.asked == 2
+    plenty = _Left(np.inf)
+    np.testing.assert_array_equal(alt.irls_basis(30, stop=plenty), alt.irls_basis(30))
+    assert plenty.asked == 40
+    # the trust-region polish starts from these iterations: nothing to polish, nothing cached
+    tr = TrustRegionPolish(A, AlternatingL1(A, svd, iters=40))
+    assert tr.polish(30, 0.2, stop=_Left(0.0)) is None and not tr._done
+
+
+def test_a_rank_search_ends_at_its_first_probe_that_cannot_end_in_time():
+    # a probe whose iterations stopped before the limit ends the search like one the limit
+    # cut: one IRLS run, no rank, nothing cached; with time enough, the search without stop
+    from softrank.certifiers.upper import AlternatingL1
+    from softrank.generators.synthetic import gaussian_head
+
+    A = gaussian_head(48, 48, 8, 2.0, seed=1).A
+    svd = np.linalg.svd(A, full_matrices=False)
+    alt = AlternatingL1(A, svd, iters=10)
+    runs = []
+    irls = alt.irls_basis
+    alt.irls_basis = lambda k, stop=None: runs.append(k) or irls(k, stop=stop)
+    assert alt.least_feasible_rank(0.25, 1, 47, stop=_Left(0.0)) is None
+    assert runs == [47] and not alt._fits
+    want = AlternatingL1(A, svd, iters=10).least_feasible_rank(0.25, 1, 47)
+    assert want is not None
+    assert alt.least_feasible_rank(0.25, 1, 47, stop=_Left(np.inf)) == want
+
+
 def test_the_largest_row_error_stops_at_the_deadline():
     # the alternating l1's rank prediction asks an l1 refit for its exact largest row error,
     # LP after LP: stopped, it answers None and records no maximum; asked again without

@@ -146,7 +146,7 @@ class TrustRegionConstruction:
             if start is None:
                 return None
             hi = start.rank - 1
-        w = tr.least_rank(eps, lo, hi, stop=ctx.past_deadline)
+        w = tr.least_rank(eps, lo, hi, stop=up_.Deadline(ctx.deadline))
         if w is None and start is not None:
             w = dataclasses.replace(start, method=tr.method)
         return w
