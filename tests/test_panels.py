@@ -70,14 +70,22 @@ def test_long_panel_by_hand():
     p = build_panel("long")
     assert "long" in PANELS and p.name == "long" and p.specs == long_specs(0)
     assert p.eps == (0.25,) and p.cell_timeout == 540.0 and p.rank == "plain"
-    got = [(s["family"], s["m"], s["N"], s.get("causal", False), s["seed"]) for s in p.specs]
+    got = [(s["kind"], s["family"], s.get("m", s.get("width")), s.get("N", s.get("width")),
+            s.get("causal", s["kind"] == "tiny"), s["seed"]) for s in p.specs]
     want = []
     for n in (1024, 2048, 4096):
-        want += [("gaussian_head", n, n, False, 0), ("gaussian_head", n, n, True, 0),
-                 ("planted", n, n, False, 16), ("sphere", n, n, False, 0)]
+        want += [("synthetic", "gaussian_head", n, n, False, 0),
+                 ("synthetic", "gaussian_head", n, n, True, 0),
+                 ("synthetic", "planted", n, n, False, 16), ("synthetic", "sphere", n, n, False, 0)]
+        if n < 4096:  # the tiny decoders' whole causal heads, at 1,024 and 2,048 tokens
+            want += [("tiny", "gpt2", n, n, True, 0), ("tiny", "llama", n, n, True, 0)]
     assert got == want
     assert all(s["k"] == 16 and s["delta"] == 0.04 for s in p.specs if s["family"] == "planted")
+    tiny = [s for s in p.specs if s["kind"] == "tiny"]
+    assert {(s["max_positions"], s["source"], s["layer"], s["head"]) for s in tiny} == {
+        (2048, "stdlib:json", 1, 0)}
     assert [s["seed"] for s in build_panel("long", seed=3).specs][:3] == [3, 3, 19]
+    assert [s["seed"] for s in build_panel("long", seed=3).specs if s["kind"] == "tiny"] == [3] * 4
 
 
 def test_long_panel_materialises_distinct_operators(monkeypatch):
@@ -86,7 +94,8 @@ def test_long_panel_materialises_distinct_operators(monkeypatch):
     from softrank.harness.panels import materialize
 
     monkeypatch.setattr(panel_specs, "LONG_WIDTHS", (32, 64))
-    ops = materialize(panel_specs.long_specs(0))
+    monkeypatch.setattr(panel_specs, "LONG_DECODER_WIDTHS", (48,))  # no tiny decoders
+    ops = materialize([s for s in panel_specs.long_specs(0) if s["kind"] == "synthetic"])
     assert [op.shape for op in ops] == [(32, 32)] * 4 + [(64, 64)] * 4
     assert [op.operator_id for op in ops[4:]] == [
         "gaussian-d32-t2-s0-n64", "gaussian-d32-t2-s0-causal64", "planted-64x64-k16-d0.04-s16",
@@ -98,6 +107,37 @@ def test_long_panel_materialises_distinct_operators(monkeypatch):
 
     np.testing.assert_array_equal(ops[4].A, gaussian_head(64, 64, 32, 2.0, seed=0).A)
     np.testing.assert_array_equal(ops[7].A, sphere(3, 16.0, m=64, N=64, seed=0).A)
+
+
+@pytest.mark.models("torch", "transformers", "tokenizers")
+def test_long_panels_tiny_decoders_are_the_captures_of_their_checkpoints(monkeypatch, tmp_path):
+    # at widths of 24 and 40 tokens (one checkpoint per family, 40 positions): the panel's
+    # operators are the whole causal heads that capture gives on the checkpoint the spec
+    # names, written here by hand; every id names the family, seed and width
+    from softrank.generators.capture import capture, load_checkpoint, read_sources
+    from softrank.generators.tiny import save_tiny_checkpoint
+    from softrank.harness import panel_specs
+    from softrank.harness.panels import materialize
+    from softrank.operators import causal_mask
+
+    monkeypatch.setattr(panel_specs, "LONG_WIDTHS", (32,))
+    monkeypatch.setattr(panel_specs, "LONG_DECODER_WIDTHS", (24, 40))
+    specs = [s for s in panel_specs.long_specs(5) if s["kind"] == "tiny"]
+    assert [(s["family"], s["width"], s["max_positions"]) for s in specs] == [
+        ("gpt2", 24, 40), ("llama", 24, 40), ("gpt2", 40, 40), ("llama", 40, 40)]
+    ops = materialize(specs)
+    assert [op.operator_id for op in ops] == [
+        "tiny-gpt2-s5-full24-L1H0-json", "tiny-llama-s5-full24-L1H0-json",
+        "tiny-gpt2-s5-full40-L1H0-json", "tiny-llama-s5-full40-L1H0-json"]
+    for op, s in zip(ops, specs):
+        n = s["width"]
+        assert op.shape == (n, n) and np.array_equal(op.mask, causal_mask(n))
+        ck = load_checkpoint(save_tiny_checkpoint(s["family"], tmp_path / op.operator_id,
+                                                  seed=5, max_positions=40))
+        (want,) = capture(ck, read_sources(["stdlib:json"]), width=n, layers=[1], heads=[0],
+                          full=True)
+        np.testing.assert_array_equal(op.A, want.A)
+    assert not np.array_equal(ops[2].A[:24, :24], ops[3].A[:24, :24])  # two families
 
 
 def test_the_long_panels_time_limit_is_a_default_that_the_option_overrides():

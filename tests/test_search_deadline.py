@@ -189,39 +189,57 @@ def test_an_alternating_rank_whose_iterations_the_stop_cut_is_left_undecided():
     np.testing.assert_array_equal(alt._fits[k].Vt, fresh._fits[k].Vt)
 
 
-class _Left:
-    """A stop that never answers True but says ``seconds`` are left (a Deadline's
-    ``left()``), counting its questions."""
+def _fixed(seconds):
+    """A Deadline whose limit is always ``seconds`` away (no clock: what it foresees does
+    not depend on the machine)."""
+    from softrank.certifiers.upper import Deadline
 
-    def __init__(self, seconds):
-        self.seconds, self.asked = seconds, 0
+    class Fixed(Deadline):
+        __slots__ = ("asked",)
 
-    def __call__(self):
-        self.asked += 1
-        return False
+        def __call__(self):
+            self.asked += 1
+            return super().__call__()
 
-    def left(self):
-        return self.seconds
+        def left(self):
+            return seconds
+
+    d = Fixed(None)
+    d.asked = 0
+    return d
+
+
+def test_a_deadline_foresees_work_that_would_pass_it():
+    from softrank.certifiers.upper import Deadline
+
+    free = Deadline(None)
+    assert not free.foresee(1e12) and not free() and not free.foreseen
+    d = Deadline(time.perf_counter() + 600)
+    assert not d.foresee(1.0) and not d()  # 1 s of work ends well before the limit
+    assert d.foresee(3600.0) and d.foreseen and d()  # an hour would pass it: reached for good
+    assert d.foresee(0.0) and d()
 
 
 def test_alternating_iterations_that_cannot_end_in_time_stop_after_the_first():
     # with no time left, the 39 iterations after the first would end past the limit at any
-    # pace: the run stops before the second (two questions), with no basis; with all the
-    # time in the world it is the run without a stop, bit for bit
+    # pace: the run stops before the second (two questions), with no basis, and the stop
+    # is reached from then on; with all the time in the world it is the run without a stop,
+    # bit for bit
     from softrank.certifiers.upper import AlternatingL1, TrustRegionPolish
     from softrank.generators.synthetic import gaussian_head
 
     A = gaussian_head(48, 48, 8, 2.0, seed=1).A
     svd = np.linalg.svd(A, full_matrices=False)
     alt = AlternatingL1(A, svd, iters=40)
-    none_left = _Left(0.0)
+    none_left = _fixed(0.0)
     assert alt.irls_basis(30, stop=none_left) is None and none_left.asked == 2
-    plenty = _Left(np.inf)
+    assert none_left.foreseen and none_left()
+    plenty = _fixed(np.inf)
     np.testing.assert_array_equal(alt.irls_basis(30, stop=plenty), alt.irls_basis(30))
-    assert plenty.asked == 40
+    assert plenty.asked == 40 and not plenty.foreseen
     # the trust-region polish starts from these iterations: nothing to polish, nothing cached
     tr = TrustRegionPolish(A, AlternatingL1(A, svd, iters=40))
-    assert tr.polish(30, 0.2, stop=_Left(0.0)) is None and not tr._done
+    assert tr.polish(30, 0.2, stop=_fixed(0.0)) is None and not tr._done
 
 
 def test_a_rank_search_ends_at_its_first_probe_that_cannot_end_in_time():
@@ -236,11 +254,70 @@ def test_a_rank_search_ends_at_its_first_probe_that_cannot_end_in_time():
     runs = []
     irls = alt.irls_basis
     alt.irls_basis = lambda k, stop=None: runs.append(k) or irls(k, stop=stop)
-    assert alt.least_feasible_rank(0.25, 1, 47, stop=_Left(0.0)) is None
+    assert alt.least_feasible_rank(0.25, 1, 47, stop=_fixed(0.0)) is None
     assert runs == [47] and not alt._fits
     want = AlternatingL1(A, svd, iters=10).least_feasible_rank(0.25, 1, 47)
     assert want is not None
-    assert alt.least_feasible_rank(0.25, 1, 47, stop=_Left(np.inf)) == want
+    assert alt.least_feasible_rank(0.25, 1, 47, stop=_fixed(np.inf)) == want
+
+
+def test_a_search_that_foresees_the_limit_is_recorded_as_cut_by_it(monkeypatch):
+    # the alternating l1's iterations foresee the limit (here: told that they would take
+    # a day): the search stops long before the limit, and the bracket records it as cut by
+    # the limit, cut short; the later methods still run
+    from softrank.certifiers.bracket import bracket
+    from softrank.certifiers.upper import AlternatingL1
+    from softrank.generators.synthetic import gaussian_head
+
+    def a_day(self, k, stop=None):
+        assert stop.foresee(86400.0)
+        return None
+
+    monkeypatch.setattr(AlternatingL1, "irls_basis", a_day)
+    t = time.perf_counter()
+    (b,) = bracket(gaussian_head(48, 48, 16, 2.0, seed=0), 0.25, time_limit=600)
+    assert time.perf_counter() - t < 300
+    rec = b.diagnostics.record("alternating-l1")
+    assert rec.status == "declined" and "would pass" in rec.message and b.cut_short
+    assert b.diagnostics.record("nystrom").status != "skipped"
+
+
+def test_the_causal_alternating_l1_stops_at_the_limit():
+    # the causal search asks the limit too: with none left it stops after one iteration,
+    # nothing cached, and its rank search ends at that probe; in a bracket whose limit its
+    # iterations foresee, the record says so and the bracket is cut short
+    from softrank.certifiers import causal
+    from softrank.generators.synthetic import gaussian_head
+    from softrank.operators import causal_mask
+
+    op = gaussian_head(40, 40, 8, 2.0, seed=2, causal=True)
+    keep = causal_mask(40)
+    search = causal.CausalSearch(op.A, keep, np.zeros_like(keep))
+    none_left = _fixed(0.0)
+    assert search.irls(20, stop=none_left) is None and none_left.asked == 2
+    assert search.polish(20, 0.2, stop=_fixed(0.0)) is None and 20 not in search._irls
+    # rank 39's iterations are cached (run without a limit) and hold: the search probes
+    # 39, then the midpoint 20, whose iterations foresee the limit; it ends there with 39
+    assert search.irls(39) is not None
+    probes, stop = [], _fixed(0.0)
+    got = search.least(lambda k: probes.append(k) or search.polish(k, 0.2, stop), 0.2, 1, 39,
+                       stop=stop)
+    assert got is not None and got[0] == 39 and probes == [39, 20] and stop.foreseen
+    assert search.polish(20, 0.2) is not None  # without a limit, as before
+
+    class Day(causal.Deadline):
+        def left(self):
+            return 1.0  # the iterations left take more than a second: never, at this size
+
+        def foresee(self, seconds):
+            return super().foresee(seconds + 86400.0)
+
+    import unittest.mock as mock
+
+    with mock.patch.object(causal, "Deadline", Day):
+        (b,) = causal.causal_bracket(op, 0.25, time_limit=600)
+    rec = b.diagnostics.record("causal-alternating-l1")
+    assert rec is not None and "would pass" in rec.message and b.cut_short
 
 
 def test_the_largest_row_error_stops_at_the_deadline():

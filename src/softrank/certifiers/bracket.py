@@ -125,6 +125,7 @@ class _Engine:
             self._say(self.diag.methods[-1])
             return None
         self.ctx.deadline = self.deadline  # the searches stop probing past it
+        self.ctx.foreseen = False
         try:
             out = (c.witness if side == "upper" else c.certify)(self.op, eps, self.ctx)
         except Exception as exc:  # noqa: BLE001 - a failure is recorded, never a bound
@@ -137,6 +138,8 @@ class _Engine:
         late = "" if not self.ctx.past_deadline() else (
             "run after the time limit (it always runs)" if t > self.deadline
             else "the time limit ran out while it ran")
+        if not late and self.ctx.foreseen:
+            late = "stopped before the time limit, which the rest of its work would pass"
         if late and c.origin == "builtin":
             self.diag.cut_short = True  # a built-in search may have stopped at the limit
         if out is None:

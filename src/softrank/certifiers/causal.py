@@ -41,7 +41,7 @@ from .bracket import Bracket, lower_certificate, monotone
 from .interface import Context, Diagnostics, MethodRecord
 from .linalg import reweighted_step
 from .lp import L1Regression
-from .upper.basic import least_feasible, safe_target
+from .upper.basic import Deadline, least_feasible, safe_target
 
 __all__ = ["causal_bracket", "CausalSearch", "causal_blocks", "check_causal_operator",
            "UserCausalConstruction"]
@@ -141,16 +141,27 @@ class CausalSearch:
         u, s, vt = self.svd
         return u[:, :k] * s[:k], vt[:k].copy()
 
-    def irls(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+    def irls(self, k: int, stop=None) -> tuple[np.ndarray, np.ndarray] | None:
         """Masked alternating l1 at rank ``k``: reweighted least squares on both factors in
-        which only kept entries count, minimax row weights; the best factors seen."""
+        which only kept entries count, minimax row weights; the best factors seen (cached).
+        ``stop`` (optional, a :class:`~softrank.certifiers.upper.basic.Deadline`) is asked
+        before each iteration and told the time the iterations left would take, as in
+        :meth:`softrank.certifiers.upper.AlternatingL1.irls_basis`: None when it ends them
+        (nothing cached)."""
         if k in self._irls:
             return self._irls[k]
+        foresee = getattr(stop, "foresee", None)
         A, keep = self.T, self.keep
         U, W = self.tsvd(k)
         rho = np.ones(A.shape[0])
         best = (np.inf, U, W)
+        t0 = time.perf_counter()
         for it in range(self.iters):
+            if stop is not None and stop():
+                return None
+            if it and foresee is not None and foresee(
+                    (time.perf_counter() - t0) / it * (self.iters - it)):
+                return None
             d = max(1e-6, 1e-2 * 0.8 ** it)
             R = np.where(keep, A - U @ W, 0.0)
             err = np.abs(R).sum(axis=1) + self.rest
@@ -180,18 +191,29 @@ class CausalSearch:
         self._irls[k] = best[1:]
         return self._irls[k]
 
-    def polish(self, k: int, target: float) -> tuple[np.ndarray, np.ndarray]:
+    def polish(self, k: int, target: float, stop=None) -> tuple[np.ndarray, np.ndarray] | None:
         """The masked alternating l1 at rank ``k`` with every row above ``target`` replaced
         by its exact l1 regression on its own kept keys (``min_u sum_{j in keep_i}
-        |A_ij - u W_j|``, HiGHS); rows already within it are kept."""
-        U, W = self.irls(k)
+        |A_ij - u W_j|``, HiGHS); rows already within it are kept. ``stop`` as in
+        :meth:`irls`, asked also before each row's LP, which gets at most the seconds it
+        has left: None when it ends the polish."""
+        got = self.irls(k, stop)
+        if got is None:
+            return None
+        U, W = got
         U = U.copy()
         err = self.row_errors(U, W)
+        left = getattr(stop, "left", None)
         for i in np.flatnonzero(err > target):
             cols = np.flatnonzero(self.keep[i])
             if cols.size == 0:
                 continue
-            u = L1Regression(W[:, cols]).solve(self.T[i, cols])
+            if stop is not None and stop():
+                return None
+            u = L1Regression(W[:, cols]).solve(self.T[i, cols], time_limit=(
+                60.0 if left is None else min(60.0, max(left(), 1e-3))))
+            if u is None and stop is not None and stop():
+                return None  # the LP was cut at the limit: the rank is undecided
             if u is not None and np.isfinite(u).all():
                 e = np.abs(self.T[i, cols] - u @ W[:, cols]).sum() + self.rest[i]
                 if e < err[i]:
@@ -202,19 +224,21 @@ class CausalSearch:
                 break
         return U, W
 
-    def least(self, make, target: float, lo: int, hi: int):
+    def least(self, make, target: float, lo: int, hi: int, stop=None):
         """Least ``k`` in ``[lo, hi]`` whose factors ``make(k)`` are within ``target``
-        (bisection, :func:`~softrank.certifiers.upper.basic.least_feasible`), with them."""
+        (bisection, :func:`~softrank.certifiers.upper.basic.least_feasible`), with them.
+        ``make(k)`` may answer None (cut by ``stop``, which ends the search there with the
+        least rank shown so far)."""
         got: dict = {}
 
         def ok(k):
             f = make(k)
-            if self.row_errors(*f).max() <= target:
+            if f is not None and self.row_errors(*f).max() <= target:
                 got[k] = f
                 return True
             return False
 
-        k = least_feasible(ok, lo, hi)
+        k = least_feasible(ok, lo, hi, stop=stop)
         return None if k is None else (k, got[k])
 
 
@@ -440,13 +464,19 @@ def _one(op, search: CausalSearch, keep, exact, rank, eps, blocks, contexts, int
             offer(f"plain {w.method}".strip(), (w.U, w.W), origin="builtin")
     if upper_now() - 1 >= max(lower_now(), 1) and late_ok():
         t = time.perf_counter()
-        make = ((lambda k: search.polish(k, target)) if effort == "full" else search.irls)
-        got = search.least(make, target, max(lower_now(), 1), upper_now() - 1)
+        stop = Deadline(deadline)
+        make = ((lambda k: search.polish(k, target, stop)) if effort == "full"
+                else (lambda k: search.irls(k, stop)))
+        got = search.least(make, target, max(lower_now(), 1), upper_now() - 1, stop=stop)
         if got is not None:
             cands.append((got[0], got[1], "causal-alternating-l1"))
+        msg = "" if not stop() else (
+            "the time limit ran out while it ran" if not late_ok()
+            else "stopped before the time limit, which the rest of its work would pass")
+        diag.cut_short |= bool(msg)
         _record(diag, progress, eps, "causal-alternating-l1", "upper",
                 "ok" if got else "declined", got[0] if got else None,
-                time.perf_counter() - t)
+                time.perf_counter() - t, msg)
     elif upper_now() - 1 >= max(lower_now(), 1):
         diag.cut_short = True
         _record(diag, progress, eps, "causal-alternating-l1", "upper", "skipped",

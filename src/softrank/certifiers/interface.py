@@ -106,6 +106,11 @@ class Context:
         The ``time.perf_counter()`` reading past which the current tolerance's time limit
         has run out (None: no limit). The searches that probe rank after rank ask
         :meth:`past_deadline` before each probe and stop there with what they have proved.
+    foreseen : bool
+        Set by a built-in search that stopped before ``deadline`` because the rest of its
+        work would have ended past it (:meth:`softrank.certifiers.upper.Deadline.foresee`);
+        cleared before each method runs. The bracket records that method as cut by the
+        limit.
     """
 
     def __init__(self, A: np.ndarray):
@@ -114,6 +119,7 @@ class Context:
         self.lower = 0
         self.upper = self.p + 1
         self.deadline: float | None = None
+        self.foreseen = False
         self._cache: dict = {}
 
     def past_deadline(self) -> bool:

@@ -71,7 +71,10 @@ class _WindowSearch:
 
     def witness(self, operator, eps, context=None):
         ctx = _ctx(operator, context)
-        return self._con(ctx).least_rank(eps, *ctx.window(), stop=up_.Deadline(ctx.deadline))
+        stop = up_.Deadline(ctx.deadline)
+        w = self._con(ctx).least_rank(eps, *ctx.window(), stop=stop)
+        ctx.foreseen |= stop.foreseen
+        return w
 
 
 class L1RefitConstruction(_WindowSearch):
@@ -122,8 +125,10 @@ class HybridConstruction:
         lo, _ = ctx.window()
         # alone (the suites), h = 0 too: without heavy keys hybrid is the l1 refit itself
         hy = ctx.shared("hybrid", lambda: up_.Hybrid(ctx.A, plain=context is None))
-        return hy.least_rank(eps, lo, min(ctx.upper, ctx.p + 1) - 1,
-                             stop=up_.Deadline(ctx.deadline))
+        stop = up_.Deadline(ctx.deadline)
+        w = hy.least_rank(eps, lo, min(ctx.upper, ctx.p + 1) - 1, stop=stop)
+        ctx.foreseen |= stop.foreseen
+        return w
 
 
 class TrustRegionConstruction:
@@ -146,7 +151,9 @@ class TrustRegionConstruction:
             if start is None:
                 return None
             hi = start.rank - 1
-        w = tr.least_rank(eps, lo, hi, stop=up_.Deadline(ctx.deadline))
+        stop = up_.Deadline(ctx.deadline)
+        w = tr.least_rank(eps, lo, hi, stop=stop)
+        ctx.foreseen |= stop.foreseen
         if w is None and start is not None:
             w = dataclasses.replace(start, method=tr.method)
         return w

@@ -1,7 +1,7 @@
 """The built-in panels' operator specs (:mod:`softrank.harness.panels` builds the panels
 from them): MiniLM heads at the widths of the ``default``, ``wide`` and ``paper`` panels,
 the synthetic operators of the ``quick``, ``default``, ``causal`` and ``paper`` panels, and
-the long synthetic heads of the ``long`` panel. A spec is a small dict that
+the long synthetic heads and tiny decoders of the ``long`` panel. A spec is a small dict that
 :func:`softrank.harness.panels.materialize` turns into an operator."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from __future__ import annotations
 __all__ = ["minilm_specs", "wide_specs", "paper_specs", "long_specs", "synthetic_specs",
            "causal_specs", "N_SOURCES",
            "SHORT_SOURCES", "PAPER_WIDTHS", "PAPER_SOURCES_PER_HEAD", "PAPER_GRID_SCALES",
-           "LONG_WIDTHS", "LONG_EPS", "LONG_CELL_TIMEOUT"]
+           "LONG_WIDTHS", "LONG_EPS", "LONG_CELL_TIMEOUT", "LONG_DECODERS",
+           "LONG_DECODER_WIDTHS", "LONG_DECODER_SOURCE", "LONG_DECODER_HEAD"]
 
 #: Sources (standard-library modules) the MiniLM specs rotate over.
 N_SOURCES = 64
@@ -35,6 +36,25 @@ PAPER_GRID_SCALES = (1.0, 0.5, 2.0, 0.25, 4.0)
 
 #: Widths (queries = keys) of the ``long`` panel's synthetic heads (:func:`long_specs`).
 LONG_WIDTHS = (1024, 2048, 4096)
+
+#: The tiny decoders whose whole causal heads the ``long`` panel brackets (:func:`long_specs`):
+#: random-initialised checkpoints that :func:`softrank.generators.tiny.save_tiny_checkpoint`
+#: writes offline (``gpt2`` learns its positions, ``llama`` rotates them and shares each key
+#: head between two query heads), so that real architectures' causal heads are bracketed at
+#: these lengths without a download.
+LONG_DECODERS = ("gpt2", "llama")
+
+#: Widths of the tiny decoders' heads: the first ``n`` tokens of :data:`LONG_DECODER_SOURCE`,
+#: whole causal heads (``n`` queries by ``n`` keys). One checkpoint per family serves both,
+#: written with ``max_positions`` the largest.
+LONG_DECODER_WIDTHS = (1024, 2048)
+
+#: The tiny decoders' input: the ``json`` package's sources (2,717 tokens under the tiny
+#: ``gpt2`` tokenizer, more than the widest head needs).
+LONG_DECODER_SOURCE = "stdlib:json"
+
+#: ``(layer, head)`` of the tiny decoders bracketed: head 0 of layer 1, the last of their 2.
+LONG_DECODER_HEAD = (1, 0)
 
 #: The ``long`` panel's tolerance: the one its targets are stated at (a cell of 4,096 tokens
 #: takes tens of minutes on 2 cores; ``softrank audit --eps`` asks for others).
@@ -190,31 +210,47 @@ def causal_specs(seed: int) -> list[dict]:
 
 
 def long_specs(seed: int = 0) -> list[dict]:
-    """Operator specs of the ``long`` panel: synthetic heads at the lengths users run.
+    """Operator specs of the ``long`` panel: heads at the lengths users run.
 
     At each width ``n`` of :data:`LONG_WIDTHS` (1,024, 2,048 and 4,096 tokens, ``m = N =
     n``): a Gaussian head (``d = 32``, temperature 2, ``seed``), the same head causal, a
     planted instance of rank 16 (``delta = 0.04``, seed ``seed + 16``: its ``r_eps`` is at
     most 16 at every ``eps >= 0.04``, so no sound lower end exceeds 16 there) and a sphere
-    support (``d = 3``, ``beta = 16``, ``seed``).
+    support (``d = 3``, ``beta = 16``, ``seed``). Then, at each width of
+    :data:`LONG_DECODER_WIDTHS` (1,024 and 2,048), the whole causal head
+    :data:`LONG_DECODER_HEAD` of each tiny decoder of :data:`LONG_DECODERS` (``gpt2``,
+    ``llama``; random-initialised with ``seed``, ``max_positions`` 2,048) on the first ``n``
+    tokens of :data:`LONG_DECODER_SOURCE`.
 
     The Gaussian and sphere generators' ids do not name the size (``gaussian-d32-t2-s0``), so
     each spec carries its id with the width: ``gaussian-d32-t2-s0-n1024``,
     ``gaussian-d32-t2-s0-causal1024`` (the generator's own), ``planted-1024x1024-k16-d0.04-s16``
-    (the generator's own), ``sphere-d3-b16-s0-n1024``.
+    (the generator's own), ``sphere-d3-b16-s0-n1024``. The decoders' ids are the capture's,
+    with the family ``tiny-FAMILY-sSEED``: ``tiny-gpt2-s0-full1024-L1H0-json``.
 
     Returns
     -------
     list of dict
-        12 ``{"kind": "synthetic", "family", ...}``, width by width.
+        16 specs, width by width: 12 ``{"kind": "synthetic", "family", ...}`` and 4
+        ``{"kind": "tiny", "family", "seed", "max_positions", "source", "width", "layer",
+        "head"}`` (:func:`softrank.harness.panels.materialize` writes each checkpoint once,
+        in a temporary directory, and captures its heads).
     """
     S = []
-    for n in LONG_WIDTHS:
-        S += [{"family": "gaussian_head", "m": n, "N": n, "d": 32, "temperature": 2.0,
-               "seed": seed, "id": f"gaussian-d32-t2-s{seed}-n{n}"},
-              {"family": "gaussian_head", "m": n, "N": n, "d": 32, "temperature": 2.0,
-               "seed": seed, "causal": True},
-              {"family": "planted", "m": n, "N": n, "k": 16, "delta": 0.04, "seed": seed + 16},
-              {"family": "sphere", "d": 3, "beta": 16.0, "m": n, "N": n, "seed": seed,
-               "id": f"sphere-d3-b16-s{seed}-n{n}"}]
-    return [{"kind": "synthetic", **s} for s in S]
+    layer, head = LONG_DECODER_HEAD
+    for n in sorted(set(LONG_WIDTHS) | set(LONG_DECODER_WIDTHS)):
+        if n in LONG_WIDTHS:
+            S += [{"kind": "synthetic", **s} for s in (
+                {"family": "gaussian_head", "m": n, "N": n, "d": 32, "temperature": 2.0,
+                 "seed": seed, "id": f"gaussian-d32-t2-s{seed}-n{n}"},
+                {"family": "gaussian_head", "m": n, "N": n, "d": 32, "temperature": 2.0,
+                 "seed": seed, "causal": True},
+                {"family": "planted", "m": n, "N": n, "k": 16, "delta": 0.04,
+                 "seed": seed + 16},
+                {"family": "sphere", "d": 3, "beta": 16.0, "m": n, "N": n, "seed": seed,
+                 "id": f"sphere-d3-b16-s{seed}-n{n}"})]
+        if n in LONG_DECODER_WIDTHS:
+            S += [{"kind": "tiny", "family": f, "seed": seed,
+                   "max_positions": max(LONG_DECODER_WIDTHS), "source": LONG_DECODER_SOURCE,
+                   "width": n, "layer": layer, "head": head} for f in LONG_DECODERS]
+    return S

@@ -24,11 +24,12 @@ Built-in panels (``softrank audit --panel NAME``):
   ``seed + 4``), the grids (which have no seed) at scales ``c`` = 1, 0.5, 2, 0.25, 4. Days
   of work on one machine: ``softrank audit`` prints the expected cost first
   (:mod:`softrank.harness.cost`).
-* ``long`` -- synthetic heads at the lengths users run (:func:`long_specs`): Gaussian
-  (plain and causal), planted and sphere heads of 1,024, 2,048 and 4,096 tokens, 12
-  operators at eps 0.25 only, each cell's bracket limited to 540 s and its attack to as
-  much again (``--eps`` and ``--cell-timeout`` override both): at most about 2 hours with
-  2 workers on 2 cores.
+* ``long`` -- heads at the lengths users run (:func:`long_specs`): Gaussian (plain and
+  causal), planted and sphere heads of 1,024, 2,048 and 4,096 tokens, and the whole causal
+  heads of two tiny random-initialised decoders (``gpt2``, ``llama``) at 1,024 and 2,048
+  tokens, 16 operators at eps 0.25 only, each cell's bracket limited to 540 s and its
+  attack to as much again (``--eps`` and ``--cell-timeout`` override both): at most about
+  2.5 hours with 2 workers on 2 cores.
 
 A panel file (TOML) lists the same things::
 
@@ -242,6 +243,33 @@ def _materialize_heads(specs: list[tuple[int, dict]], out: list) -> None:
             out[i] = by[(s["source"], s["layer"], s["head"])]
 
 
+def _materialize_tiny(specs: list[tuple[int, dict]], out: list) -> None:
+    """Capture the whole causal heads of ``tiny`` specs (the ``long`` panel's decoders): each
+    checkpoint written once, in a temporary directory removed after its captures
+    (:func:`softrank.generators.tiny.save_tiny_checkpoint`, nothing downloaded)."""
+    import tempfile
+
+    from ..generators.capture import capture, load_checkpoint, read_sources
+    from ..generators.tiny import save_tiny_checkpoint
+
+    groups: dict = {}
+    for i, s in specs:
+        groups.setdefault((s["family"], s["seed"], s["max_positions"]), []).append((i, s))
+    for (fam, seed, positions), items in groups.items():
+        where = f"tiny {fam} checkpoint (seed {seed}, {positions} positions)"
+        try:
+            with tempfile.TemporaryDirectory(prefix="softrank-tiny-") as tmp:
+                ck = load_checkpoint(save_tiny_checkpoint(
+                    fam, Path(tmp) / fam, seed=seed, max_positions=positions))
+                for i, s in items:
+                    (op,) = capture(ck, read_sources([s["source"]]), width=s["width"],
+                                    layers=[s["layer"]], heads=[s["head"]],
+                                    family=f"tiny-{fam}-s{seed}", full=True)
+                    out[i] = op
+        except SoftrankError as exc:
+            raise PanelError(f"panel: {where}: {exc}") from exc
+
+
 def _panel_file(path: Path, seed: int) -> Panel:
     try:
         data = tomllib.loads(path.read_text())
@@ -430,6 +458,9 @@ def materialize(specs: list[dict], cache=None) -> list[Operator]:
     heads = [(i, s) for i, s in enumerate(specs) if s["kind"] == "heads"]
     if heads:
         _materialize_heads(heads, out)
+    tiny = [(i, s) for i, s in enumerate(specs) if s["kind"] == "tiny"]
+    if tiny:
+        _materialize_tiny(tiny, out)
     for i, s in enumerate(specs):
         if s["kind"] == "synthetic":
             kw = {k: v for k, v in s.items() if k not in ("kind", "family", "entry", "id")}

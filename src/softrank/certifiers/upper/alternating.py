@@ -97,11 +97,12 @@ class AlternatingL1:
         (optional) is asked before each iteration; when it answers True the iterations end
         and None is returned (a basis cut short is not this method's basis at ``k``: at
         2,048 tokens and rank 1,300 one run of the iterations takes minutes, and a bracket's
-        time limit reaches it this way). A ``stop`` with a ``left()`` (seconds to the
-        limit, :class:`~softrank.certifiers.upper.basic.Deadline`) also ends them, with
-        None, as soon as the iterations left, at the mean pace of those done, would end
-        past it: a run that cannot end in time stops after its first iteration rather than
-        at the limit (docs/theory/witnesses.md#alternating-l1).
+        time limit reaches it this way). A ``stop`` with a ``foresee(seconds)``
+        (:class:`~softrank.certifiers.upper.basic.Deadline`) is also told, after each
+        iteration, how long the iterations left would take at the mean pace of those done;
+        when it foresees them ending past its limit, the run ends there with None: a run
+        that cannot end in time stops after its first iteration rather than at the limit
+        (docs/theory/witnesses.md#alternating-l1).
 
         Raises
         ------
@@ -118,7 +119,7 @@ class AlternatingL1:
         if k > p:
             raise InvalidArgumentError(f"k must be at most {p}, the number of singular triples "
                                        f"given (A of shape {A.shape}), got {k}")
-        left = getattr(stop, "left", None)
+        foresee = getattr(stop, "foresee", None)
         U = self.U0[:, :k] * self.s0[:k]
         W = self.Vt0[:k].copy()
         rho = np.ones(A.shape[0])
@@ -127,10 +128,9 @@ class AlternatingL1:
         for it in range(self.iters):
             if stop is not None and stop():
                 return None
-            if it and left is not None:
-                pace = (time.perf_counter() - t0) / it  # seconds per iteration so far
-                if pace * (self.iters - it) > left():
-                    return None  # would end past the limit: cut now, not at it
+            if it and foresee is not None and foresee(
+                    (time.perf_counter() - t0) / it * (self.iters - it)):
+                return None  # the rest would end past the limit: cut now, not at it
             d = self.delta if self.delta_start is None else max(
                 self.delta, self.delta_start * self.delta_decay ** it)
             R = A - U @ W
@@ -212,23 +212,9 @@ class AlternatingL1:
         rank predicted from the truncated-SVD error curve (:func:`least_feasible`): the
         answer is usually 80-95 % of ``hi``, where a plain bisection of ``[lo, hi]`` probes
         its wasted midpoint first, and every probe costs an IRLS run. ``stop`` as in
-        :func:`least_feasible`; a probe whose iterations it cut (at the limit, or before
-        it when they could not end in time, :meth:`irls_basis`) ends the search, with the
-        least rank shown feasible so far."""
-        if stop is None:
-            return least_feasible(lambda k: self.feasible(k, eps), lo, hi,
-                                  guess=lambda: self._predict(eps, hi))
-        cut = []
-
-        def probe(k: int) -> bool:
-            fit = self._fit(k, stop)
-            if fit is None:
-                cut.append(k)
-                return False
-            return fit.feasible(k, eps, stop)
-
-        return least_feasible(probe, lo, hi, guess=lambda: self._predict(eps, hi, stop),
-                              stop=lambda: bool(cut) or stop())
+        :func:`least_feasible`."""
+        return least_feasible(lambda k: self.feasible(k, eps, stop), lo, hi,
+                              guess=lambda: self._predict(eps, hi, stop), stop=stop)
 
     def least_rank(self, eps: float, lo: int, hi: int, stop=None) -> UpperWitness | None:
         """The witness of :meth:`least_feasible_rank`, or None."""

@@ -34,22 +34,35 @@ class Deadline:
     ``left()`` gives the seconds until then (negative past it, ``inf`` without a limit) to
     steps that can take what is left (the l1 refit's LPs, docs/theory/witnesses.md#l1-refit).
 
+    A search that can time its own remaining work asks :meth:`foresee` before going on:
+    when that work would end past the limit, the Deadline answers True from then on, as if
+    the limit were reached, and ``foreseen`` records it (the bracket reports the search as
+    cut by the limit).
+
     Parameters
     ----------
     at : float or None
         A ``time.perf_counter()`` reading (a bracket context's ``deadline``); None: no limit.
     """
 
-    __slots__ = ("at",)
+    __slots__ = ("at", "foreseen")
 
     def __init__(self, at: float | None):
         self.at = at
+        self.foreseen = False
 
     def __call__(self) -> bool:
-        return self.at is not None and time.perf_counter() > self.at
+        return self.foreseen or (self.at is not None and time.perf_counter() > self.at)
 
     def left(self) -> float:
         return np.inf if self.at is None else self.at - time.perf_counter()
+
+    def foresee(self, seconds: float) -> bool:
+        """Whether ``seconds`` more work would end past the limit (never without one); once
+        it would, the Deadline is reached for good (``foreseen``)."""
+        if not self.foreseen and seconds > self.left():
+            self.foreseen = True
+        return self.foreseen
 
 
 def least_feasible(feasible, lo: int, hi: int, guess=None, stop=None) -> int | None:
