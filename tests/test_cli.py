@@ -310,6 +310,7 @@ def test_bracket_cli_time_limit_and_progress(tmp_path, capsys):
     assert main(["bracket", str(f), "--eps", "0.25", "--time-limit", "1e-6", "--progress"]) == 0
     out, err = capsys.readouterr()
     assert "cut short by --time-limit" in out and "both ends are checked" in out
+    assert "methods skipped (frobenius, key-groups" in out and "0 stopped by it" in out
     assert "eps 0.25: lower trivial: ok rank 1" in err and "(time limit)" in err
     with pytest.raises(SystemExit) as exc:  # argparse's own one-line error
         main(["bracket", str(f), "--eps", "0.25", "--time-limit", "0"])

@@ -132,12 +132,29 @@ def test_long_panels_tiny_decoders_are_the_captures_of_their_checkpoints(monkeyp
     for op, s in zip(ops, specs):
         n = s["width"]
         assert op.shape == (n, n) and np.array_equal(op.mask, causal_mask(n))
+        # provenance: the seed, and how to write the checkpoint again (its directory is gone)
+        assert op.seed == 5 and op.meta["checkpoint_dir"] == ""
+        assert op.meta["tiny_checkpoint"] == {"family": s["family"], "seed": 5,
+                                              "max_positions": 40}
         ck = load_checkpoint(save_tiny_checkpoint(s["family"], tmp_path / op.operator_id,
                                                   seed=5, max_positions=40))
         (want,) = capture(ck, read_sources(["stdlib:json"]), width=n, layers=[1], heads=[0],
                           full=True)
         np.testing.assert_array_equal(op.A, want.A)
     assert not np.array_equal(ops[2].A[:24, :24], ops[3].A[:24, :24])  # two families
+
+
+def test_long_panels_tiny_decoders_without_torch_name_the_extra(monkeypatch):
+    # without the [models] extra, building the panel's decoders is refused in one line
+    import sys
+
+    from softrank.harness.panels import materialize
+
+    monkeypatch.setitem(sys.modules, "torch", None)  # import torch raises ImportError
+    spec = {"kind": "tiny", "family": "gpt2", "seed": 0, "max_positions": 40,
+            "source": "stdlib:json", "width": 24, "layer": 1, "head": 0}
+    with pytest.raises(PanelError, match=r"tiny gpt2 checkpoint .*softrank\[models\]"):
+        materialize([spec])
 
 
 def test_the_long_panels_time_limit_is_a_default_that_the_option_overrides():

@@ -320,6 +320,46 @@ def test_the_causal_alternating_l1_stops_at_the_limit():
     assert rec is not None and "would pass" in rec.message and b.cut_short
 
 
+def test_the_subspace_screening_stops_at_the_limit():
+    # the screening's reweighting steps ask stop: stopped at once, the candidates are the
+    # least-norm ones (the steps of iters=0); a certificate whose screening was stopped is
+    # None and not cached, and asked again without stop it is a fresh search's
+    from softrank.certifiers.lower import SubspaceSearch, basis_pursuit_candidates
+    from softrank.generators.synthetic import gaussian_head
+
+    rng = np.random.default_rng(0)
+    G, B = rng.standard_normal((4, 12)), rng.standard_normal((5, 4))
+    w = rng.uniform(0.5, 2.0, 12)
+
+    def score(Z, idx):
+        return (w * np.abs(Z)).sum(axis=1)
+
+    asked = []
+    Z, v = basis_pursuit_candidates(G, w, B, score, 0.0, stop=lambda: asked.append(1) or True)
+    Z0, v0 = basis_pursuit_candidates(G, w, B, score, 0.0, iters=0)
+    assert len(asked) == 1
+    np.testing.assert_array_equal(Z, Z0)
+    np.testing.assert_array_equal(v, v0)
+    assert (basis_pursuit_candidates(G, w, B, score, 0.0)[1] <= v0).all()
+
+    A = gaussian_head(40, 40, 8, 2.0, seed=3).A
+    V = np.linalg.svd(A)[2].T
+    k = 6
+    calls = []
+
+    def second():  # True from the second question on: the first key's LP runs, no more
+        calls.append(1)
+        return len(calls) > 1
+
+    sub = SubspaceSearch(A, V, "svd")
+    assert sub.certificate(k, 0.25, stop=second) is None and (k, 0.25) not in sub._cache
+    assert len(calls) == 3  # before the first key's LP, the first screening step, a key's LP
+    fresh = SubspaceSearch(A, V, "svd").certificate(k, 0.25)
+    got = sub.certificate(k, 0.25)
+    assert (got is None) == (fresh is None)
+    assert got is None or got.rank == fresh.rank
+
+
 def test_the_largest_row_error_stops_at_the_deadline():
     # the alternating l1's rank prediction asks an l1 refit for its exact largest row error,
     # LP after LP: stopped, it answers None and records no maximum; asked again without

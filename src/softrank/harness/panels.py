@@ -265,9 +265,16 @@ def _materialize_tiny(specs: list[tuple[int, dict]], out: list) -> None:
                     (op,) = capture(ck, read_sources([s["source"]]), width=s["width"],
                                     layers=[s["layer"]], heads=[s["head"]],
                                     family=f"tiny-{fam}-s{seed}", full=True)
-                    out[i] = op
+                    # the directory is gone after this: the provenance says how to write
+                    # the same checkpoint again instead
+                    meta = {**op.meta, "checkpoint_dir": "", "tiny_checkpoint": {
+                        "family": fam, "seed": seed, "max_positions": positions}}
+                    out[i] = dataclasses.replace(op, seed=seed, meta=meta)
         except SoftrankError as exc:
             raise PanelError(f"panel: {where}: {exc}") from exc
+        except ImportError as exc:  # writing one needs the [models] extra
+            raise PanelError(f"panel: {where}: writing it needs torch, transformers and "
+                             f"tokenizers ({exc}); install softrank[models]") from exc
 
 
 def _panel_file(path: Path, seed: int) -> Panel:

@@ -118,10 +118,8 @@ def _bracket(args, op, d) -> int:
             if br.verdict == "error":
                 print(f"{'':>{w}}  error: {br.diagnostics.error}")
             if br.cut_short:
-                skipped = [r.name for r in br.diagnostics.methods if r.message == "time limit"]
-                print(f"{'':>{w}}  cut short by --time-limit: {len(skipped)} methods skipped "
-                      f"({', '.join(skipped[:6])}{', ...' if len(skipped) > 6 else ''}); both "
-                      "ends are checked")
+                print(f"{'':>{w}}  cut short by --time-limit: {_cut_by_limit(br)}; both ends "
+                      "are checked")
         if store is not None:
             got = [br for br in brs if br.diagnostics.reference.get("source") == "store"]
             print(f"reference store {str(store.root)!r}: {len(got)} of {len(brs)} tolerances "
@@ -168,3 +166,17 @@ def _geometry(op) -> dict:
         return {}
     return {"rho_Q": g["rho_Q"], "rho_K": g["rho_K"], "Gamma": g["Gamma"],
             "sv_Q": [float(x) for x in g["sv_Q"]], "sv_K": [float(x) for x in g["sv_K"]]}
+
+
+def _cut_by_limit(br) -> str:
+    """The methods a tolerance's time limit skipped, and those it stopped while they ran or
+    that stopped before it because the rest of their work would pass it, by name."""
+    def names(which, what):
+        got = [r.name for r in br.diagnostics.methods if which(r.message)]
+        return (f"{len(got)} {what} ({', '.join(got[:6])}{', ...' if len(got) > 6 else ''})"
+                if got else f"0 {what}")
+
+    stopping = ("the time limit ran out while it ran",
+                "stopped before the time limit, which the rest of its work would pass")
+    return (names(lambda m: m.startswith("time limit"), "methods skipped") + ", "
+            + names(lambda m: m in stopping, "stopped by it"))

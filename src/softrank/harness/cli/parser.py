@@ -292,9 +292,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "printed delta (l1) of the given ones, and is recorded as such")
     b.add_argument("--time-limit", type=_pos_float, default=None, metavar="SECONDS",
                    help="seconds per tolerance: past it a running search stops before its next "
-                        "rank, the remaining searches are skipped and the tolerance is reported "
-                        "with the best checked ends so far, marked 'cut short' (never an "
-                        "unchecked bound)")
+                        "rank (the alternating l1 earlier, when the rest of its iterations would "
+                        "pass it), the remaining searches are skipped and the tolerance is "
+                        "reported with the best checked ends so far, marked 'cut short' (never "
+                        "an unchecked bound)")
     b.add_argument("--effort", choices=("full", "fast"), default="full", help=_EFFORT_HELP)
     b.add_argument("--rank", type=_rank_arg, default="plain", metavar="plain|causal|window:W",
                    help="which rank to bracket: plain (default) r_eps; causal, the least k with "
