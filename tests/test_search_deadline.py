@@ -383,10 +383,12 @@ def test_the_largest_row_error_stops_at_the_deadline():
 
 @pytest.mark.parametrize("effort", ["full", "fast"])
 def test_the_last_share_of_the_time_limit_is_kept_for_the_late_searches(effort):
-    # each method records the deadline its context carries when it runs: the constructions
-    # that are not late see the limit less LATE_LOWER_SHARE of it (at full effort), the
-    # late lower tests and constructions the whole limit; without a limit, none
-    from softrank.certifiers.bracket import LATE_LOWER_SHARE, _bracket_one, _Options
+    # each method records the deadline its context carries when it runs: the lower tests
+    # that run first see EARLY_LOWER_SHARE of the limit (at either effort), the
+    # constructions that are not late the limit less LATE_LOWER_SHARE of it (at full
+    # effort), the late lower tests and constructions the whole limit; without a limit, none
+    from softrank.certifiers.bracket import (EARLY_LOWER_SHARE, LATE_LOWER_SHARE, _bracket_one,
+                                             _Options)
     from softrank.certifiers.interface import Traits, as_certifier
     from softrank.operators import Operator
 
@@ -418,7 +420,8 @@ def test_the_last_share_of_the_time_limit_is_kept_for_the_late_searches(effort):
             assert seen == dict.fromkeys(names)
             continue
         early = deadline - LATE_LOWER_SHARE * limit if effort == "full" else deadline
-        assert seen["lower"] == deadline and seen["upper"] == early
+        assert seen["lower"] == deadline - (1 - EARLY_LOWER_SHARE) * limit
+        assert seen["upper"] == early
         if effort == "full":
             assert seen["late-lower"] == deadline and seen["late-upper"] == deadline
         else:

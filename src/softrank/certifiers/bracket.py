@@ -44,7 +44,7 @@ from .result import Bracket, monotone, set_verdict
 # Bracket, monotone (.result), memory_estimate and BASE_MEMORY (.memory) are re-exported:
 # what a caller of bracket() reads and sizes
 __all__ = ["Bracket", "bracket", "lower_certificate", "monotone", "memory_estimate",
-           "own_schedule", "BASE_MEMORY", "EFFORTS", "LATE_LOWER_SHARE"]
+           "own_schedule", "BASE_MEMORY", "EFFORTS", "LATE_LOWER_SHARE", "EARLY_LOWER_SHARE"]
 
 #: The share of a time limit kept for the late searches: under ``time_limit`` the
 #: constructions that are not late stop at ``1 - LATE_LOWER_SHARE`` of it, so that the late
@@ -52,6 +52,12 @@ __all__ = ["Bracket", "bracket", "lower_certificate", "monotone", "memory_estima
 #: take the whole limit (from 1,024 tokens on, the l1 refit and the alternating l1;
 #: docs/benchmarks.md, "Blocks on long heads").
 LATE_LOWER_SHARE = 0.1
+
+#: The share of a time limit the lower tests that run first may take: under ``time_limit``
+#: they stop at this fraction of it, so that the constructions get the rest (the subspace
+#: test took 620 s of a 540 s limit on a tiny Llama's head of 2,048 tokens, and every
+#: construction but the identity was skipped).
+EARLY_LOWER_SHARE = 0.5
 
 # validate_eps and check_effort moved to softrank.validation (kept here for one release)
 __getattr__ = moved(__name__, {"validate_eps": "softrank.validation",
@@ -232,8 +238,11 @@ def _bracket_one(ctx: Context, eps_req: float, *, opts: _Options, lower_tests: l
 
     # ---- lower side: every test, each raising the bar of the searches after it
     ctx.lower, ctx.upper = 0, ctx.p + 1
-    lcert, lrep = eng.first_passing(run([t for t in lower_tests if not late(t)], "lower"),
-                                    owner, "lower")
+    if deadline is not None and opts.time_limit is not None:  # the rest is the constructions'
+        eng.deadline = deadline - (1 - EARLY_LOWER_SHARE) * opts.time_limit
+    early = run([t for t in lower_tests if not late(t)], "lower")
+    eng.deadline = deadline
+    lcert, lrep = eng.first_passing(early, owner, "lower")
     # ---- upper side: searches look only below the best witness so far
     ctx.lower = lcert.rank if lcert is not None else 0
     if deadline is not None and effort == "full" and opts.time_limit is not None:
@@ -419,7 +428,10 @@ def bracket(A, eps, *, interval: bool = True, validated: bool = False,
         it has shown to hold, the remaining methods are skipped except the trivial lower
         test and the identity witness (``O(m N)``), and the tolerance is reported with the
         best checked ends of the methods that ran, ``cut_short`` set. Never an unchecked
-        bound. At full effort the constructions that are not late stop when all but
+        bound. The lower tests that run first stop at
+        :data:`~softrank.certifiers.bracket.EARLY_LOWER_SHARE` of the limit (half), which
+        leaves the rest to the constructions. At full effort the constructions that are not
+        late stop when all but
         :data:`~softrank.certifiers.bracket.LATE_LOWER_SHARE` of the limit (a tenth) is
         spent, which leaves that to the late searches, lower ones first: the subspace
         climb, also on blocks, which asks the limit before each dimension (late lower

@@ -255,7 +255,7 @@ class SubspaceTest:
         base = max(ctx.lower, 1)
         c = sub.best(eps, base + 1, ctx.p, stop=ctx.past_deadline)
         if c is None and not ctx.past_deadline():
-            c = sub.certificate(base, eps)
+            c = sub.certificate(base, eps, stop=ctx.past_deadline)
         if c is None:
             return None
         g = sub.extend(eps, c, stop=ctx.past_deadline)
