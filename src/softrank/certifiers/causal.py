@@ -42,6 +42,7 @@ from .interface import Context, Diagnostics, MethodRecord
 from .linalg import reweighted_step
 from .lp import L1Regression
 from .upper.basic import Deadline, least_feasible, safe_target
+from .upper.refit import LP_TIME_LIMIT
 
 __all__ = ["causal_bracket", "CausalSearch", "causal_blocks", "check_causal_operator",
            "UserCausalConstruction"]
@@ -211,7 +212,7 @@ class CausalSearch:
             if stop is not None and stop():
                 return None
             u = L1Regression(W[:, cols]).solve(self.T[i, cols], time_limit=(
-                60.0 if left is None else min(60.0, max(left(), 1e-3))))
+                LP_TIME_LIMIT if left is None else min(LP_TIME_LIMIT, max(left(), 1e-3))))
             if u is None and stop is not None and stop():
                 return None  # the LP was cut at the limit: the rank is undecided
             if u is not None and np.isfinite(u).all():

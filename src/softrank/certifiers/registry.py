@@ -36,6 +36,15 @@ def _ctx(operator, context: Context | None) -> Context:
     return context if context is not None else Context(operator.A)
 
 
+def _until_deadline(ctx: Context, search):
+    """``search(stop)`` with the context's deadline as a :class:`~softrank.certifiers.upper.Deadline`;
+    a search that foresaw it marks the context (``Context.foreseen``)."""
+    stop = up_.Deadline(ctx.deadline)
+    out = search(stop)
+    ctx.foreseen |= stop.foreseen
+    return out
+
+
 # ---------------------------------------------------------------- constructions (docs/theory/witnesses.md)
 
 class TruncatedSVDConstruction:
@@ -71,10 +80,8 @@ class _WindowSearch:
 
     def witness(self, operator, eps, context=None):
         ctx = _ctx(operator, context)
-        stop = up_.Deadline(ctx.deadline)
-        w = self._con(ctx).least_rank(eps, *ctx.window(), stop=stop)
-        ctx.foreseen |= stop.foreseen
-        return w
+        return _until_deadline(
+            ctx, lambda stop: self._con(ctx).least_rank(eps, *ctx.window(), stop=stop))
 
 
 class L1RefitConstruction(_WindowSearch):
@@ -125,10 +132,8 @@ class HybridConstruction:
         lo, _ = ctx.window()
         # alone (the suites), h = 0 too: without heavy keys hybrid is the l1 refit itself
         hy = ctx.shared("hybrid", lambda: up_.Hybrid(ctx.A, plain=context is None))
-        stop = up_.Deadline(ctx.deadline)
-        w = hy.least_rank(eps, lo, min(ctx.upper, ctx.p + 1) - 1, stop=stop)
-        ctx.foreseen |= stop.foreseen
-        return w
+        return _until_deadline(
+            ctx, lambda stop: hy.least_rank(eps, lo, min(ctx.upper, ctx.p + 1) - 1, stop=stop))
 
 
 class TrustRegionConstruction:
@@ -151,9 +156,7 @@ class TrustRegionConstruction:
             if start is None:
                 return None
             hi = start.rank - 1
-        stop = up_.Deadline(ctx.deadline)
-        w = tr.least_rank(eps, lo, hi, stop=stop)
-        ctx.foreseen |= stop.foreseen
+        w = _until_deadline(ctx, lambda stop: tr.least_rank(eps, lo, hi, stop=stop))
         if w is None and start is not None:
             w = dataclasses.replace(start, method=tr.method)
         return w
