@@ -439,7 +439,7 @@ def test_climb_stop_is_asked_before_each_dimension():
 
 
 def test_subspace_search_and_its_local_search_ask_stop():
-    """On I_10 every dimension certifies: the bisection from 2 answers 10, and with a stop
+    """On I_10 every dimension certifies: the search from 2 answers 10, and with a stop
     that answers True at once only its first probe, 2; the local search ends before its
     first candidate with nothing grown. So a late subspace test stops at a time limit."""
     from softrank.certifiers.lower.basic import largest_certified
@@ -453,4 +453,13 @@ def test_subspace_search_and_its_local_search_ask_stop():
     assert search.extend(0.25, first).rank > 2
     asked = []
     assert largest_certified(lambda k: k, 1, 100, stop=lambda: asked.append(1) or False) == 100
-    assert len(asked) == 7  # one question per bisection probe after the first
+    assert len(asked) == 7  # one question per probe after the first: 2, 4, ..., 64, 100
+    # holding up to 37 in [1, 100]: steps up from 1 (2, 4, ..., 64 fails), then bisection
+    # of [32, 63] (48 and 40 fail, 36 holds, 38 fails, 37 holds)
+    probes = []
+    assert largest_certified(lambda k: probes.append(k) or (k if k <= 37 else None), 1,
+                             100) == 37
+    assert probes == [1, 2, 4, 8, 16, 32, 64, 48, 40, 36, 38, 37]
+    probes.clear()  # a lo that fails: nothing else probed
+    assert largest_certified(lambda k: probes.append(k) or None, 5, 100) is None
+    assert probes == [5]

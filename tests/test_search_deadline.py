@@ -360,6 +360,130 @@ def test_the_subspace_screening_stops_at_the_limit():
     assert got is None or got.rank == fresh.rank
 
 
+def test_the_screening_asks_the_limit_between_its_blocks_of_keys(monkeypatch):
+    # one right-hand side per block: with a stop that answers True at its third question
+    # (before the first step, then between blocks 1 and 2, 2 and 3), the first reweighting
+    # step is cut after two blocks and the candidates are the least-norm ones; with a stop
+    # that never answers True the blocks give the steps of one block of every key
+    import softrank.certifiers.lower.subspace as sub_mod
+
+    rng = np.random.default_rng(1)
+    G, B = rng.standard_normal((4, 12)), rng.standard_normal((5, 4))
+    w = rng.uniform(0.5, 2.0, 12)
+
+    def score(Z, idx):
+        return (w * np.abs(Z)).sum(axis=1)
+
+    whole = sub_mod.basis_pursuit_candidates(G, w, B, score, 0.0)
+    least_norm = sub_mod.basis_pursuit_candidates(G, w, B, score, 0.0, iters=0)
+    monkeypatch.setattr(sub_mod, "SCREENING_BLOCK_WORK", 12 * 4 * 4)  # n k^2: one row
+    solved = []
+    real = sub_mod.weighted_solves
+    monkeypatch.setattr(sub_mod, "weighted_solves",
+                        lambda X, wt, rhs: solved.append(len(rhs)) or real(X, wt, rhs))
+    asked = []
+    Z, v = sub_mod.basis_pursuit_candidates(G, w, B, score, 0.0,
+                                            stop=lambda: asked.append(1) or len(asked) >= 3)
+    assert len(asked) == 3 and solved == [1, 1]
+    np.testing.assert_array_equal(v, least_norm[1])
+    np.testing.assert_array_equal(Z, least_norm[0])
+    solved.clear()
+    Zb, vb = sub_mod.basis_pursuit_candidates(G, w, B, score, 0.0, stop=lambda: False)
+    assert set(solved) == {1}
+    np.testing.assert_allclose(vb, whole[1], rtol=1e-9)
+    np.testing.assert_allclose(Zb, whole[0], rtol=1e-9, atol=1e-12)
+
+
+class _Limit:
+    """A stop with ``left()``: True from its ``after``-th question on."""
+
+    def __init__(self, seconds, after):
+        self.seconds, self.after, self.asked = seconds, after, 0
+
+    def __call__(self):
+        self.asked += 1
+        return self.asked >= self.after
+
+    def left(self):
+        return self.seconds
+
+
+@pytest.mark.parametrize("seconds, expected", [(5.0, 5.0), (500.0, 60.0), (None, 60.0)])
+def test_a_key_lp_gets_the_seconds_left_and_one_cut_there_decides_nothing(
+        monkeypatch, seconds, expected):
+    # each key LP gets at most the stop's seconds left (60 s at most, as without a limit);
+    # an LP without an answer while the limit is reached leaves the subspace undecided:
+    # None, uncached, the key order as it was (a key whose LP failed would move to the front)
+    import softrank.certifiers.lower.subspace as sub_mod
+    from softrank.generators.synthetic import gaussian_head
+
+    limits = []
+
+    class Cut:
+        def __init__(self, G, weights):
+            pass
+
+        def solve(self, b, time_limit=60.0):
+            limits.append(time_limit)
+            return None
+
+    monkeypatch.setattr(sub_mod, "BasisPursuit", Cut)
+    A = gaussian_head(40, 40, 8, 2.0, seed=3).A
+    V = np.linalg.svd(A)[2].T
+    search = sub_mod.SubspaceSearch(A, V, "svd", key_order=[3, 1, 2, 0] + list(range(4, 40)))
+    order = list(search.key_order)
+    if seconds is None:
+        stop = lambda: len(limits) > 0  # noqa: E731
+    else:
+        stop = _Limit(seconds, after=2)  # False before the first LP, True after it
+    assert search.certificate(6, 0.25, stop=stop) is None
+    assert limits == [expected] and (6, 0.25) not in search._cache
+    assert search.key_order == order
+    # without a stop, the same failed LP decides: cached None, its key first
+    search2 = sub_mod.SubspaceSearch(A, V, "svd", key_order=[3, 1, 2, 0] + list(range(4, 40)))
+    assert search2.certificate(6, 0.25) is None and search2._cache[(6, 0.25)] is None
+
+
+def test_basis_pursuit_refuses_a_time_limit_that_is_not_positive():
+    from softrank.certifiers.lp import BasisPursuit
+    from softrank.errors import InvalidArgumentError
+
+    bp = BasisPursuit(np.eye(2))
+    np.testing.assert_allclose(bp.solve(np.array([1.0, -2.0]), time_limit=5.0), [1.0, -2.0])
+    for bad in (0.0, -1.0, float("nan")):
+        with pytest.raises(InvalidArgumentError, match="time_limit"):
+            bp.solve(np.ones(2), time_limit=bad)
+
+
+def test_the_subspace_tests_probe_no_rank_above_the_upper_end(monkeypatch):
+    # on I_10 at eps 0.25 every dimension certifies; with the best witness so far at 4
+    # (Context.upper) the search probes ranks 2 to 4 only (a lower end above the upper end
+    # cannot exist), where without it it goes to 10
+    import softrank.certifiers.lower.subspace as sub_mod
+    from softrank.certifiers.registry import LOWER_TESTS
+    from softrank.operators import Operator
+
+    probed = []
+    real = sub_mod.SubspaceSearch.certificate
+
+    def spy(self, k, eps, stop=None):
+        if self.name == "svd":
+            probed.append(k)
+        return real(self, k, eps, stop)
+
+    monkeypatch.setattr(sub_mod.SubspaceSearch, "certificate", spy)
+    op = Operator(A=np.eye(10))
+    ctx = Context(op.A)
+    ctx.lower, ctx.upper = 1, 4
+    LOWER_TESTS["subspace"].certify(op, 0.25, ctx)
+    assert probed and max(probed) == 4
+    probed.clear()
+    ctx = Context(op.A)
+    ctx.lower = 1
+    assert LOWER_TESTS["subspace"].certify(op, 0.25, ctx).rank == 10
+    assert max(probed) == 10
+
+
 def test_the_largest_row_error_stops_at_the_deadline():
     # the alternating l1's rank prediction asks an l1 refit for its exact largest row error,
     # LP after LP: stopped, it answers None and records no maximum; asked again without

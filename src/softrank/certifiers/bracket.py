@@ -253,8 +253,8 @@ def _bracket_one(ctx: Context, eps_req: float, *, opts: _Options, lower_tests: l
     share, eng.deadline = eng.deadline, deadline
     # ---- the late searches: lower ones above the checked lower end, then upper ones below
     # the best witness so far (and above the lower end they may have raised); in the share
-    # only those that ask the limit inside their probes (Traits.asks_limit): a subspace-rows
-    # probe (a screening and key LPs) ran 280 s past a 60 s limit on a causal head
+    # only those that ask the limit inside their probes (Traits.asks_limit): a probe that
+    # does not can run minutes past the limit on a long head
     found = []
     for t in (t for t in lower_tests if late(t)):
         if (share != deadline and share < time.perf_counter() <= deadline

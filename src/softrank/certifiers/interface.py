@@ -294,8 +294,9 @@ class Traits:
         the claim; docs/suites.md).
     asks_limit : bool
         A late built-in lower test that asks the time limit inside its probes, so that it
-        runs in the share of the limit kept for the late searches (the subspace climbs;
-        :data:`~softrank.certifiers.bracket.LATE_LOWER_SHARE`); the others are skipped there.
+        runs in the share of the limit kept for the late searches (every late one of
+        softrank's; :data:`~softrank.certifiers.bracket.LATE_LOWER_SHARE`); others are
+        skipped there.
     """
 
     late: bool = False

@@ -121,8 +121,7 @@ def _real(name: str, v) -> np.ndarray:
 def _colwise(G, name: str = "G"):
     """``(shape, start, index, value)``: the column-wise sparse form of ``G`` (a dense array
     or a scipy sparse matrix) that HiGHS takes, zeros left out; for a dense ``G`` that of
-    ``scipy.sparse.csc_matrix(G)``, built without it (three times faster at the climb's
-    sizes)."""
+    ``scipy.sparse.csc_matrix(G)``, built without it (3x faster at the climb's sizes)."""
     if sp.issparse(G):
         if G.dtype.kind not in _REAL_KINDS:
             raise _not_real(name, G.dtype)
@@ -144,9 +143,8 @@ def _check_entries(name: str, values: np.ndarray) -> None:
     """InvalidArgumentError naming ``name`` if a matrix entry in ``values`` is NaN or
     infinite (HiGHS may loop on a NaN) or of magnitude ``LARGE_ENTRY`` or more."""
     if not np.isfinite(values).all():
-        raise InvalidArgumentError(f"{name} must be finite, got "
-                                   f"{int((~np.isfinite(values)).sum())} entries that are NaN "
-                                   f"or infinite")
+        bad = int((~np.isfinite(values)).sum())
+        raise InvalidArgumentError(f"{name} must be finite, got {bad} entries NaN or infinite")
     if values.size and np.abs(values).max() >= LARGE_ENTRY:
         raise InvalidArgumentError(f"{name}: entries must be below {LARGE_ENTRY:g} in magnitude "
                                    f"(HiGHS refuses larger ones), got {np.abs(values).max():g}")
@@ -575,14 +573,14 @@ class BasisPursuit:
 
     As an LP: ``x = p - q``, ``G p - G q = b``, ``p, q >= 0``, cost ``w^T (p + q)``
     (``weights`` default 1). :meth:`solve` returns ``x`` or ``None`` when not optimal
-    (including infeasible ``G x = b``).
+    (infeasible ``G x = b``, or past its ``time_limit``: seconds, 60 unless a caller has less).
 
     Raises
     ------
     InvalidArgumentError
         If ``G`` (array_like or scipy sparse) is not 2-D, is not made of real numbers, or
-        has an entry that is NaN, infinite or 1e15 or more in magnitude, or ``weights``
-        has not one finite real entry per column of ``G``.
+        has an entry that is NaN, infinite or 1e15 or more in magnitude, ``weights`` has
+        not one finite real entry per column of ``G``, or ``time_limit`` is not > 0.
     """
 
     def __init__(self, G, weights=None):
@@ -593,7 +591,8 @@ class BasisPursuit:
         M = sp.hstack([sp.csc_matrix(G), -sp.csc_matrix(G)], format="csc")
         self._lp = EqualityLP(M, np.concatenate([w, w]), np.zeros(2 * n), np.full(2 * n, np.inf))
 
-    def solve(self, b) -> np.ndarray | None:
+    def solve(self, b, time_limit: float = 60.0) -> np.ndarray | None:
+        self._lp._time_limit = check_positive(time_limit, "time_limit")
         if b is None:  # EqualityLP reads None as "keep the last b": it would answer that b
             return None
         res = self._lp.solve(b)

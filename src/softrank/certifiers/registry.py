@@ -244,8 +244,9 @@ class TruncatedPseudoinverseTest:
 
 class SubspaceTest:
     """Subspace (Bernstein) certificate on the top right singular vectors, searched above
-    ``context.lower``, then grown by a local search; under a time limit both ask it before
-    each probe after the first (each local candidate)."""
+    ``context.lower`` and up to ``context.upper``, then grown by a local search; under a
+    time limit every probe asks it before each key LP and each block of its screening, and
+    a key LP gets at most the seconds left."""
 
     name = "subspace"
 
@@ -256,12 +257,13 @@ class SubspaceTest:
         ctx = _ctx(operator, context)
         sub = self._search(ctx)
         base = max(ctx.lower, 1)
-        c = sub.best(eps, base + 1, ctx.p, stop=ctx.past_deadline)
-        if c is None and not ctx.past_deadline():
-            c = sub.certificate(base, eps, stop=ctx.past_deadline)
+        stop = up_.Deadline(ctx.deadline)
+        c = sub.best(eps, base + 1, min(ctx.upper, ctx.p), stop=stop)
+        if c is None and not stop():
+            c = sub.certificate(base, eps, stop=stop)
         if c is None:
             return None
-        g = sub.extend(eps, c, stop=ctx.past_deadline)
+        g = sub.extend(eps, c, stop=stop)
         return g if g is not None and g.rank > c.rank else c
 
 
@@ -322,7 +324,7 @@ class LPDecoderTest:
         dec = ctx.shared("decoders", lambda: _decoders(ctx)).get(self.width)
         if dec is None:
             return None
-        return dec.best(eps, max(ctx.lower, 1) + 1, ctx.p)
+        return dec.best(eps, max(ctx.lower, 1) + 1, min(ctx.upper, ctx.p))
 
 
 def _reference():
@@ -381,7 +383,7 @@ TRAITS = {
     "subspace": _ONLY_A,
     "lp-decoder-blocks2": _ONLY_A,
     "lp-decoder-blocks4": _ONLY_A,
-    "subspace-rows": Traits(late=True, gauge_invariant=True),
+    "subspace-rows": Traits(late=True, gauge_invariant=True, asks_limit=True),
     "subspace-climb": Traits(late=True, gauge_invariant=True, asks_limit=True),
     "subspace-blocks": Traits(late=True, gauge_invariant=True, asks_limit=True),
     "nystrom": Traits(gauge_invariant=True),
