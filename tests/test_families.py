@@ -267,6 +267,25 @@ def test_hybrid_keeps_a_sink_exactly():
     assert k <= 2 and w.rank == k and check(A, w).ok
 
 
+def test_hybrid_makes_each_option_when_its_search_reaches_it():
+    """Three heavy keys (column sums above 2 m / N): options h = 1, 2, 3, none made before
+    a search; a search stopped after its first option made only h = 1, and one without a
+    stop made all three, each once (the first kept, not made again)."""
+    m, N = 16, 12
+    rng = np.random.default_rng(2)
+    heavy = rng.uniform(0.15, 0.25, size=(m, 3))
+    rest = rng.dirichlet(np.ones(N - 3), size=m) * (1 - heavy.sum(axis=1))[:, None]
+    A = np.column_stack([heavy, rest])
+    assert (A.sum(axis=0)[:3] > 2 * m / N).all()
+    hy = up.Hybrid(A)
+    assert hy.sizes == [1, 2, 3] and hy._options == {}
+    w = hy.least_rank(0.05, 1, N, stop=lambda: True)
+    assert sorted(hy._options) == [1] and w is not None and check(A, w).ok
+    first = hy.option(1)
+    hy.least_rank(0.05, 1, N)
+    assert sorted(hy._options) == [1, 2, 3] and hy.option(1) is first
+
+
 def test_lp_decoder_identity_and_blocks():
     """On I_n the decoder L = I certifies n for every eps < 1; on permuted uniform blocks
     with the true blocks as groups, L picks one row per block: ||L||_inf = 1."""
@@ -289,6 +308,14 @@ def test_frobenius_row_subset_beats_whole_matrix():
     order = lo.row_order(A)
     c = lo.frobenius(A, 0.5, order, {})
     assert c is not None and c.rank == 2 and c.rows.size < 40 and check(A, c).ok
+    # stopped at once, only cached subsets count: the whole matrix's values (39 and 1
+    # squared; the tail past the first, 1, is below 40 * 0.25) give rank 1, nothing cached
+    # gives no certificate
+    whole = {40: np.linalg.svd(A, compute_uv=False)}
+    c = lo.frobenius(A, 0.5, order, whole, stop=lambda: True)
+    assert c is not None and c.rank == 1 and c.rows.size == 40 and check(A, c).ok
+    assert list(whole) == [40]
+    assert lo.frobenius(A, 0.5, order, {}, stop=lambda: True) is None
 
 
 @pytest.mark.slow

@@ -213,14 +213,17 @@ class TrivialTest:
 
 
 class FrobeniusTest:
-    """Eckart-Young tail on the whole matrix and on row subsets (shared singular values)."""
+    """Eckart-Young tail on the whole matrix and on row subsets (shared singular values,
+    the whole matrix's from the context's SVD); under a time limit it is asked before each
+    subset's SVD."""
 
     name = "frobenius"
 
     def certify(self, operator, eps, context=None):
         ctx = _ctx(operator, context)
         return lo_.frobenius(ctx.A, eps, ctx.shared("row-order", lambda: lo_.row_order(ctx.A)),
-                             ctx.shared("sv-cache", dict))
+                             ctx.shared("sv-cache", lambda: {ctx.A.shape[0]: ctx.svd[1]}),
+                             stop=ctx.past_deadline)
 
 
 class KeyGroupsTest:

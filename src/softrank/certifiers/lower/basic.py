@@ -82,18 +82,24 @@ def subset_sizes(m: int) -> list[int]:
     return sorted(sizes)
 
 
-def frobenius(A: np.ndarray, eps: float, order: np.ndarray, sv_cache: dict) -> FrobeniusCertificate | None:
+def frobenius(A: np.ndarray, eps: float, order: np.ndarray, sv_cache: dict,
+              stop=None) -> FrobeniusCertificate | None:
     """Best Frobenius-tail certificate over the whole matrix and prefixes of ``order``.
 
     For rows ``I`` with singular values ``s``: the largest ``r`` with
     ``sum_{j>r} s_j^2 > |I| eps^2`` gives ``r_eps >= r + 1``. ``sv_cache`` maps a subset size
-    to its singular values (shared across tolerances).
+    to its singular values (shared across tolerances; a bracket puts the whole matrix's
+    there from its SVD). ``stop`` (optional) is asked before each subset whose singular
+    values are not cached: True leaves it out, so that past a time limit only the cached
+    subsets count (at 4,096 tokens the subsets' SVDs take minutes on one core).
     """
     m = A.shape[0]
     best = None
     for size in subset_sizes(m):
         s = sv_cache.get(size)
         if s is None:
+            if stop is not None and stop():
+                continue
             rows = order[:size] if size < m else np.arange(m)
             s = np.linalg.svd(A[rows], compute_uv=False)
             sv_cache[size] = s

@@ -458,22 +458,29 @@ class Hybrid:
         colmass = A.sum(axis=0)
         order = np.argsort(-colmass, kind="stable")
         # a key is "heavy" when it carries more than twice a uniform key's mass
-        heavy = [int(j) for j in order[:max_heavy] if colmass[j] > 2.0 * m / N]
-        self.options = []
-        for h in range(0 if plain else 1, len(heavy) + 1):
-            H = np.array(sorted(heavy[:h]), dtype=np.intp)
-            rest = np.setdiff1d(np.arange(N), H)
-            _, _, Vt = np.linalg.svd(A[:, rest], full_matrices=False)
-            self.options.append((H, rest, L1Refit(A[:, rest], Vt, method="hybrid")))
+        self._heavy = [int(j) for j in order[:max_heavy] if colmass[j] > 2.0 * m / N]
+        self.sizes = list(range(0 if plain else 1, len(self._heavy) + 1))
+        self._options: dict[int, tuple] = {}
+
+    def option(self, h: int) -> tuple:
+        """``(H, rest, fit)`` for the ``h`` heaviest keys, made when a search first asks for
+        it: at 4,096 keys each option's SVD and fit take tens of seconds and hundreds of MiB,
+        and a time limit often ends the search before the last."""
+        if h not in self._options:
+            H = np.array(sorted(self._heavy[:h]), dtype=np.intp)
+            rest = np.setdiff1d(np.arange(self.A.shape[1]), H)
+            _, _, Vt = np.linalg.svd(self.A[:, rest], full_matrices=False)
+            self._options[h] = (H, rest, L1Refit(self.A[:, rest], Vt, method="hybrid"))
+        return self._options[h]
 
     def least_rank(self, eps: float, lo: int, hi: int, stop=None) -> UpperWitness | None:
         """The witness of the least total rank in ``[lo, hi]`` over the heavy-key options,
         or None; ``stop`` as in :func:`least_feasible`, also asked between options."""
         best = None
-        for H, rest, fit in self.options:
+        for h in self.sizes:
             if best is not None and stop is not None and stop():
                 break
-            h = H.size
+            H, rest, fit = self.option(h)
             cap = (best[0] - 1) if best else hi
             k = fit.least_feasible_rank(eps, max(lo - h, 1), cap - h, stop=stop)
             if k is None:
