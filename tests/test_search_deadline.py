@@ -242,6 +242,30 @@ def test_alternating_iterations_that_cannot_end_in_time_stop_after_the_first():
     assert tr.polish(30, 0.2, stop=_fixed(0.0)) is None and not tr._done
 
 
+def test_a_restart_that_knows_the_pace_does_not_start_when_it_cannot_end_in_time():
+    # a run writes its seconds per iteration and rank into the shared pace; a restart on
+    # the same pace with no time left stops before its first iteration (one question), one
+    # with a pace of its own only after it (two), and with all the time in the world the
+    # shared pace changes nothing
+    from softrank.certifiers.upper import AlternatingL1
+    from softrank.generators.synthetic import gaussian_head
+
+    A = gaussian_head(48, 48, 8, 2.0, seed=1).A
+    svd = np.linalg.svd(A, full_matrices=False)
+    pace = {}
+    AlternatingL1(A, svd, iters=5, pace=pace).irls_basis(30)
+    assert pace["rank_seconds"] > 0
+    smooth = AlternatingL1(A, svd, iters=40, delta=1e-3, pace=pace)
+    none_left = _fixed(0.0)
+    assert smooth.irls_basis(30, stop=none_left) is None and none_left.asked == 1
+    assert none_left.foreseen and none_left()
+    alone = AlternatingL1(A, svd, iters=40, delta=1e-3)
+    none_left = _fixed(0.0)
+    assert alone.irls_basis(30, stop=none_left) is None and none_left.asked == 2
+    np.testing.assert_array_equal(smooth.irls_basis(30, stop=_fixed(np.inf)),
+                                  alone.irls_basis(30))
+
+
 def test_a_rank_search_ends_at_its_first_probe_that_cannot_end_in_time():
     # a probe whose iterations stopped before the limit ends the search like one the limit
     # cut: one IRLS run, no rank, nothing cached; with time enough, the search without stop

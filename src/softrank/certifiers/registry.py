@@ -117,7 +117,8 @@ class AlternatingL1Construction(_WindowSearch):
         return ctx.shared(self.name, lambda: up_.AlternatingL1(
             ctx.A, ctx.svd, iters=self.iters, delta=self.delta, method=self.name,
             delta_start=self.delta_start, delta_decay=self.delta_decay,
-            tsvd_errors=ctx.shared("tsvd", lambda: up_.TruncatedSVD(ctx.A, ctx.svd)).errors))
+            tsvd_errors=ctx.shared("tsvd", lambda: up_.TruncatedSVD(ctx.A, ctx.svd)).errors,
+            pace=ctx.shared("irls-pace", dict)))
 
 
 class HybridConstruction:
