@@ -440,14 +440,18 @@ def test_climb_stop_is_asked_before_each_dimension():
 
 def test_subspace_search_and_its_local_search_ask_stop():
     """On I_10 every dimension certifies: the search from 2 answers 10, and with a stop
-    that answers True at once only its first probe, 2; the local search ends before its
+    that answers True after its first probe only that probe, 2; the local search ends before its
     first candidate with nothing grown. So a late subspace test stops at a time limit."""
     from softrank.certifiers.lower.basic import largest_certified
 
     eye = np.eye(10)
     search = lo.SubspaceSearch(eye, eye, "svd")
     assert search.best(0.25, 2, 10).rank == 10
-    first = search.best(0.25, 2, 10, stop=lambda: True)
+    # of the certificates the search found (2, 3, 5, 9, 10) only the last stays cached
+    assert sorted(k for (k, e), c in search._cache.items() if c is not None) == [10]
+    # a stop that answers True once a probe has certified: only the first probe, 2
+    fresh = lo.SubspaceSearch(eye, eye, "svd")
+    first = fresh.best(0.25, 2, 10, stop=lambda: any(c is not None for c in fresh._cache.values()))
     assert first is not None and first.rank == 2 and check(eye, first).ok
     assert search.extend(0.25, first, stop=lambda: True) is None
     assert search.extend(0.25, first).rank > 2

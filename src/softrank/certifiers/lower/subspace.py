@@ -114,8 +114,8 @@ class SubspaceSearch:
     ``min eps ||lam||_1 + ||mu||_1  s.t.  (A R)^T lam + R^T mu = r_j`` (a weighted basis
     pursuit, HiGHS) gives row ``j`` of ``Lam`` and ``M``. By LP duality the optimum is below 1
     for every ``j`` iff ``||A x||_inf > eps ||x||_inf`` on all of ``S_k``; the subspaces are
-    nested, so that holds for an initial run of ``k`` and a bisection finds its end. Values
-    per ``k`` are cached per ``(k, eps)`` (the LP depends on ``eps``). :meth:`extend` then
+    nested, so that holds for an initial run of ``k`` and :meth:`best` finds its end. Answers
+    are cached per ``(k, eps)`` (the LP depends on ``eps``). :meth:`extend` then
     searches locally for a larger certified subspace around the best one found.
 
     The keys' LPs run hardest first: a key whose LP ended a certificate is moved to the front
@@ -264,11 +264,23 @@ class SubspaceSearch:
         return best
 
     def best(self, eps: float, lo: int, hi: int, stop=None) -> SubspaceCertificate | None:
-        """Largest ``k`` in ``[lo, hi]`` with a certificate, by bisection; ``stop`` as in
-        :func:`~softrank.certifiers.lower.basic.largest_certified`, and asked before each
-        exact key LP of a probe (a probe it cuts certifies nothing)."""
-        return largest_certified(lambda k: self.certificate(k, eps, stop), lo,
-                                 min(hi, self.V.shape[1], self.A.shape[0]), stop=stop)
+        """Largest ``k`` in ``[lo, hi]`` with a certificate, by the search of
+        :func:`~softrank.certifiers.lower.basic.largest_certified` (steps up from ``lo``,
+        then bisection); ``stop`` as there, and asked before each exact key LP and each
+        block of the screening of a probe (a probe it cuts certifies nothing). Of the
+        certificates it finds only the last stays cached."""
+        held = []  # the rank of the best certificate so far, cached
+
+        def probe(k):
+            c = self.certificate(k, eps, stop)
+            if c is not None:  # the search never asks a lower rank again: forget its
+                for j in held:  # multipliers (N (m + N) floats, 64 MiB at 2,048 tokens)
+                    self._cache.pop((j, eps), None)
+                held[:] = [k]
+            return c
+
+        return largest_certified(probe, lo, min(hi, self.V.shape[1], self.A.shape[0]),
+                                 stop=stop)
 
 
 #: A start's label, as it appears in the method ``subspace/<label>+climb``: ``svd`` is the
