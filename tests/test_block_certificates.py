@@ -241,6 +241,19 @@ def test_block_keys_by_hand():
     assert block_keys(B, 1).tolist() == [0, 1, 2]  # no key fits: the mass decides
 
 
+@pytest.mark.parametrize("B, cap, name", [
+    (np.ones(4), 10, "B"), (np.ones((0, 3)), 10, "B"), (np.ones((2, 0)), 10, "B"),
+    (np.array([[1.0, np.nan]]), 10, "B"), (np.array([[1.0, -0.5]]), 10, "B"),
+    (np.array([["a", "b"]]), 10, "B"), (np.ones((2, 3)), 0, "max_entries"),
+    (np.ones((2, 3)), 2.5, "max_entries"), (np.ones((2, 3)), True, "max_entries")])
+def test_block_keys_refuses_what_is_not_a_block_or_a_cap(B, cap, name):
+    from softrank.certifiers.climbs import block_keys
+    from softrank.errors import InvalidArgumentError
+
+    with pytest.raises(InvalidArgumentError, match=name):
+        block_keys(B, cap)
+
+
 def test_a_block_on_the_keys_of_its_mass_certifies_below_the_planted_rank():
     # a cap under which not every key of a 64-row block fits (33 (128 + 64) = 6,336 entries
     # at rank 32): the block keeps the keys of largest mass, at least 85 % of it, and its

@@ -220,6 +220,16 @@ def test_a_deadline_foresees_work_that_would_pass_it():
     assert d.foresee(0.0) and d()
 
 
+@pytest.mark.parametrize("at", [float("nan"), float("inf"), "soon", 1j, [1.0]])
+def test_a_deadline_is_a_clock_reading_or_none(at):
+    from softrank.certifiers.upper import Deadline
+    from softrank.errors import InvalidArgumentError
+
+    with pytest.raises(InvalidArgumentError, match="at"):
+        Deadline(at)
+    assert Deadline(None).at is None and Deadline(np.float64(2.5)).at == 2.5
+
+
 def test_alternating_iterations_that_cannot_end_in_time_stop_after_the_first():
     # with no time left, the 39 iterations after the first would end past the limit at any
     # pace: the run stops before the second (two questions), with no basis, and the stop

@@ -11,6 +11,8 @@ import functools
 import numpy as np
 
 from ..checker import BlockCertificate
+from ..errors import InvalidArgumentError
+from ..validation import check_int
 from . import lower as lo_
 from .interface import Context
 
@@ -101,7 +103,20 @@ def block_keys(B: np.ndarray, max_entries: int) -> np.ndarray:
     -------
     (c,) int64 ndarray
         Distinct key indices, ``1 <= c <= N``.
+
+    Raises
+    ------
+    InvalidArgumentError
+        If ``B`` is not a 2-D array of finite non-negative numbers with at least one row
+        and one key, or ``max_entries`` is not an integer >= 1.
     """
+    max_entries = check_int(max_entries, "max_entries", 1)
+    B = np.asarray(B)
+    if (B.ndim != 2 or 0 in B.shape or B.dtype.kind not in "biuf"
+            or not np.isfinite(B).all() or (B < 0).any()):
+        raise InvalidArgumentError(f"B must be a 2-D array of finite non-negative numbers "
+                                   f"with at least one row and one key, got "
+                                   f"{B.dtype} of shape {B.shape}")
     b, N = B.shape
     fit = max_entries // (b // 2 + 1) - 2 * b
     if fit >= N:

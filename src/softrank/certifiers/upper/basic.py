@@ -12,6 +12,7 @@ import numpy as np
 
 from ...checker import UpperWitness
 from ...errors import InvalidArgumentError
+from ...validation import check_real
 from ..linalg import compiled
 
 __all__ = ["SAFETY", "safe_target", "least_feasible", "Deadline", "TruncatedSVD",
@@ -43,12 +44,17 @@ class Deadline:
     ----------
     at : float or None
         A ``time.perf_counter()`` reading (a bracket context's ``deadline``); None: no limit.
+
+    Raises
+    ------
+    InvalidArgumentError
+        If ``at`` is neither None nor a finite real number.
     """
 
     __slots__ = ("at", "foreseen")
 
     def __init__(self, at: float | None):
-        self.at = at
+        self.at = None if at is None else check_real(at, "at")
         self.foreseen = False
 
     def __call__(self) -> bool:
