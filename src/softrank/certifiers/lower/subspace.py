@@ -89,7 +89,7 @@ def basis_pursuit_candidates(G: np.ndarray, weights: np.ndarray, B: np.ndarray, 
             idx, Z = idx[keep], Z[keep]
             D = (np.abs(Z) + delta) / weights
             Y = np.empty((idx.size, k))
-            rows = max(1, int(SCREENING_BLOCK_WORK // (n * k * k)))
+            rows = max(1, int(SCREENING_BLOCK_WORK // max(n * k * k, 1)))
             cut = False
             try:
                 for a in range(0, idx.size, rows):

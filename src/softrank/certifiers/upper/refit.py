@@ -443,7 +443,8 @@ class Hybrid:
 
     For ``h`` heavy keys ``H`` (largest column sums of ``A``), ``B = [A_H | U W]`` on the
     columns ``H`` and the rest, with ``U W`` an l1 refit of ``A[:, rest]`` on its own top
-    right singular vectors. ``rank(B) <= h + k``.
+    right singular vectors. ``rank(B) <= h + k``. ``sizes`` lists the ``h`` tried, in
+    order; :meth:`option` makes each one's refit when a search first reaches it.
     """
 
     method = "hybrid"
