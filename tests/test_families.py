@@ -284,6 +284,11 @@ def test_hybrid_makes_each_option_when_its_search_reaches_it():
     first = hy.option(1)
     hy.least_rank(0.05, 1, N)
     assert sorted(hy._options) == [1, 2, 3] and hy.option(1) is first
+    # found or not, the options after the first ask the stop: a window with no witness
+    # (rank 1 at eps 1e-9) and a stop that answers True make option 1 only
+    hy = up.Hybrid(A)
+    assert hy.least_rank(1e-9, 1, 1, stop=lambda: True) is None
+    assert sorted(hy._options) == [1]
 
 
 def test_lp_decoder_identity_and_blocks():

@@ -464,6 +464,14 @@ def test_subspace_search_and_its_local_search_ask_stop():
     assert largest_certified(lambda k: probes.append(k) or (k if k <= 37 else None), 1,
                              100) == 37
     assert probes == [1, 2, 4, 8, 16, 32, 64, 48, 40, 36, 38, 37]
+    # not integers: refused in one line naming the argument (a lo of 1.5 looped for good)
+    from softrank.errors import InvalidArgumentError
+
+    for lo_, hi_, name in ((1.5, 7, "lo"), (1, 7.5, "hi"), (True, 7, "lo")):
+        with pytest.raises(InvalidArgumentError, match=name):
+            largest_certified(lambda k: k, lo_, hi_)
+    with pytest.raises(InvalidArgumentError, match="lo"):
+        search.best(0.25, -2, 3)
     probes.clear()  # a lo that fails: nothing else probed
     assert largest_certified(lambda k: probes.append(k) or None, 5, 100) is None
     assert probes == [5]

@@ -580,7 +580,7 @@ class BasisPursuit:
     InvalidArgumentError
         If ``G`` (array_like or scipy sparse) is not 2-D, is not made of real numbers, or
         has an entry that is NaN, infinite or 1e15 or more in magnitude, ``weights`` has
-        not one finite real entry per column of ``G``, or ``time_limit`` is not > 0.
+        not one finite real entry per column of ``G``, or ``time_limit`` is not finite > 0.
     """
 
     def __init__(self, G, weights=None):

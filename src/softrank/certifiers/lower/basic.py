@@ -14,6 +14,7 @@ import numpy as np
 import scipy.linalg
 
 from ...checker import FrobeniusCertificate, KeyGroupCertificate, TrivialCertificate
+from ...validation import check_int
 
 __all__ = ["SLACK", "largest_certified", "trivial", "row_order", "frobenius", "group_families",
            "coattended_groups", "key_groups"]
@@ -30,14 +31,16 @@ def largest_certified(certificate, lo: int, hi: int, stop=None):
     first, then steps up from it of 1, 2, 4, ... until one fails (or ``hi`` holds), then
     bisection between the last that held and the first that failed. None if ``lo`` fails.
     ``stop`` (optional) is asked before each probe after ``lo``: when it answers True the
-    best certificate so far is returned.
+    best certificate so far is returned. InvalidArgumentError if ``lo`` or ``hi`` is not an
+    integer.
 
     The answer lies a few ranks above ``lo`` on almost every head (``lo`` is one above the
     lower end already proved), and a probe's cost grows with ``k`` (its screening as
     ``k^2``), so the probes stay near it: a bisection of ``[lo, N]`` first probed about
     ``N / 2``, and at 2,048 keys that one probe (rank 1,054) took 292 s where the answer was
-    ``lo`` itself. With ``d`` ranks between ``lo`` and the answer this takes about
+    ``lo`` itself (232). With ``d`` ranks between ``lo`` and the answer this takes about
     ``2 log2(d) + 1`` probes, against ``log2(hi - lo)`` for the bisection alone."""
+    lo, hi = check_int(lo, "lo"), check_int(hi, "hi")
     if hi < lo:
         return None
     best = certificate(lo)

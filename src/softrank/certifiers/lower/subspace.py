@@ -13,6 +13,7 @@ import numpy as np
 import scipy.linalg
 
 from ...checker import SubspaceCertificate
+from ...validation import check_int
 from ..linalg import weighted_solves
 from ..lp import BasisPursuit
 from .basic import largest_certified
@@ -268,7 +269,9 @@ class SubspaceSearch:
         :func:`~softrank.certifiers.lower.basic.largest_certified` (steps up from ``lo``,
         then bisection); ``stop`` as there, and asked before each exact key LP and each
         block of the screening of a probe (a probe it cuts certifies nothing). Of the
-        certificates it finds only the last stays cached."""
+        certificates it finds only the last stays cached. InvalidArgumentError if ``lo`` is
+        not an integer >= 1 or ``hi`` not an integer."""
+        lo = check_int(lo, "lo", 1)
         held = []  # the rank of the best certificate so far, cached
 
         def probe(k):

@@ -60,10 +60,10 @@ class AlternatingL1:
         The name its witnesses carry (default ``"alternating-l1"``).
     pace : dict, optional
         Shared by the runs on one head (a bracket passes one dict to the search and its
-        restarts): each run writes its seconds per iteration and rank there
-        (``"rank_seconds"``), and a run with a ``foresee`` stop reads it before its first
-        iteration, so that a restart whose iterations cannot end in time does not start
-        (one iteration takes 8 s at 2,048 tokens and 34 s at 4,096).
+        restarts): each run writes its seconds per iteration and rank there after each
+        iteration (``"rank_seconds"``, the latest run's), and a run with a ``foresee`` stop
+        reads it before its first iteration, so that a restart whose iterations cannot end
+        in time does not start (one iteration takes 8 s at 2,048 tokens, 34 s at 4,096).
 
     Raises
     ------

@@ -476,10 +476,11 @@ class Hybrid:
 
     def least_rank(self, eps: float, lo: int, hi: int, stop=None) -> UpperWitness | None:
         """The witness of the least total rank in ``[lo, hi]`` over the heavy-key options,
-        or None; ``stop`` as in :func:`least_feasible`, also asked between options."""
+        or None; ``stop`` as in :func:`least_feasible`, also asked before each option after
+        the first (whose SVD and refit take seconds at 1,024 keys), found or not."""
         best = None
         for h in self.sizes:
-            if best is not None and stop is not None and stop():
+            if h != self.sizes[0] and stop is not None and stop():
                 break
             H, rest, fit = self.option(h)
             cap = (best[0] - 1) if best else hi
