@@ -40,9 +40,8 @@ from ..validation import check_effort, parse_rank, validate_eps
 from .bracket import Bracket, lower_certificate, monotone
 from .interface import Context, Diagnostics, MethodRecord
 from .linalg import reweighted_step
-from .lp import L1Regression
+from .lp import LP_TIME_LIMIT, L1Regression
 from .upper.basic import Deadline, least_feasible, safe_target
-from .upper.refit import LP_TIME_LIMIT
 
 __all__ = ["causal_bracket", "CausalSearch", "causal_blocks", "check_causal_operator",
            "UserCausalConstruction"]

@@ -30,7 +30,7 @@ from ..errors import InvalidArgumentError
 from ..validation import check_int, check_positive
 
 __all__ = ["LPResult", "EqualityLP", "RangeLP", "solve_inequality_lp", "L1Regression",
-           "BasisPursuit"]
+           "BasisPursuit", "LP_TIME_LIMIT"]
 
 
 _BANNER_SHOWN = False
@@ -39,6 +39,7 @@ _BANNER_SHOWN = False
 INFINITE_BOUND = 1e20
 #: HiGHS refuses a matrix entry of this magnitude or more (its ``large_matrix_value``).
 LARGE_ENTRY = 1e15
+LP_TIME_LIMIT = 60.0  #: Seconds a row LP may take unless a bracket's time limit has less left.
 
 
 def _set_options(highspy, h, options: dict | None) -> None:
@@ -591,7 +592,7 @@ class BasisPursuit:
         M = sp.hstack([sp.csc_matrix(G), -sp.csc_matrix(G)], format="csc")
         self._lp = EqualityLP(M, np.concatenate([w, w]), np.zeros(2 * n), np.full(2 * n, np.inf))
 
-    def solve(self, b, time_limit: float = 60.0) -> np.ndarray | None:
+    def solve(self, b, time_limit: float = LP_TIME_LIMIT) -> np.ndarray | None:
         self._lp._time_limit = check_positive(time_limit, "time_limit")
         if b is None:  # EqualityLP reads None as "keep the last b": it would answer that b
             return None

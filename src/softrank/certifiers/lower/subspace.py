@@ -15,7 +15,7 @@ import scipy.linalg
 from ...checker import SubspaceCertificate
 from ...validation import check_int
 from ..linalg import weighted_solves
-from ..lp import BasisPursuit
+from ..lp import LP_TIME_LIMIT, BasisPursuit
 from .basic import largest_certified
 
 __all__ = ["basis_pursuit_candidates", "SubspaceSearch", "SCREENING_BLOCK_WORK"]
@@ -175,7 +175,8 @@ class SubspaceSearch:
             nonlocal bp
             if bp is None:
                 bp = BasisPursuit(G, weights)
-            z = bp.solve(R[j], 60.0 if left is None else min(60.0, max(left(), 1e-3)))
+            z = bp.solve(R[j], LP_TIME_LIMIT if left is None
+                         else min(LP_TIME_LIMIT, max(left(), 1e-3)))
             val = np.inf if z is None else value(j, z)
             return z, val
 

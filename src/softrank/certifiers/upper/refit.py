@@ -11,11 +11,11 @@ from ...checker import UpperWitness
 from ...errors import InvalidArgumentError
 from ...validation import check_int
 from ..linalg import EXACT_MAX_RANK, reweighted_step
-from ..lp import L1Regression
+from ..lp import LP_TIME_LIMIT, L1Regression
 from .basic import least_feasible, safe_target
 
 __all__ = ["l1_candidates", "l1_dual_bounds", "screening", "L1Refit", "Hybrid", "DUAL_ROWS",
-           "DUAL_STEPS", "DUAL_MIN_ENTRIES", "LP_TIME_LIMIT"]
+           "DUAL_STEPS", "DUAL_MIN_ENTRIES"]
 
 #: Rows of a rank, those of largest least-squares error, whose dual bound
 #: (:func:`l1_dual_bounds`) :meth:`L1Refit.feasible` computes before any LP of that rank.
@@ -27,10 +27,6 @@ DUAL_STEPS = 50
 #: (least squares, a QR of ``W^T``, the projections) cost 2 to 7 such LPs (N = 64 to 256);
 #: at 512 keys and rank 200 they cost 0.6 of one.
 DUAL_MIN_ENTRIES = 2**16
-#: Seconds each exact row LP of :class:`L1Refit` may take; one that reaches it is not
-#: optimal and its rank is given up (less when a bracket's time limit has less left: then
-#: the rank is left undecided, docs/theory/witnesses.md#l1-refit).
-LP_TIME_LIMIT = 60.0
 # a rank is declined on a dual bound only above target * (1 + _DUAL_MARGIN) + _DUAL_MARGIN:
 # the bound is computed in float64, and a tie is left to the LPs
 _DUAL_MARGIN = 1e-9
@@ -326,6 +322,8 @@ class L1Refit:
         if self._solver is None:
             self._solver = L1Regression(self.Vt)  # one LP for every rank: rows come and go
         left = getattr(stop, "left", None)
+        # an LP that reaches its limit is not optimal and its rank is given up; one cut by
+        # a bracket's limit leaves the rank undecided (docs/theory/witnesses.md#l1-refit)
         limit = LP_TIME_LIMIT if left is None else min(LP_TIME_LIMIT, max(left(), 1e-3))
         u = self._solver.solve(self.A[i], k, time_limit=limit)
         if u is None:
