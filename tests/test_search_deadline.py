@@ -354,6 +354,29 @@ def test_the_causal_alternating_l1_stops_at_the_limit():
     assert rec is not None and "would pass" in rec.message and b.cut_short
 
 
+def test_the_causal_alternating_l1_keeps_its_pace_between_ranks():
+    # after a rank has run, a later rank with no time left stops before its first iteration
+    # (one question, where a fresh search asks twice); with time enough the pace changes
+    # nothing
+    from softrank.certifiers import causal
+    from softrank.generators.synthetic import gaussian_head
+    from softrank.operators import causal_mask
+
+    op = gaussian_head(40, 40, 8, 2.0, seed=2, causal=True)
+    keep = causal_mask(40)
+    search = causal.CausalSearch(op.A, keep, np.zeros_like(keep))
+    assert search.irls(30) is not None
+    none_left = _fixed(0.0)
+    assert search.irls(20, stop=none_left) is None and none_left.asked == 1
+    assert none_left.foreseen and 20 not in search._irls
+    fresh = causal.CausalSearch(op.A, keep, np.zeros_like(keep))
+    none_left = _fixed(0.0)
+    assert fresh.irls(20, stop=none_left) is None and none_left.asked == 2
+    for a, b in zip(search.irls(20, stop=_fixed(np.inf)),
+                    causal.CausalSearch(op.A, keep, np.zeros_like(keep)).irls(20)):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_the_subspace_screening_stops_at_the_limit():
     # the screening's reweighting steps ask stop: stopped at once, the candidates are the
     # least-norm ones (the steps of iters=0); a certificate whose screening was stopped is

@@ -114,6 +114,7 @@ class CausalSearch:
         self.p = int(min(A.shape))
         self._svd = None
         self._irls: dict[int, tuple] = {}
+        self._rank_seconds = 0.0  # the latest run's seconds per iteration and rank
         self.context = Context(A)  # the reference constructions' shared work
 
     @property
@@ -147,7 +148,8 @@ class CausalSearch:
         ``stop`` (optional, a :class:`~softrank.certifiers.upper.basic.Deadline`) is asked
         before each iteration and told the time the iterations left would take, as in
         :meth:`softrank.certifiers.upper.AlternatingL1.irls_basis`: None when it ends them
-        (nothing cached)."""
+        (nothing cached). The pace of the latest rank run is kept, so a later rank whose
+        iterations cannot end in time stops before its first."""
         if k in self._irls:
             return self._irls[k]
         foresee = getattr(stop, "foresee", None)
@@ -159,8 +161,12 @@ class CausalSearch:
         for it in range(self.iters):
             if stop is not None and stop():
                 return None
-            if it and foresee is not None and foresee(
-                    (time.perf_counter() - t0) / it * (self.iters - it)):
+            if it:  # seconds per iteration so far, per rank (an iteration's work grows as k)
+                per = (time.perf_counter() - t0) / it
+                self._rank_seconds = per / k
+            else:  # before the first: the pace of the ranks run before, if any
+                per = self._rank_seconds * k
+            if per and foresee is not None and foresee(per * (self.iters - it)):
                 return None
             d = max(1e-6, 1e-2 * 0.8 ** it)
             R = np.where(keep, A - U @ W, 0.0)
