@@ -717,6 +717,100 @@ def test_least_feasible_guess_asked_again_after_hi():
     assert calls == [0, 1] and probed == [20, 6, 5]
 
 
+def test_least_feasible_leaps_to_a_guess_moved_by_a_failure():
+    # worked by hand: feasible from 37 on in [1, 100]; the guess says 20, then 40 once 20
+    # has failed. 20 fails; the next probe leaps from the gallop's 21 to the guess, 40, which
+    # holds; galloping down 39, 37 hold and 33 fails; the bisection of [34, 37] probes 35, 36
+    from softrank.certifiers.upper import least_feasible
+
+    probed = []
+
+    def guess():
+        return 20 if not probed else 40
+
+    assert least_feasible(lambda k: probed.append(k) or k >= 37, 1, 100, guess=guess) == 37
+    assert probed == [20, 40, 39, 37, 33, 35, 36]
+    # a guess that does not move gallops up from it as before: 21, 23, 27, 35, 51 (holds),
+    # then the bisection of [36, 51]
+    probed.clear()
+    assert least_feasible(lambda k: probed.append(k) or k >= 37, 1, 100, guess=lambda: 20) == 37
+    assert probed == [20, 21, 23, 27, 35, 51, 43, 39, 37, 36]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_least_feasible_finds_the_threshold_whatever_the_guesses(seed):
+    # guesses that jump anywhere (inside and outside [lo, hi]) never make the search miss the
+    # threshold or probe a rank twice
+    from softrank.certifiers.upper import least_feasible
+
+    rng = np.random.default_rng(seed)
+    lo, hi = (int(v) for v in np.sort(rng.integers(1, 80, size=2)))
+    t = int(rng.integers(lo, hi + 2))  # hi + 1: no rank in [lo, hi] holds
+    probed = []
+
+    def feasible(k):
+        assert lo <= k <= hi, f"probed {k} outside [{lo}, {hi}]"
+        probed.append(k)
+        return k >= t
+
+    def guess():
+        return None if rng.random() < 0.2 else int(rng.integers(lo - 5, hi + 6))
+
+    assert least_feasible(feasible, lo, hi, guess=guess) == (t if t <= hi else None)
+    assert len(probed) == len(set(probed)), f"a rank probed twice: {probed}"
+
+
+class _Fit:
+    """A stand-in for an alternating-l1 fit: exact max error where complete, else what its
+    checks showed from below."""
+
+    def __init__(self, k, complete, error):
+        self._cache = {k: {"complete": complete}}
+        self.error = error
+
+    def max_error(self, k, stop=None):
+        return self.error
+
+    def error_shown(self, k):
+        return self.error
+
+
+def test_alternating_prediction_moves_up_after_a_failure_shows_a_larger_ratio():
+    # worked by hand: the truncated-SVD curve e_svd(k) = 1 / k; rank 10 fitted completely
+    # with max error 0.2 (ratio c = 2), so c e_svd(k) = 2 / k <= 0.25 first at k = 9 (2/8 is
+    # not below the target). Rank 8 then failed, showing 0.5 (ratio 4): log c runs
+    # linearly from log 4 at 8 to log 2 at 10, so at 9, c = 2 sqrt(2) and c / 9 = 0.31
+    # > 0.25, and the prediction is 10. A failure showing a ratio no larger (0.2 at 8,
+    # ratio 1.6) leaves it at 9.
+    from softrank.certifiers.upper import AlternatingL1
+
+    A = np.eye(12)
+    svd = np.linalg.svd(A)
+    curve = np.array([1.0] + [1.0 / k for k in range(1, 13)])
+    alt = AlternatingL1(A, svd, tsvd_errors=curve)
+    alt._fits = {10: _Fit(10, True, 0.2)}
+    assert alt._predict(0.25, 12) == 9
+    alt._fits[8] = _Fit(8, False, 0.5)
+    assert alt._predict(0.25, 12) == 10
+    alt._fits[8] = _Fit(8, False, 0.2)
+    assert alt._predict(0.25, 12) == 9
+    alt._fits = {}
+    assert alt._predict(0.25, 12) is None  # nothing fitted completely
+
+
+def test_error_shown_is_the_failing_rows_optimum():
+    # worked by hand: A = I (3 x 3) on the basis e_1 at rank 1: row 0 is fitted exactly, rows
+    # 1 and 2 have l1 optimum 1 (|u| + 1 at best u = 0). At eps 0.5 the check fails on one of
+    # them, which shows 1.0; nothing is known at a rank never checked
+    from softrank.certifiers.upper import L1Refit
+
+    fit = L1Refit(np.eye(3), np.eye(3))
+    assert fit.error_shown(1) is None
+    assert not fit.feasible(1, 0.5)
+    assert fit.error_shown(1) == pytest.approx(1.0, abs=1e-9)
+    assert fit.feasible(3, 0.5) and fit.error_shown(3) == pytest.approx(0.0, abs=1e-9)
+
+
 @pytest.mark.parametrize("k, n, table", [(1, 5, True), (3, 7, True), (6, 40, False),
                                          (40, 90, True), (45, 300, False), (90, 95, True)])
 def test_weighted_solves_match_each_system_solved_alone(k, n, table, monkeypatch):

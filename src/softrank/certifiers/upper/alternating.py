@@ -198,10 +198,13 @@ class AlternatingL1:
         return False if fit is None else fit.feasible(k, eps, stop)
 
     def _predict(self, eps: float, hi: int, stop=None) -> int | None:
-        """Predicted least rank: the truncated-SVD error curve scaled to pass through the
-        polished error of the largest rank fitted so far (``e(k) ~ c e_svd(k)``, any
-        tolerance: the fits are shared); None before any rank has a complete fit, or when
-        ``stop`` cut the exact row solves of that fit's maximum."""
+        """Predicted least rank from the truncated-SVD error curve ``e_svd``, scaled by a
+        ratio ``c(k)``: ``e(k) ~ c(k) e_svd(k)``, any tolerance (the fits are shared).
+        ``c`` is the ratio at the largest rank fitted completely so far (its exact max
+        error); when a smaller rank failed, showing a larger ratio from below
+        (:meth:`L1Refit.error_shown`, the largest such rank), ``log c`` runs linearly between
+        the two and stays at the smaller rank's below it. None before any rank has a
+        complete fit, or when ``stop`` cut the exact row solves of that fit's maximum."""
         if self._tsvd_errors is None:  # only searches need it (attacks fit single ranks)
             self._tsvd_errors = TruncatedSVD(self.A, self._svd).errors
         e_svd = self._tsvd_errors
@@ -216,7 +219,20 @@ class AlternatingL1:
         e0 = self._fits[k0].max_error(k0, stop)
         if e0 is None:
             return None
-        ok = np.nonzero((e0 / e_svd[k0]) * e_svd[1:hi + 1] <= safe_target(eps))[0]
+        curve = e_svd[1:hi + 1]
+        ks = np.arange(1, curve.size + 1)
+        log_c = np.full(ks.size, np.log(e0 / e_svd[k0])) if e0 > 0 else None
+        # the largest rank below k0 whose checks showed a larger ratio (a failed probe)
+        below = [(k, fit.error_shown(k)) for k, fit in self._fits.items()
+                 if k < k0 and k < e_svd.size and e_svd[k] > 0]
+        below = [(k, e / e_svd[k]) for k, e in below
+                 if e is not None and e0 > 0 and e / e_svd[k] > e0 / e_svd[k0]]
+        if below and log_c is not None:
+            k1, c1 = max(below)
+            t = np.clip((k0 - ks) / (k0 - k1), 0.0, 1.0)
+            log_c = log_c + t * (np.log(c1) - log_c)
+        scale = np.zeros(ks.size) if log_c is None else np.exp(log_c)
+        ok = np.nonzero(scale * curve <= safe_target(eps))[0]
         return int(ok[0]) + 1 if ok.size else hi
 
     def least_feasible_rank(self, eps: float, lo: int, hi: int, stop=None) -> int | None:

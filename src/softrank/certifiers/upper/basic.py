@@ -80,8 +80,11 @@ def least_feasible(feasible, lo: int, hi: int, guess=None, stop=None) -> int | N
     search probes the prediction and gallops away from it (steps 1, 2, 4, ...) until the
     answer is enclosed, then bisects the enclosure; ``hi`` is probed only when needed. With a
     prediction within a rank or two this takes 2-4 probes where the bisection of a wide
-    ``[lo, hi]`` takes ``log2(hi - lo) + 1``. Either way the result ``k`` has ``feasible(k)``
-    and (when ``k > lo``) not ``feasible(k - 1)``; None means ``feasible(hi)`` failed.
+    ``[lo, hi]`` takes ``log2(hi - lo) + 1``. Going up (the prediction failed), ``guess`` is
+    asked again before each step, since a failure may inform it; a new prediction beyond the
+    step is probed instead, and when it holds the search gallops down from it. Either way
+    the result ``k`` has ``feasible(k)`` and (when ``k > lo``) not ``feasible(k - 1)``; None
+    means ``feasible(hi)`` failed.
 
     ``stop`` (optional) is asked before every probe but the first; when it answers True
     the search ends there with the least rank shown feasible so far (None if none was):
@@ -129,20 +132,23 @@ def _least_feasible(feasible, lo: int, hi: int, guess) -> int | None:
     if g is not None and lo < hi:
         g = min(max(int(g), lo), hi - 1)
         if feasible(g):
-            hi, step, hi_known = g, 1, True
-            while hi - step >= lo:
-                if feasible(hi - step):
-                    hi, step = hi - step, 2 * step
-                else:
-                    lo = hi - step + 1
-                    break
+            hi_known = True
+            lo, hi = _gallop_down(feasible, lo, g)
         else:
             lo, step = g + 1, 1
             while lo + step - 1 < hi:
-                if feasible(lo + step - 1):
-                    hi, hi_known = lo + step - 1, True
+                k = lo + step - 1
+                # asked again: the failure just shown may move the prediction past the step
+                g = guess() if guess is not None else None
+                leap = g is not None and min(int(g), hi - 1) > k
+                if leap:
+                    k = min(int(g), hi - 1)
+                if feasible(k):
+                    hi, hi_known = k, True
+                    if leap:  # a prediction that held: the answer is likely just below it
+                        lo, hi = _gallop_down(feasible, lo, k)
                     break
-                lo, step = lo + step, 2 * step
+                lo, step = k + 1, 2 * step
     if not hi_known and not feasible(hi):
         return None
     while lo < hi:
@@ -152,6 +158,19 @@ def _least_feasible(feasible, lo: int, hi: int, guess) -> int | None:
         else:
             lo = mid + 1
     return hi
+
+
+def _gallop_down(feasible, lo: int, hi: int) -> tuple[int, int]:
+    """From a ``hi`` shown feasible, probe ``hi - 1``, then 2, 4, ... ranks further down while
+    the probes hold and stay ``>= lo``. Returns ``(lo, hi)`` enclosing the least feasible
+    rank: ``hi`` the last probe that held, ``lo`` one above the first that failed (or the
+    ``lo`` given)."""
+    step = 1
+    while hi - step >= lo:
+        if not feasible(hi - step):
+            return hi - step + 1, hi
+        hi, step = hi - step, 2 * step
+    return lo, hi
 
 
 class TruncatedSVD:

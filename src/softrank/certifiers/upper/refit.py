@@ -416,6 +416,18 @@ class L1Refit:
             st["max"] = worst
         return st["max"]
 
+    def error_shown(self, k: int) -> float | None:
+        """The largest lower bound on a row's l1 optimum at rank ``k`` that its checks have
+        shown so far (rows solved exactly, rows' dual bounds), so a lower bound on the
+        max-row optimum; None when nothing is known. A rank that failed early shows the row
+        that failed it, usually the worst: the searches predict from it
+        (:meth:`AlternatingL1.least_feasible_rank`)."""
+        st = self._cache.get(k)
+        if st is None:
+            return None
+        shown = np.concatenate([st["err"][~np.isnan(st["err"])], st["lb"][np.isfinite(st["lb"])]])
+        return float(shown.max()) if shown.size else None
+
     def least_feasible_rank(self, eps: float, lo: int, hi: int, stop=None) -> int | None:
         """Least ``k`` in ``[lo, hi]`` that is feasible, by bisection (monotone in ``k``);
         ``stop`` as in :func:`least_feasible`."""
