@@ -200,41 +200,39 @@ class AlternatingL1:
     def _predict(self, eps: float, hi: int, stop=None) -> int | None:
         """Predicted least rank from the truncated-SVD error curve ``e_svd``, scaled by a
         ratio ``c(k)``: ``e(k) ~ c(k) e_svd(k)``, any tolerance (the fits are shared).
-
-        ``c`` is the ratio at a rank fitted completely (one that held at some tolerance; its
-        exact max error): the largest such rank, or, once a smaller rank has failed, the
-        least one above the largest failure. When that failure showed a larger ratio from
-        below (:meth:`L1Refit.error_shown`), ``log c`` runs linearly between the two ranks
-        and stays at the failure's below it. None before any rank has a complete fit, or
-        when ``stop`` cut the exact row solves of the anchor's maximum."""
+        ``c`` is the ratio at the largest rank fitted completely so far (its exact max
+        error); when a smaller rank failed, showing a larger ratio from below
+        (:meth:`L1Refit.error_shown`, the largest such rank), ``log c`` runs linearly between
+        the two and stays at the smaller rank's below it. None before any rank has a
+        complete fit, or when ``stop`` cut the exact row solves of that fit's maximum."""
         if self._tsvd_errors is None:  # only searches need it (attacks fit single ranks)
             self._tsvd_errors = TruncatedSVD(self.A, self._svd).errors
         e_svd = self._tsvd_errors
-        # ranks whose fit has held at some tolerance: their exact max error is known (rows
-        # solved exactly: screened candidates would only bound it from above)
+        # the largest rank whose fit has held at some tolerance, with its exact max error
+        # (rows solved exactly: screened candidates would only bound it from above)
         done = [k for k, fit in self._fits.items()
                 if fit._cache.get(k) is not None and fit._cache[k]["complete"]
                 and k < e_svd.size and e_svd[k] > 0]
         if not done:
             return None
-        # the largest rank below them that never held, and the least that held above it
-        failed = [k for k in self._fits
-                  if k not in done and k < max(done) and k < e_svd.size and e_svd[k] > 0]
-        k1 = max(failed) if failed else None
-        k0 = max(done) if k1 is None else min(k for k in done if k > k1)
+        k0 = max(done)
         e0 = self._fits[k0].max_error(k0, stop)
         if e0 is None:
             return None
         curve = e_svd[1:hi + 1]
         ks = np.arange(1, curve.size + 1)
-        if not e0 > 0:
-            return 1 if curve.size else hi
-        log_c = np.full(ks.size, np.log(e0 / e_svd[k0]))
-        e1 = None if k1 is None else self._fits[k1].error_shown(k1)
-        if e1 is not None and e1 / e_svd[k1] > e0 / e_svd[k0]:
+        log_c = np.full(ks.size, np.log(e0 / e_svd[k0])) if e0 > 0 else None
+        # the largest rank below k0 whose checks showed a larger ratio (a failed probe)
+        below = [(k, fit.error_shown(k)) for k, fit in self._fits.items()
+                 if k < k0 and k < e_svd.size and e_svd[k] > 0]
+        below = [(k, e / e_svd[k]) for k, e in below
+                 if e is not None and e0 > 0 and e / e_svd[k] > e0 / e_svd[k0]]
+        if below and log_c is not None:
+            k1, c1 = max(below)
             t = np.clip((k0 - ks) / (k0 - k1), 0.0, 1.0)
-            log_c = log_c + t * (np.log(e1 / e_svd[k1]) - log_c)
-        ok = np.nonzero(np.exp(log_c) * curve <= safe_target(eps))[0]
+            log_c = log_c + t * (np.log(c1) - log_c)
+        scale = np.zeros(ks.size) if log_c is None else np.exp(log_c)
+        ok = np.nonzero(scale * curve <= safe_target(eps))[0]
         return int(ok[0]) + 1 if ok.size else hi
 
     def least_feasible_rank(self, eps: float, lo: int, hi: int, stop=None) -> int | None:

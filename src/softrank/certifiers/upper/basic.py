@@ -82,8 +82,7 @@ def least_feasible(feasible, lo: int, hi: int, guess=None, stop=None) -> int | N
     prediction within a rank or two this takes 2-4 probes where the bisection of a wide
     ``[lo, hi]`` takes ``log2(hi - lo) + 1``. Going up (the prediction failed), ``guess`` is
     asked again before each step, since a failure may inform it; a new prediction beyond the
-    step is probed instead, and when it holds the search gallops down from it; going down,
-    a prediction below the step is probed the same way. Either way
+    step is probed instead, and when it holds the search gallops down from it. Either way
     the result ``k`` has ``feasible(k)`` and (when ``k > lo``) not ``feasible(k - 1)``; None
     means ``feasible(hi)`` failed.
 
@@ -134,7 +133,7 @@ def _least_feasible(feasible, lo: int, hi: int, guess) -> int | None:
         g = min(max(int(g), lo), hi - 1)
         if feasible(g):
             hi_known = True
-            lo, hi = _gallop_down(feasible, lo, g, guess)
+            lo, hi = _gallop_down(feasible, lo, g)
         else:
             lo, step = g + 1, 1
             while lo + step - 1 < hi:
@@ -147,7 +146,7 @@ def _least_feasible(feasible, lo: int, hi: int, guess) -> int | None:
                 if feasible(k):
                     hi, hi_known = k, True
                     if leap:  # a prediction that held: the answer is likely just below it
-                        lo, hi = _gallop_down(feasible, lo, k, guess)
+                        lo, hi = _gallop_down(feasible, lo, k)
                     break
                 lo, step = k + 1, 2 * step
     if not hi_known and not feasible(hi):
@@ -161,21 +160,16 @@ def _least_feasible(feasible, lo: int, hi: int, guess) -> int | None:
     return hi
 
 
-def _gallop_down(feasible, lo: int, hi: int, guess=None) -> tuple[int, int]:
+def _gallop_down(feasible, lo: int, hi: int) -> tuple[int, int]:
     """From a ``hi`` shown feasible, probe ``hi - 1``, then 2, 4, ... ranks further down while
-    the probes hold and stay ``>= lo``; a ``guess`` asked before each step that predicts a
-    rank below the step (and ``>= lo``) is probed instead. Returns ``(lo, hi)`` enclosing the
-    least feasible rank: ``hi`` the last probe that held, ``lo`` one above the first that
-    failed (or the ``lo`` given)."""
+    the probes hold and stay ``>= lo``. Returns ``(lo, hi)`` enclosing the least feasible
+    rank: ``hi`` the last probe that held, ``lo`` one above the first that failed (or the
+    ``lo`` given)."""
     step = 1
     while hi - step >= lo:
-        k = hi - step
-        g = guess() if guess is not None else None
-        if g is not None and lo <= int(g) < k:
-            k = int(g)
-        if not feasible(k):
-            return k + 1, hi
-        hi, step = k, 2 * step
+        if not feasible(hi - step):
+            return hi - step + 1, hi
+        hi, step = hi - step, 2 * step
     return lo, hi
 
 
