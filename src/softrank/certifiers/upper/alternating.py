@@ -201,9 +201,10 @@ class AlternatingL1:
         """Predicted least rank from the truncated-SVD error curve ``e_svd``, scaled by a
         ratio ``c(k)``: ``e(k) ~ c(k) e_svd(k)``, any tolerance (the fits are shared).
         ``c`` is the ratio at the largest rank fitted completely so far (its exact max
-        error); when a smaller rank failed, showing a larger ratio from below
-        (:meth:`L1Refit.error_shown`, the largest such rank), ``log c`` runs linearly between
-        the two and stays at the smaller rank's below it. None before any rank has a
+        error); when the checks of a smaller rank showed a larger ratio from below
+        (:meth:`L1Refit.error_shown`: a failed probe, or a rank checked at another
+        tolerance; the largest such rank), ``log c`` runs linearly between the two and stays
+        at the smaller rank's below it. None before any rank has a
         complete fit, or when ``stop`` cut the exact row solves of that fit's maximum."""
         if self._tsvd_errors is None:  # only searches need it (attacks fit single ranks)
             self._tsvd_errors = TruncatedSVD(self.A, self._svd).errors

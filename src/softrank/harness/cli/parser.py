@@ -291,7 +291,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "bracket is then of the renormalised matrix, whose rows are within the "
                         "printed delta (l1) of the given ones, and is recorded as such")
     b.add_argument("--time-limit", type=_pos_float, default=None, metavar="SECONDS",
-                   help="seconds per tolerance: past it a running search stops before its next "
+                   help="seconds per tolerance (with --rank causal or window:W, for all the "
+                        "tolerances together): past it a running search stops before its next "
                         "rank (the alternating l1 earlier, when the rest of its iterations would "
                         "pass it), the remaining searches are skipped and the tolerance is "
                         "reported with the best checked ends so far, marked 'cut short' (never "
