@@ -204,8 +204,8 @@ class AlternatingL1:
         error); when the checks of a smaller rank showed a larger ratio from below
         (:meth:`L1Refit.error_shown`: a failed probe, or a rank checked at another
         tolerance; the largest such rank), ``log c`` runs linearly between the two and stays
-        at the smaller rank's below it. None before any rank has a
-        complete fit, or when ``stop`` cut the exact row solves of that fit's maximum."""
+        at the smaller rank's below it. None before any rank has a complete fit, or when
+        ``stop`` cut the exact row solves of that fit's maximum."""
         if self._tsvd_errors is None:  # only searches need it (attacks fit single ranks)
             self._tsvd_errors = TruncatedSVD(self.A, self._svd).errors
         e_svd = self._tsvd_errors

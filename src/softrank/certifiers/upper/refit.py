@@ -421,7 +421,7 @@ class L1Refit:
         shown so far (rows solved exactly, rows' dual bounds), so a lower bound on the
         max-row optimum; None when nothing is known. A rank that failed early shows the row
         that failed it, usually the worst: the searches predict from it
-        (:meth:`AlternatingL1.least_feasible_rank`)."""
+        (:meth:`~softrank.certifiers.upper.AlternatingL1.least_feasible_rank`)."""
         st = self._cache.get(k)
         if st is None:
             return None
