@@ -737,6 +737,21 @@ def test_least_feasible_leaps_to_a_guess_moved_by_a_failure():
     assert probed == [20, 21, 23, 27, 35, 51, 43, 39, 37, 36]
 
 
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), "seven", object()])
+def test_least_feasible_refuses_a_guess_without_an_integer_value(bad):
+    # first asked, or asked again after a failed probe: a one-line error naming the guess
+    from softrank.certifiers.upper import least_feasible
+    from softrank.errors import InvalidArgumentError
+
+    with pytest.raises(InvalidArgumentError, match="^guess: "):
+        least_feasible(lambda k: k >= 10, 1, 50, guess=lambda: bad)
+    probed = []
+    with pytest.raises(InvalidArgumentError, match="^guess: "):
+        least_feasible(lambda k: probed.append(k) or k >= 10, 1, 50,
+                       guess=lambda: 3 if not probed else bad)
+    assert probed == [3]
+
+
 @pytest.mark.parametrize("seed", range(12))
 def test_least_feasible_finds_the_threshold_whatever_the_guesses(seed):
     # guesses that jump anywhere (inside and outside [lo, hi]) never make the search miss the

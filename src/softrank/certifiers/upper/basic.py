@@ -92,6 +92,12 @@ def least_feasible(feasible, lo: int, hi: int, guess=None, stop=None) -> int | N
     search past it keeps what it proved and the bracket is marked cut short. A probe that
     the stop interrupted answers False (not shown), and the next question ends the
     search. Without ``stop`` the answer is the one described above.
+
+    Raises
+    ------
+    InvalidArgumentError
+        If ``guess`` returns something other than None that has no integer value (NaN, an
+        infinity, a word).
     """
     if stop is None:
         return _least_feasible(feasible, lo, hi, guess)
@@ -122,15 +128,15 @@ def _least_feasible(feasible, lo: int, hi: int, guess) -> int | None:
     lo = max(lo, 1)
     if hi < lo:
         return None
-    g = guess() if guess is not None and lo < hi else None
+    g = _ask(guess) if guess is not None and lo < hi else None
     hi_known = False
     if g is None:
         if not feasible(hi):
             return None
         hi_known = True
-        g = guess() if guess is not None and lo < hi else None
+        g = _ask(guess) if guess is not None and lo < hi else None
     if g is not None and lo < hi:
-        g = min(max(int(g), lo), hi - 1)
+        g = min(max(g, lo), hi - 1)
         if feasible(g):
             hi_known = True
             lo, hi = _gallop_down(feasible, lo, g)
@@ -139,10 +145,10 @@ def _least_feasible(feasible, lo: int, hi: int, guess) -> int | None:
             while lo + step - 1 < hi:
                 k = lo + step - 1
                 # asked again: the failure just shown may move the prediction past the step
-                g = guess() if guess is not None else None
-                leap = g is not None and min(int(g), hi - 1) > k
+                g = _ask(guess) if guess is not None else None
+                leap = g is not None and min(g, hi - 1) > k
                 if leap:
-                    k = min(int(g), hi - 1)
+                    k = min(g, hi - 1)
                 if feasible(k):
                     hi, hi_known = k, True
                     if leap:  # a prediction that held: the answer is likely just below it
@@ -158,6 +164,18 @@ def _least_feasible(feasible, lo: int, hi: int, guess) -> int | None:
         else:
             lo = mid + 1
     return hi
+
+
+def _ask(guess) -> int | None:
+    """``guess()`` as an int (a float is truncated), or None."""
+    g = guess()
+    if g is None:
+        return None
+    try:
+        return int(g)
+    except (TypeError, ValueError, OverflowError):
+        raise InvalidArgumentError(
+            f"guess: expected it to return an int or None, got {g!r}") from None
 
 
 def _gallop_down(feasible, lo: int, hi: int) -> tuple[int, int]:
